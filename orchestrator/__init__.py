@@ -1,0 +1,1 @@
+"""Driver side of scalesweep: sweep spec, plan, Tune wiring, trial driver, MLflow, CLI."""
