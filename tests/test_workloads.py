@@ -17,9 +17,22 @@ ROOT = Path(__file__).resolve().parents[1]
 #: small but representative options, so the whole module runs in a few seconds
 SMALL: dict[str, dict[str, Any]] = {
     "mlp_regression": {"train_size": 64, "dev_size": 40},
+    "digits_cnn": {},
 }
 NAMES = sorted(SMALL)
 DEFAULT_KEYS = {"optimizer", "scheduler", "per_worker_batch", "epochs", "eval_every_epochs"}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> Iterator[None]:
+    # These models are tiny: with several threads on a shared machine, thread spin-up and
+    # contention cost far more than the arithmetic (a 50x slowdown on small conv batches).
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 @pytest.fixture
@@ -73,6 +86,9 @@ def test_unknown_option_is_named_with_the_allowed_ones(name: str) -> None:
         ("mlp_regression", "dev_size", 2.5),
         ("mlp_regression", "noise", -0.1),
         ("mlp_regression", "data_seed", "zero"),
+        ("digits_cnn", "dev_fraction", 1.0),
+        ("digits_cnn", "dev_fraction", True),
+        ("digits_cnn", "split_seed", 0.5),
     ],
 )
 def test_invalid_option_value_names_the_option(name: str, option: str, value: Any) -> None:
@@ -239,3 +255,17 @@ def test_mlp_data_seed_changes_the_data() -> None:
 def test_mlp_model_is_the_ddp_demo_model() -> None:
     model = workloads.make("mlp_regression", {}).build_model()
     assert sum(p.numel() for p in model.parameters()) == 10 * 100 + 100 + 100 * 20 + 20
+
+
+def test_digits_split_is_stratified_disjoint_and_complete() -> None:
+    w = workloads.make("digits_cnn", {"dev_fraction": 0.25, "split_seed": 4})
+    assert w.train_size() + w.dev_size() == 1797
+    train_x, train_y = w.train_batch(list(range(w.train_size())))
+    dev_x, dev_y = next(w.dev_batches(w.dev_size()))
+    for cls in range(10):
+        share = float((dev_y == cls).sum()) / float((train_y == cls).sum() + (dev_y == cls).sum())
+        assert abs(share - 0.25) < 0.01
+    # no image is on both sides (the digits set has no exact duplicates across classes here)
+    train_keys = {tuple(row.tolist()) for row in train_x.flatten(1)}
+    assert not any(tuple(row.tolist()) in train_keys for row in dev_x.flatten(1))
+    assert abs(float(train_x.mean())) < 1e-5  # standardised on the training set
