@@ -38,7 +38,7 @@ def resolve(name: str) -> Factory:
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise UnknownWorkloadError(f"workload {name!r}: {module_name!r} has no callable {attr!r}")
-    return factory  # type: ignore[no-any-return]
+    return factory
 
 
 def make(name: str, options: Mapping[str, Any] | None = None) -> Workload:

@@ -1,0 +1,111 @@
+"""`scalesweep lr`: the lr (and momentum) a recipe's scheduler gives at every update."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from orchestrator.errors import InputError, Problem
+from orchestrator.recipes import read_recipe
+from trainables import schedules
+from trainables.batching import updates_per_epoch
+
+MAX_UPDATES = 10_000_000
+
+
+@dataclass
+class Preview:
+    source: str
+    scheduler: dict[str, Any]
+    base_lr: float
+    rows: list[tuple[int, float, float | None]]
+    per_worker_batch: int | None
+    accum_grad: int
+
+
+def preview(path: str | Path, updates: int) -> Preview:
+    if not 1 <= updates <= MAX_UPDATES:
+        raise InputError("--updates", [Problem("--updates", updates,
+                                               f"must be between 1 and {MAX_UPDATES}")])
+    recipe = read_recipe(path)
+    src = str(path)
+    sched = dict(recipe.settings.get("scheduler") or {})
+    opt = recipe.settings.get("optimizer") or {}
+    training = recipe.settings.get("training") or {}
+    if not sched:
+        raise InputError(src, [Problem("scheduler", None, "the file has no scheduler block")])
+    if isinstance(sched.get("type"), str):
+        with contextlib.suppress(ValueError):  # validate() reports bad names
+            sched["type"] = schedules.canonical_name(sched["type"])
+    problems = [Problem(recipe.origins.get(f"scheduler.{p.field}", p.field), p.value, p.rule)
+                for p in schedules.validate(sched)]
+    kind = schedules.SCHEDULE_TYPES.get(str(sched.get("type")))
+    lr = opt.get("lr")
+    if kind is not None and kind.uses_optimizer_lr:
+        if lr is None:
+            problems.append(Problem("optimizer lr", None,
+                                    f"{kind.name} scales the optimizer's lr: the file must give it"))
+        elif isinstance(lr, bool) or not isinstance(lr, int | float) or lr <= 0:
+            problems.append(Problem(recipe.origins.get("optimizer.lr", "lr"), lr, "must be > 0"))
+    if problems:
+        raise InputError(src, problems)
+    base_lr = float(lr) if isinstance(lr, int | float) and not isinstance(lr, bool) else 1.0
+    schedule = schedules.build(sched, base_lr)
+    batch = training.get("per_worker_batch")
+    return Preview(source=src, scheduler=sched, base_lr=base_lr,
+                   rows=schedules.table(schedule, updates),
+                   per_worker_batch=batch if isinstance(batch, int) else None,
+                   accum_grad=int(training.get("accum_grad", 1) or 1))
+
+
+def write_csv(p: Preview, out: IO[str] = sys.stdout) -> None:
+    with_mom = any(m is not None for _, _, m in p.rows)
+    out.write("update,lr,momentum\n" if with_mom else "update,lr\n")
+    for k, lr, mom in p.rows:
+        out.write(f"{k},{lr!r},{mom!r}\n" if with_mom else f"{k},{lr!r}\n")
+
+
+def plot(p: Preview, png: str | Path, world_sizes: Sequence[int] = (),
+         dataset_size: int | None = None) -> None:
+    """lr against update and, when the data size is known, against epoch for each world size
+    (the WeNet analysis plot: the same schedule stretched over 4x the epochs at 4x the GPUs)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_epoch = bool(world_sizes and dataset_size and p.per_worker_batch)
+    fig, axes = plt.subplots(1, 2 if by_epoch else 1, figsize=(12 if by_epoch else 7, 4.2),
+                             squeeze=False)
+    ks = [k for k, _, _ in p.rows]
+    lrs = [lr for _, lr, _ in p.rows]
+    moms = [m for _, _, m in p.rows]
+    ax = axes[0][0]
+    ax.plot(ks, lrs, color="tab:blue", label="lr")
+    ax.set_xlabel("optimizer update")
+    ax.set_ylabel("lr")
+    ax.set_title(f"{p.scheduler['type']} ({Path(p.source).name})")
+    if any(m is not None for m in moms):
+        ax2 = ax.twinx()
+        ax2.plot(ks, moms, color="tab:orange", label="momentum")
+        ax2.set_ylabel("momentum (beta1)", color="tab:orange")
+    if by_epoch:
+        assert dataset_size is not None and p.per_worker_batch is not None
+        ax = axes[0][1]
+        for ws in world_sizes:
+            upe = updates_per_epoch(dataset_size, ws, p.per_worker_batch, p.accum_grad)
+            if upe:
+                ax.plot([k / upe for k in ks], lrs, label=f"{ws} workers ({upe} updates/epoch)")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("lr")
+        ax.set_title(f"same schedule per epoch; {dataset_size} samples, batch "
+                     f"{p.per_worker_batch} x accum {p.accum_grad}")
+        ax.legend()
+    fig.tight_layout()
+    Path(png).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    plt.close(fig)

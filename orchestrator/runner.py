@@ -1,0 +1,244 @@
+"""`scalesweep run` and `scalesweep resume`: plan -> Ray Tune -> MLflow -> summary.
+
+parse -> build -> run -> close, in that order: every input problem is found before Ray starts
+or MLflow is touched, and an unreachable tracking server fails before any compute.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import InputError, Problem
+from orchestrator.plan import Plan, PlanRow, make_plan
+from orchestrator.summary import SUMMARY_METRICS, summarize
+from orchestrator.sweep import Sweep, load_sweep
+from orchestrator.tracking import SweepTracker, check_reachable
+
+STATE_FILE = "scalesweep.json"
+FINAL = ("completed", "diverged", "stopped", "failed")
+
+
+@dataclass
+class Outcome:
+    parent_run_id: str
+    experiment: str
+    sweep_dir: Path
+    tracking_uri: str
+    trials: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(t["status"] == "failed" for t in self.trials) else 0
+
+
+def storage_root() -> Path:
+    return Path(os.environ.get("SCALESWEEP_STORAGE", "scalesweep_runs")).resolve()
+
+
+def trial_params(row: PlanRow, sweep: Sweep) -> dict[str, Any]:
+    """Every axis and every derived value, as MLflow params (DESIGN.md §4)."""
+    params: dict[str, Any] = {
+        "world_size": row.world_size, "global_batch": row.global_batch,
+        "reference_global_batch": row.reference_global_batch, "scaling_rule": row.scaling_rule,
+        "base_lr": row.base_lr, "lr": row.lr, "peak_lr": row.peak_lr,
+        "warmup_steps": row.warmup_steps, "warmup_rule": row.warmup_rule,
+        "warmup_epochs": round(row.warmup_epochs, 6), "updates_per_epoch": row.updates_per_epoch,
+        "total_updates": row.total_updates, "scheduler": row.scheduler, "backend": row.backend,
+        "physical_workers": row.physical_workers, "accum_grad": row.accum_grad,
+        "per_worker_batch": row.per_worker_batch, "seed": row.seed,
+        "workload": sweep.spec.workload.name, "optimizer": row.trial.optimizer.get("type"),
+        "eval_every": row.eval_every, "dtype": row.trial.dtype,
+    }
+    for key, value in row.axes.items():
+        params.setdefault(key, value)
+    for key, value in row.trial.scheduler.items():
+        params.setdefault(f"scheduler.{key}", value)
+    return params
+
+
+def _connect(address: str | None, verbose: bool) -> None:
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Tune's own CSV/JSON/TensorBoard loggers duplicate what MLflow gets, and cost time.
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    if ray.is_initialized():
+        return
+    if address:
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=verbose)
+    else:
+        ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=verbose,
+                 num_cpus=os.cpu_count())
+
+
+def _check_feasible(plan: Plan) -> None:
+    bad = [r for r in plan.rows if not r.feasible]
+    if bad:
+        raise InputError(plan.sweep.source, [
+            Problem(f"trial {r.name}", f"{r.physical_workers} workers", f"cannot be scheduled: {r.reason}")
+            for r in bad])
+
+
+def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_uri: str,
+              summary_json: str | None = None, verbose: bool = False) -> Outcome:
+    sweep = load_sweep(path, overrides)
+    check_reachable(tracking_uri)
+    _connect(address, verbose)
+    from orchestrator.cluster import connected_cluster
+
+    plan = make_plan(sweep, connected_cluster())
+    _check_feasible(plan)
+    tracker = SweepTracker(tracking_uri, sweep.spec.name)
+    parent_id = tracker.start_parent(_parent_params(plan), {"sweep_file": str(Path(path).resolve())})
+    sweep_dir = storage_root() / f"{sweep.spec.name}-{parent_id[:8]}"
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    state = {"sweep_file": str(Path(path).resolve()), "overrides": list(overrides),
+             "tracking_uri": tracking_uri, "parent_run_id": parent_id,
+             "experiment": sweep.spec.name, "address": address}
+    (sweep_dir / STATE_FILE).write_text(json.dumps(state, indent=1))
+    print(f"sweep {sweep.spec.name}: {len(plan.rows)} trials, MLflow parent run {parent_id} "
+          f"at {tracking_uri}; state in {sweep_dir}")
+    return _execute(plan, tracker, parent_id, sweep_dir, tracking_uri, summary_json, {})
+
+
+def find_sweep_dir(name_or_dir: str) -> Path:
+    p = Path(name_or_dir)
+    if (p / STATE_FILE).is_file():
+        return p.resolve()
+    root = storage_root()
+    candidates = sorted((d for d in root.glob(f"{name_or_dir}-*") if (d / STATE_FILE).is_file()),
+                        key=lambda d: (d / STATE_FILE).stat().st_mtime)
+    if not candidates:
+        raise InputError("resume", [Problem("SWEEP_NAME_OR_DIR", name_or_dir,
+                                            f"no sweep directory with {STATE_FILE} here or under {root}")])
+    return candidates[-1]
+
+
+def resume_sweep(name_or_dir: str, *, address: str | None, tracking_uri: str | None,
+                 summary_json: str | None = None, verbose: bool = False) -> Outcome:
+    sweep_dir = find_sweep_dir(name_or_dir)
+    state = json.loads((sweep_dir / STATE_FILE).read_text())
+    uri = tracking_uri or state["tracking_uri"]
+    sweep = load_sweep(state["sweep_file"], state["overrides"])
+    check_reachable(uri)
+    _connect(address or state.get("address"), verbose)
+    from orchestrator.cluster import connected_cluster
+
+    plan = make_plan(sweep, connected_cluster())
+    tracker = SweepTracker(uri, sweep.spec.name)
+    parent_id = state["parent_run_id"]
+    existing = tracker.children(parent_id)
+    tracker.client.update_run(parent_id, status="RUNNING")
+    print(f"resuming sweep {sweep.spec.name} (parent run {parent_id}) from {sweep_dir}")
+    return _execute(plan, tracker, parent_id, sweep_dir, uri, summary_json, existing)
+
+
+def _parent_params(plan: Plan) -> dict[str, Any]:
+    spec = plan.sweep.spec
+    from orchestrator.sweep import metric_mode
+
+    return {
+        "workload": spec.workload.name, "target_metric": spec.target.metric,
+        "target_value": spec.target.value if spec.target.value is not None else "relative",
+        "target_relative_to_baseline": spec.target.relative_to_baseline,
+        "target_mode": metric_mode(plan.sweep), "target_smoothing": spec.target.smoothing,
+        "baseline_trial": next((r.name for r in plan.rows if plan.baseline_for(r) is r), None),
+        "trials": len(plan.rows), "backend": spec.backend, "search": spec.search.type,
+        "reference_world_size": plan.sweep.reference_world_size,
+        "recipe": spec.recipe,
+    }
+
+
+def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path, uri: str,
+             summary_json: str | None, existing: dict[str, Any]) -> Outcome:
+    from orchestrator.tune_launch import launch
+
+    sweep = plan.sweep
+    rows = {r.name: r for r in plan.rows}
+    curves: dict[str, list[dict[str, Any]]] = {}
+    done: dict[str, str] = {}
+    for name, run in existing.items():
+        if name not in rows:
+            continue
+        status = run.data.tags.get("status")
+        curves[name] = _history(tracker, run.info.run_id)
+        if run.info.status in ("FINISHED", "FAILED") and status in FINAL:
+            done[name] = status
+
+    def child_for(name: str) -> str:
+        return tracker.child(parent_id, name, trial_params(rows[name], sweep), existing)
+
+    todo = [r for r in plan.rows if r.name not in done]
+    if done:
+        print(f"{len(done)} trials already finished (left as they are); running {len(todo)}")
+    callback = None
+    interrupted = False
+    try:
+        callback = launch(plan, todo, sweep_dir, tracker, child_for, curves)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        pending_ok = tracker.flush_with_retry(deadline_s=60.0)
+        if not pending_ok:
+            spool = sweep_dir / "unsent_metrics.jsonl"
+            with spool.open("a") as f:
+                for item in tracker.unsent():
+                    f.write(json.dumps(item) + "\n")
+            print(f"warning: MLflow unreachable; {tracker.pending()} metric values kept in {spool}",
+                  file=sys.stderr)
+    if interrupted:
+        tracker.end_run(parent_id, "KILLED")
+        raise KeyboardInterrupt
+    assert callback is not None
+    statuses = {**done, **callback.status}
+    errors = callback.errors
+    summaries = summarize(plan, curves)
+    run_ids = {**{n: str(r.info.run_id) for n, r in existing.items()}, **callback.run_ids}
+    trials = []
+    for row in plan.rows:
+        status = statuses.get(row.name, "failed")
+        if status == "running":
+            status = "failed"
+        s = summaries[row.name]
+        run_id = run_ids.get(row.name) or child_for(row.name)
+        if row.name not in done:
+            tracker.add_summary(run_id, {k: s.get(k) for k in SUMMARY_METRICS})
+            tags = {"status": status}
+            if row.name in errors:
+                tags["error"] = errors[row.name]
+            tracker.set_tags(run_id, tags)
+        trials.append({**row.to_json(), "status": status, "mlflow_run_id": run_id,
+                       **{k: s.get(k) for k in (*SUMMARY_METRICS, "target_value", "baseline_trial")},
+                       "error": errors.get(row.name)})
+    tracker.flush_with_retry(deadline_s=60.0)
+    for t in trials:
+        if t["name"] not in done:
+            tracker.end_run(t["mlflow_run_id"], "FINISHED" if t["status"] in ("completed", "stopped")
+                            else "FAILED")
+    tracker.end_run(parent_id, "FINISHED")
+    outcome = Outcome(parent_run_id=parent_id, experiment=sweep.spec.name, sweep_dir=sweep_dir,
+                      tracking_uri=uri, trials=trials)
+    if summary_json:
+        Path(summary_json).parent.mkdir(parents=True, exist_ok=True)
+        Path(summary_json).write_text(json.dumps(trials, indent=1, default=str))
+    (sweep_dir / "summary.json").write_text(json.dumps(trials, indent=1, default=str))
+    return outcome
+
+
+def _history(tracker: SweepTracker, run_id: str) -> list[dict[str, Any]]:
+    """A run's logged evals as result dicts (for a resumed sweep's convergence metrics)."""
+    by_step: dict[int, dict[str, Any]] = {}
+    keys = tracker.client.get_run(run_id).data.metrics.keys()
+    for key in keys:
+        if key in SUMMARY_METRICS:
+            continue
+        for m in tracker.client.get_metric_history(run_id, key):
+            by_step.setdefault(m.step, {"update": m.step})[key] = m.value
+    return [by_step[s] for s in sorted(by_step) if "epoch" in by_step[s]]

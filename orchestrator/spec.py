@@ -1,0 +1,164 @@
+"""The sweep file's schema. Validation happens here, once, where YAML becomes objects.
+
+Shape checks (types, ranges, unknown keys) come from pydantic in strict mode, so ``"4"`` is not
+a world size and ``true`` is not a number; the cross-field rules live in ``orchestrator.sweep``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+Backend = Literal["ddp", "simulate", "auto"]
+ScalingRule = Literal["none", "linear", "sqrt"]
+WarmupRuleName = Literal["fixed", "scaled"]
+#: the axes every study has; any other axis is a dotted path into optimizer/scheduler
+FIXED_AXES = ("world_size", "warmup_rule", "scaling_rule", "seed")
+FREE_AXIS_SECTIONS = ("optimizer", "scheduler")
+DISTRIBUTIONS = ("uniform", "loguniform", "randint")
+
+
+class WorkloadSpec(BaseModel):
+    model_config = STRICT
+    name: str = Field(min_length=1)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class TrainingSpec(BaseModel):
+    """Loop settings; anything left out comes from the recipe, then the workload's defaults."""
+
+    model_config = STRICT
+    per_worker_batch: int | None = Field(default=None, ge=1)
+    accum_grad: int | None = Field(default=None, ge=1)
+    epochs: float | None = Field(default=None, gt=0)
+    max_updates: int | None = Field(default=None, ge=1)
+    eval_every: int | None = Field(default=None, ge=1)  # updates
+    eval_every_epochs: float | None = Field(default=None, gt=0)
+    grad_clip: float | None = Field(default=None, gt=0)
+    checkpoint_every: int = Field(default=0, ge=0)  # updates; 0 = only at the end
+    dtype: Literal["float32", "float64"] = "float32"
+    divergence_threshold: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_eval_cadence(self) -> TrainingSpec:
+        if self.eval_every is not None and self.eval_every_epochs is not None:
+            raise ValueError("give eval_every (updates) or eval_every_epochs, not both")
+        return self
+
+
+class ReferenceSpec(BaseModel):
+    """Where base lr and warmup were tuned: a world size or a global batch."""
+
+    model_config = STRICT
+    world_size: int | None = Field(default=None, ge=1)
+    global_batch: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ReferenceSpec:
+        if (self.world_size is None) == (self.global_batch is None):
+            raise ValueError("give exactly one of world_size or global_batch")
+        return self
+
+
+class TargetSpec(BaseModel):
+    """The dev-metric value that counts as converged: absolute, or relative to the baseline's best."""
+
+    model_config = STRICT
+    metric: str = "dev_loss"
+    value: float | None = None
+    relative_to_baseline: float | None = Field(default=None, ge=0)
+    smoothing: float = Field(default=0.0, ge=0, lt=1)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> TargetSpec:
+        if (self.value is None) == (self.relative_to_baseline is None):
+            raise ValueError("give exactly one of value or relative_to_baseline")
+        return self
+
+
+class SearchSpec(BaseModel):
+    model_config = STRICT
+    type: Literal["grid", "random"] = "grid"
+    samples: int | None = Field(default=None, ge=1)
+    seed: int = 0
+    scheduler: Literal["fifo", "asha"] = "fifo"  # asha: Tune's early stopping for large searches
+
+    @model_validator(mode="after")
+    def _samples_for_random(self) -> SearchSpec:
+        if self.type == "random" and self.samples is None:
+            raise ValueError("random search needs samples (how many trials to draw)")
+        if self.type == "grid" and self.samples is not None:
+            raise ValueError("samples is for random search; grid runs every combination")
+        return self
+
+
+class ResourcesSpec(BaseModel):
+    model_config = STRICT
+    cpus_per_worker: float = Field(default=1.0, gt=0)
+    gpus_per_worker: float = Field(default=0.0, ge=0)
+    max_concurrent_trials: int | None = Field(default=None, ge=1)
+
+
+class Axes(BaseModel):
+    """The grid. Fixed axes are typed; any other key is ``optimizer.<field>`` or
+    ``scheduler.<field>`` with a list of values (or, for random search, a distribution)."""
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+    world_size: list[int] = Field(min_length=1)
+    warmup_rule: list[WarmupRuleName | int] = Field(default=["fixed"], min_length=1)
+    scaling_rule: list[ScalingRule] = Field(default=["none"], min_length=1)
+    seed: list[int] = Field(default=[0], min_length=1)
+
+    @field_validator("world_size")
+    @classmethod
+    def _positive_unique(cls, v: list[int]) -> list[int]:
+        bad = [x for x in v if x < 1]
+        if bad:
+            raise ValueError(f"world sizes must be at least 1, but got {bad}")
+        if len(set(v)) != len(v):
+            raise ValueError("world sizes must not repeat")
+        return v
+
+    @field_validator("warmup_rule")
+    @classmethod
+    def _explicit_warmups(cls, v: list[str | int]) -> list[str | int]:
+        bad = [x for x in v if isinstance(x, int) and x < 0]
+        if bad:
+            raise ValueError(f"explicit warmups are update counts >= 0, but got {bad}")
+        return v
+
+    def free_axes(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class SweepSpec(BaseModel):
+    model_config = STRICT
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+    description: str | None = None
+    workload: WorkloadSpec
+    recipe: str | None = None
+    training: TrainingSpec = TrainingSpec()
+    optimizer: dict[str, Any] | None = None
+    scheduler: dict[str, Any] | None = None
+    reference: ReferenceSpec | None = None
+    target: TargetSpec
+    baseline: dict[str, Any] | None = None
+    backend: Backend = "simulate"
+    physical_workers: int | Literal["auto"] = "auto"
+    search: SearchSpec = SearchSpec()
+    axes: Axes
+    exclude: list[dict[str, Any]] = Field(default_factory=list)
+    resources: ResourcesSpec = ResourcesSpec()
+    stop_at_target: bool = False
+    max_failures: int = Field(default=2, ge=0)
+    storage_path: str | None = None
+
+    @field_validator("physical_workers")
+    @classmethod
+    def _positive(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"must be at least 1 or 'auto', but got {v}")
+        return v

@@ -1,0 +1,119 @@
+"""A Tune callback that logs every trial to MLflow from the sweep driver, and shows progress.
+
+Logging from the driver (not from workers) means only the head node needs to reach the tracking
+server, and retries/resumes are deduplicated in one place: a step already logged for a run is
+never sent again.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import IO, Any
+
+from ray import tune
+
+from orchestrator.tracking import SweepTracker, curve_metrics
+
+#: what we keep of a Tune result for convergence metrics and the summary
+KEEP = ("update", "samples_seen", "epoch", "wall_s", "train_loss", "lr", "momentum", "status",
+        "train_seconds", "noise_scale")
+
+
+def kept(result: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in result.items() if k in KEEP or k.startswith("dev_")}
+
+
+class SweepCallback(tune.Callback):
+    def __init__(self, tracker: SweepTracker, child_for: Callable[[str], str],
+                 curves: dict[str, list[dict[str, Any]]], out: IO[str] | None = None,
+                 progress_every_s: float = 15.0) -> None:
+        self.tracker = tracker
+        self.child_for = child_for  # trial name -> MLflow run id (created or reused)
+        self.curves = curves
+        self.run_ids: dict[str, str] = {}
+        self.status: dict[str, str] = {}
+        self.errors: dict[str, str] = {}
+        self.out = out or sys.stdout
+        self.progress_every_s = progress_every_s
+        self._last_progress = time.monotonic()
+        self._started = time.monotonic()
+
+    @staticmethod
+    def name(trial: Any) -> str:
+        return str(trial.config["trial_config"]["trial"]["name"])
+
+    def _say(self, text: str) -> None:
+        elapsed = time.monotonic() - self._started
+        self.out.write(f"[{elapsed:6.0f}s] {text}\n")
+        self.out.flush()
+
+    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        name = self.name(trial)
+        if name not in self.run_ids:
+            self.run_ids[name] = self.child_for(name)
+        self.status[name] = "running"
+        self.tracker.set_tags(self.run_ids[name], {"status": "running", "ray_trial_id": trial.trial_id})
+        self._say(f"started  {name}")
+
+    def on_trial_result(self, iteration: int, trials: list[Any], trial: Any,
+                        result: dict[str, Any], **info: Any) -> None:
+        name = self.name(trial)
+        if "update" not in result:
+            return
+        run_id = self.run_ids.get(name) or self.child_for(name)
+        self.run_ids[name] = run_id
+        step = int(result["update"])
+        if self.tracker.add_result(run_id, step, curve_metrics(result)):
+            self.curves.setdefault(name, []).append(kept(result))
+        status = result.get("status")
+        if status in ("completed", "diverged", "stopped"):
+            self.status[name] = str(status)
+        self.tracker.maybe_flush()
+        self._progress(trials)
+
+    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        self.tracker.maybe_flush()
+
+    def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self._say(f"retrying {self.name(trial)} from its last checkpoint ({_error(trial)})")
+
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        name = self.name(trial)
+        if self.status.get(name) in (None, "running"):
+            self.status[name] = "completed"
+        last = self.curves.get(name, [{}])[-1]
+        dev = last.get("dev_loss")
+        shown = f"dev_loss {dev:.4g} " if isinstance(dev, float) else ""
+        self._say(f"{self.status[name]:<9}{name}  {shown}at epoch {last.get('epoch', 0):.3g}")
+        self.tracker.flush()
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        name = self.name(trial)
+        self.status[name] = "failed"
+        self.errors[name] = _error(trial)
+        self._say(f"failed   {name}: {self.errors[name]}")
+        self.tracker.flush()
+
+    def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+        self.tracker.flush()
+
+    def _progress(self, trials: list[Any]) -> None:
+        if time.monotonic() - self._last_progress < self.progress_every_s:
+            return
+        self._last_progress = time.monotonic()
+        done = sum(1 for s in self.status.values() if s not in ("running",))
+        running = [n for n, s in self.status.items() if s == "running"]
+        parts = []
+        for n in running[:4]:
+            last = self.curves.get(n, [{}])[-1]
+            if "epoch" in last:
+                parts.append(f"{n} ep {last['epoch']:.2f} dev_loss {last.get('dev_loss', 0):.4g}")
+        self._say(f"{done}/{len(trials)} trials done; " + "; ".join(parts))
+
+
+def _error(trial: Any) -> str:
+    text = str(getattr(trial, "error_msg", None) or getattr(trial, "status", "") or "error")
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "error"
