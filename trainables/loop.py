@@ -1,0 +1,286 @@
+"""The training loop of one trial, the same code on every backend.
+
+Each physical worker plays V/P virtual ranks: for every optimizer update it runs, for each of
+its virtual ranks and each of ``accum_grad`` micro-batches, a forward and backward pass, all
+under DDP's ``no_sync`` except the very last, so each update all-reduces once. Which samples
+each virtual rank sees (:mod:`trainables.sharding`) and the seed torch's RNG gets before each
+micro-batch depend on V and the update only, so P = 1 (``simulate``), P = V (``ddp``) and
+hybrids make the same updates up to the order in which float gradients are summed.
+
+Reports (``on_report``) happen at every ``eval_every``-th update, at every checkpoint and at
+the end; each carries a full dev evaluation, because Tune refuses results that lack the
+metric it optimises and a checkpoint reaches Ray only through a report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainables import checkpointing, schedules
+from trainables import workloads as workload_registry
+from trainables.checkpointing import Progress
+from trainables.config import TrialConfig
+from trainables.sharding import Sharding
+from trainables.workloads.base import Workload
+from trainables.world import World
+
+#: dev samples per evaluation batch: fixed, so every backend sums the dev set the same way.
+EVAL_BATCH = 256
+#: DeepSpeed's OneCycle cycles beta1 and holds beta2 at 0.99 (lr_schedules.py).
+MOMENTUM_BETA2 = 0.99
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
+    "adam": torch.optim.Adam,
+    "adamw": torch.optim.AdamW,
+    "sgd": torch.optim.SGD,
+}
+
+#: ``on_report(metrics, checkpoint_dir)``: the directory exists only during the call and only
+#: on physical rank 0 (None elsewhere); persist it before returning.
+ReportFn = Callable[[dict[str, Any], str | None], None]
+
+
+def train(
+    config: TrialConfig,
+    world: World,
+    *,
+    on_report: ReportFn,
+    resume_from: str | Path | None = None,
+) -> dict[str, Any]:
+    """Run (or continue) one trial; returns the final metrics plus ``train_seconds``."""
+    if config.world_size % world.size:
+        raise ValueError(
+            f"physical workers must divide the world size, but world_size({config.world_size}) "
+            f"% physical_workers({world.size}) != 0"
+        )
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(_DTYPES[config.dtype])
+    try:
+        return _Trial(config, world, on_report).run(resume_from)
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def build_optimizer(params: Iterator[torch.nn.Parameter], spec: Mapping[str, Any]) -> torch.optim.Optimizer:
+    """``{"type": "adam" | "adamw" | "sgd", "lr": ..., **torch kwargs}`` -> the optimizer."""
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.items() if k != "type"}
+    kind = str(spec.get("type", "")).lower()
+    if kind not in _OPTIMIZERS:
+        raise ValueError(f"optimizer type must be one of {sorted(_OPTIMIZERS)}, but got {kind!r}")
+    return _OPTIMIZERS[kind](params, **kwargs)
+
+
+class _Trial:
+    def __init__(self, config: TrialConfig, world: World, on_report: ReportFn) -> None:
+        self.config, self.world, self.on_report = config, world, on_report
+        self.workload: Workload = workload_registry.make(config.workload, config.workload_options)
+        self.sharding = Sharding(
+            self.workload.train_size(),
+            config.world_size,
+            config.per_worker_batch,
+            config.accum_grad,
+            config.seed,
+        )
+        per = config.world_size // world.size
+        self.virtual_ranks = range(world.rank * per, (world.rank + 1) * per)
+        # DDP averages gradients over P; weighting every sample by P / global_batch makes the
+        # all-reduced gradient the mean over the global batch (P = 1: the plain mean).
+        self.loss_weight = world.size / config.global_batch
+        self.metric_names = sorted(self.workload.metrics)
+
+        torch.manual_seed(config.seed)
+        self.model = self.workload.build_model().to(world.device)
+        self.optimizer = build_optimizer(self.model.parameters(), config.optimizer)
+        self.schedule = schedules.build(config.scheduler, float(config.optimizer["lr"]))
+        self.progress = Progress()
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def run(self, resume_from: str | Path | None) -> dict[str, Any]:
+        if resume_from is not None:
+            self.progress = checkpointing.load(
+                resume_from,
+                config=self.config,
+                model=self.model,
+                optimizer=self.optimizer,
+                updates_per_epoch=self.sharding.updates_per_epoch,
+                map_location=self.world.device,
+            )
+            if self.progress.status != "running":  # finished before the restart: nothing to do
+                return self._final(self.progress.last_report)
+        # Wrap after loading: DDP broadcasts rank 0's parameters when it wraps.
+        ddp = self.world.wrap(self.model)
+        ddp.train()
+        started = time.perf_counter() - self.progress.wall_s
+        metrics: dict[str, Any] = dict(self.progress.last_report)
+        for update in range(self.progress.update + 1, self.config.total_updates + 1):
+            lr, momentum = self._set_hyperparameters(update)
+            loss = self._update(ddp, update)
+            p = self.progress
+            p.update = update
+            p.epoch, p.update_in_epoch = divmod(update, self.sharding.updates_per_epoch)
+            p.train_loss_sum += loss
+            p.train_loss_count += self.config.global_batch
+            diverged = self._diverged(loss / self.config.global_batch)
+            checkpoint = checkpointing.due(self.config, update) or diverged
+            if not (update % self.config.eval_every == 0 or checkpoint):
+                continue
+            p.wall_s = time.perf_counter() - started
+            metrics = self._metrics(update, lr, momentum)
+            status = "running"
+            if diverged or not math.isfinite(metrics["dev_loss"]):
+                status = "diverged"
+            elif self._reached_target(metrics):
+                status = "stopped"
+            elif update == self.config.total_updates:
+                status = "completed"
+            metrics["status"] = p.status = status
+            p.last_report = metrics
+            p.train_loss_sum, p.train_loss_count = 0.0, 0
+            self._report(metrics, checkpoint=checkpoint or status != "running")
+            if status != "running":
+                break
+        self.progress.wall_s = time.perf_counter() - started
+        return self._final(metrics)
+
+    def _set_hyperparameters(self, update: int) -> tuple[float, float | None]:
+        # The schedule is a pure function of the update about to be made; setting the groups
+        # directly (no LambdaLR) leaves the update count as the only scheduler state.
+        lr = float(self.schedule.lr(update))
+        momentum = self.schedule.momentum(update)
+        applied = None
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+            if momentum is not None and "betas" in group:  # DeepSpeed: nothing for SGD
+                group["betas"] = (float(momentum), MOMENTUM_BETA2)
+                applied = float(momentum)
+        return lr, applied
+
+    def _update(self, ddp: torch.nn.Module, update: int) -> float:
+        """One optimizer update; returns the summed per-sample loss over the global batch."""
+        cfg = self.config
+        self.optimizer.zero_grad(set_to_none=True)
+        steps = [(v, m) for v in self.virtual_ranks for m in range(cfg.accum_grad)]
+        local = torch.zeros((), dtype=torch.float64, device=self.world.device)
+        for i, (v, m) in enumerate(steps):
+            indices = self.sharding.micro_batches(update, v)[m]
+            batch = _to_device(self.workload.train_batch(indices), self.world.device)
+            _reseed(self.world.device, cfg.seed, 0, update, v, m)
+            last = i == len(steps) - 1  # only the last backward all-reduces
+            with contextlib.nullcontext() if last else self.world.no_sync(ddp):
+                per_sample = self.workload.loss(ddp, batch)
+                (per_sample.sum() * self.loss_weight).backward()
+            local += per_sample.detach().double().sum()
+        if cfg.grad_clip is not None:
+            # On the all-reduced gradient: identical on every rank, as in the recipe.
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        self.optimizer.step()
+        return float(self.world.all_reduce_sum(local).item())
+
+    # -- evaluation and reports ------------------------------------------------------------
+
+    def _evaluate(self) -> dict[str, float]:
+        """Mean of each metric over the whole dev set, in a fixed batch order on rank 0."""
+        values = torch.zeros(len(self.metric_names), dtype=torch.float64)
+        if self.world.rank == 0:
+            # evaluate draws nothing by contract; seeded anyway so a workload that does still
+            # draws the same numbers on every backend
+            _reseed(self.world.device, self.config.seed, 1, self.progress.update)
+            model = self.world.unwrap(self.model)
+            model.eval()
+            count = 0
+            with torch.no_grad():
+                for batch in self.workload.dev_batches(EVAL_BATCH):
+                    out = self.workload.evaluate(model, _to_device(batch, self.world.device))
+                    for i, name in enumerate(self.metric_names):
+                        values[i] += out[name].detach().double().sum().cpu()
+                    count += len(out["loss"])
+            model.train()
+            values /= count
+        # The other ranks wait here for rank 0's numbers, so every rank takes the same
+        # decisions (stop, diverge) from the same values.
+        values = self.world.broadcast(values.to(self.world.device), src=0).cpu()
+        return {f"dev_{n}": float(v) for n, v in zip(self.metric_names, values, strict=True)}
+
+    def _metrics(self, update: int, lr: float, momentum: float | None) -> dict[str, Any]:
+        p, cfg = self.progress, self.config
+        metrics: dict[str, Any] = {
+            "update": update,
+            "samples_seen": update * cfg.global_batch,
+            "epoch": update / self.sharding.updates_per_epoch,
+            "wall_s": p.wall_s,
+            "train_loss": p.train_loss_sum / p.train_loss_count,
+            **self._evaluate(),
+            "lr": lr,
+        }
+        if momentum is not None:
+            metrics["momentum"] = momentum
+        return metrics
+
+    def _report(self, metrics: dict[str, Any], *, checkpoint: bool) -> None:
+        if not checkpoint or self.world.rank != 0:
+            self.on_report(dict(metrics), None)
+            return
+        directory = tempfile.mkdtemp(prefix="scalesweep-ckpt-")
+        try:
+            checkpointing.save(
+                directory,
+                config=self.config,
+                model=self.world.unwrap(self.model),
+                optimizer=self.optimizer,
+                progress=self.progress,
+            )
+            self.on_report(dict(metrics), directory)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def _diverged(self, loss: float) -> bool:
+        threshold = self.config.divergence_threshold
+        return not math.isfinite(loss) or (threshold is not None and loss > threshold)
+
+    def _reached_target(self, metrics: Mapping[str, Any]) -> bool:
+        target = self.config.stop_at_target
+        if target is None or target.metric not in metrics:
+            return False
+        value = float(metrics[target.metric])
+        return value <= target.value if target.mode == "min" else value >= target.value
+
+    def _final(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        return {**metrics, "train_seconds": self.progress.wall_s}
+
+
+def _reseed(device: torch.device, *key: int) -> None:
+    """Seed torch's global RNG (CPU, and ``device``'s if a GPU) from a tuple of ints.
+
+    SeedSequence mixes the ints thoroughly. Not ``torch.manual_seed``: on a CPU-only build it
+    queues lazy CUDA seeding with a stack trace each call, ~1 ms, paid V*accum_grad times per
+    update.
+    """
+    words = [k & 0xFFFF_FFFF_FFFF_FFFF for k in key]  # SeedSequence takes no negatives
+    seed = int(np.random.SeedSequence(words).generate_state(1, np.uint64)[0])
+    torch.default_generator.manual_seed(seed)
+    if device.type == "cuda":
+        torch.cuda.manual_seed(seed)  # the current device, which is this worker's
+
+
+def _to_device(batch: Any, device: torch.device) -> Any:
+    if device.type == "cpu":
+        return batch
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, Mapping):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_device(v, device) for v in batch)
+    return batch

@@ -1,0 +1,149 @@
+"""The physical world a trial's loop runs in: P processes, each playing V/P virtual ranks.
+
+The loop talks to its peers only through this interface, so the same loop runs in one process
+(:class:`LocalWorld`, the ``simulate`` backend, P = 1) or as one of P DDP processes
+(:class:`DistributedWorld`, inside a Ray Train worker whose process group TorchTrainer has
+already set up). Ray-free on purpose: the Ray glue lives in :mod:`trainables.ray_worker`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Protocol
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+
+class World(Protocol):
+    """What the loop needs from its physical world."""
+
+    @property
+    def rank(self) -> int:
+        """This process's physical rank, 0 .. size-1."""
+        ...
+
+    @property
+    def size(self) -> int:
+        """P: the number of physical processes."""
+        ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The module to train through (DDP's wrapper where gradients are all-reduced)."""
+        ...
+
+    def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The plain module behind ``wrap``'s result (to evaluate and checkpoint)."""
+        ...
+
+    def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[None]:
+        """Backward passes inside accumulate locally and are not all-reduced."""
+        ...
+
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The element-wise sum over physical ranks (every rank gets the same tensor)."""
+        ...
+
+    def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
+        """``src``'s tensor, on every rank; the others block until ``src`` sends it."""
+        ...
+
+
+class LocalWorld:
+    """P = 1: the whole trial in this process; every collective is the identity."""
+
+    def __init__(self, device: torch.device | str = "cpu") -> None:
+        self._device = torch.device(device)
+
+    @property
+    def rank(self) -> int:
+        return 0
+
+    @property
+    def size(self) -> int:
+        return 1
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        return model
+
+    def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        return model
+
+    def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor
+
+    def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
+        return tensor
+
+
+class DistributedWorld:
+    """One of P processes of an initialised ``torch.distributed`` default group.
+
+    Collective tensors live on ``device`` because nccl only moves GPU tensors (gloo takes
+    either). Gradients are all-reduced by DDP, which averages over P; the loop weights its
+    losses by P / global_batch so that the average is the mean over the global batch.
+    """
+
+    def __init__(self, device: torch.device | str) -> None:
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError(
+                "DistributedWorld needs an initialised torch.distributed process group "
+                "(TorchTrainer sets one up in every Ray Train worker)"
+            )
+        self._device = torch.device(device)
+        self._rank = dist.get_rank()
+        self._size = dist.get_world_size()
+
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        device_ids = [self._device] if self._device.type == "cuda" else None
+        # DDP broadcasts rank 0's parameters here; every rank already built the same model
+        # from the same seed, so this only guards against a workload that breaks that rule.
+        return DistributedDataParallel(model, device_ids=device_ids)
+
+    def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        return model.module if isinstance(model, DistributedDataParallel) else model
+
+    def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[None]:
+        if isinstance(model, DistributedDataParallel):
+            return _no_sync(model)
+        return contextlib.nullcontext()
+
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        out = tensor.to(self._device).clone()
+        dist.all_reduce(out, op=dist.ReduceOp.SUM)
+        return out
+
+    def broadcast(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
+        out = tensor.to(self._device).clone()
+        dist.broadcast(out, src=src)
+        return out
+
+
+@contextlib.contextmanager
+def _no_sync(model: DistributedDataParallel) -> Iterator[None]:
+    with model.no_sync():
+        yield
