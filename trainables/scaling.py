@@ -1,0 +1,143 @@
+"""LR-scaling and warmup rules for a change of global batch. Pure: no torch, no Ray.
+
+With k = B / B0 (global batch over the reference global batch where lr and warmup were tuned):
+
+- lr rules: ``none`` keeps lr0, ``linear`` gives k * lr0 (Goyal et al. 2017), ``sqrt`` gives
+  sqrt(k) * lr0 (Krizhevsky 2014; Malladi et al. 2022 for Adam).
+- warmup rules: ``fixed`` keeps every count of updates, ``scaled`` multiplies them by B0 / B so
+  the schedule covers the same samples (the same epochs), an int sets the warmup param outright.
+
+WeNet's case: warmup_steps 25000 tuned on 4 GPUs becomes 25000 * 4/16 = 6250 on 16.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any, Literal
+
+from trainables.schedules import SCHEDULE_TYPES, canonical_name, validate
+
+__all__ = ["SCALING_RULES", "ScalingRule", "WarmupRule", "apply", "lr_factor", "step_factor"]
+
+ScalingRule = Literal["none", "linear", "sqrt"]
+SCALING_RULES: tuple[str, ...] = ("none", "linear", "sqrt")
+WarmupRule = Literal["fixed", "scaled"] | int
+WARMUP_RULES: tuple[str, ...] = ("fixed", "scaled")
+
+
+def _check_batches(global_batch: int, reference_global_batch: int) -> None:
+    for name, value in (("global_batch", global_batch),
+                        ("reference_global_batch", reference_global_batch)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be an integer of at least 1, but got {name}={value!r}")
+
+
+def _check_warmup_rule(rule: Any) -> None:
+    explicit = isinstance(rule, int) and not isinstance(rule, bool) and rule >= 0
+    if not (explicit or (isinstance(rule, str) and rule in WARMUP_RULES)):
+        raise ValueError(f"warmup_rule must be 'fixed', 'scaled' or an update count >= 0, "
+                         f"but got {rule=}")
+
+
+def lr_factor(rule: str, global_batch: int, reference_global_batch: int) -> float:
+    """What the reference lr is multiplied by at ``global_batch``."""
+    if rule not in SCALING_RULES:
+        raise ValueError(f"rule must be one of {', '.join(SCALING_RULES)}, but got {rule=}")
+    _check_batches(global_batch, reference_global_batch)
+    k = global_batch / reference_global_batch
+    return {"none": 1.0, "linear": k, "sqrt": math.sqrt(k)}[rule]
+
+
+def step_factor(rule: WarmupRule, global_batch: int, reference_global_batch: int) -> float:
+    """What counts of updates are multiplied by. An explicit warmup sets one value and leaves
+    every other count alone, so its factor is 1."""
+    _check_warmup_rule(rule)
+    _check_batches(global_batch, reference_global_batch)
+    return reference_global_batch / global_batch if rule == "scaled" else 1.0
+
+
+def _scale_count(value: int, global_batch: int, reference_global_batch: int) -> int:
+    # exact arithmetic, half rounds up; a warmup never scales down to nothing
+    x = Fraction(value) * Fraction(reference_global_batch, global_batch)
+    return max(1 if value >= 1 else 0, math.floor(x + Fraction(1, 2)))
+
+
+def _fmt(x: Any) -> str:
+    return "null" if x is None else f"{x:.6g}" if isinstance(x, float) else str(x)
+
+
+def apply(
+    schedule_spec: Mapping[str, Any],
+    optimizer_lr: float,
+    *,
+    lr_factor: float,
+    warmup_rule: WarmupRule,
+    global_batch: int,
+    reference_global_batch: int,
+    scaling_rule: str | None = None,
+) -> tuple[dict[str, Any], float, list[str]]:
+    """Rescale a schedule tuned at ``reference_global_batch`` for ``global_batch``.
+
+    Returns (schedule spec with canonical type and every default filled in, optimizer lr,
+    notes), one note per changed value with both numbers. ``scaling_rule`` only labels the
+    notes ("linear x 4"). Raises ValueError for invalid input, and when the result is invalid
+    (an explicit warmup of 0 where DeepSpeed needs at least 1).
+    """
+    problems = validate(schedule_spec)
+    if problems:
+        raise ValueError("invalid schedule: " + "; ".join(
+            f"{p.field} = {p.value!r}: {p.rule}" for p in problems))
+    factor = lr_factor
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or not (
+            math.isfinite(factor) and factor > 0):
+        raise ValueError(f"lr_factor must be a finite number > 0, but got {lr_factor=}")
+    if isinstance(optimizer_lr, bool) or not isinstance(optimizer_lr, int | float) or not (
+            math.isfinite(optimizer_lr) and optimizer_lr >= 0):
+        raise ValueError(f"optimizer_lr must be a finite number >= 0, but got {optimizer_lr=}")
+    _check_warmup_rule(warmup_rule)
+    _check_batches(global_batch, reference_global_batch)
+
+    kind = SCHEDULE_TYPES[canonical_name(schedule_spec["type"])]
+    params = {**kind.defaults(), **{k: v for k, v in schedule_spec.items() if k != "type"}}
+    notes: list[str] = []
+    why = f"{scaling_rule} x {factor:g}" if scaling_rule else f"x {factor:g}"
+
+    def change(key: str, new: Any, reason: str) -> None:
+        if new != params[key]:
+            notes.append(f"scheduler.{key} {_fmt(params[key])} -> {_fmt(new)} ({reason})")
+            params[key] = new
+
+    new_lr = float(optimizer_lr)
+    if factor != 1:
+        for key in kind.lr_params:
+            if params[key] is not None:
+                change(key, params[key] * factor, why)
+        # a schedule that overwrites the optimizer lr (OneCycle, DeepSpeed's WarmupLR with an
+        # explicit warmup_max_lr) keeps it: scaling it would change nothing but the log
+        if kind.reads_optimizer_lr(params):
+            new_lr = optimizer_lr * factor
+            notes.append(f"optimizer.lr {_fmt(float(optimizer_lr))} -> {_fmt(new_lr)} ({why})")
+    if kind.name == "gradual_warmup" and params["start_lr"] is None:
+        # Goyal et al.: start at the reference lr and ramp to k * lr. Below the reference batch
+        # (k < 1) that would ramp down, so start at the (smaller) target instead.
+        change("start_lr", float(min(optimizer_lr, new_lr)), "gradual warmup starts at the "
+               "reference lr" if optimizer_lr <= new_lr else "k < 1: no ramp down")
+
+    if warmup_rule == "scaled":
+        for key in kind.step_params:
+            if params[key] is not None:
+                change(key, _scale_count(params[key], global_batch, reference_global_batch),
+                       f"scaled x {reference_global_batch}/{global_batch}")
+    elif not isinstance(warmup_rule, str):
+        if kind.warmup_param is None:
+            raise ValueError(f"{kind.name} has no warmup to set, but got {warmup_rule=}")
+        change(kind.warmup_param, warmup_rule, "explicit")
+
+    out = {"type": kind.name, **{key: params[key] for key in kind.params}}
+    problems = validate(out)
+    if problems:
+        raise ValueError(f"warmup_rule={warmup_rule!r} makes the schedule invalid: " + "; ".join(
+            f"{p.field} = {p.value!r}: {p.rule}" for p in problems))
+    return out, new_lr, notes
