@@ -1,0 +1,101 @@
+"""The planner: derived numbers, dedupe, placement and feasibility."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cluster import ClusterInfo
+from orchestrator.errors import InputError
+from orchestrator.plan import PLAN_FIELDS, make_plan
+from orchestrator.sweep import load_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+LAPTOP = ClusterInfo(cpus=2, gpus=0, memory_gb=24, where="test machine")
+GPU_BOX = ClusterInfo(cpus=64, gpus=16, memory_gb=512, where="gpu cluster")
+
+
+def plan_of(name: str, *sets: str, cluster: ClusterInfo = LAPTOP):  # type: ignore[no-untyped-def]
+    return make_plan(load_sweep(ROOT / "sweeps" / name, list(sets)), cluster)
+
+
+def test_wenet_fixed_warmup_peaks_four_times_later_in_epochs() -> None:
+    plan = plan_of("wenet_4v16.yaml")
+    rows = {r.name: r for r in plan.rows}
+    base = rows["ws4-warmup300-none"]
+    fixed = rows["ws16-warmup300-none"]
+    scaled = rows["ws16-warmup75-none"]
+    assert base.updates_per_epoch == 4 * fixed.updates_per_epoch == 64
+    # WeNet warmuplr peaks at update == warmup_steps, so peak epoch == warmup epochs
+    assert fixed.warmup_epochs == pytest.approx(4 * base.warmup_epochs, rel=1e-12)
+    assert scaled.warmup_epochs == pytest.approx(base.warmup_epochs, rel=1e-12)
+    assert rows["ws16-warmup19-none"].warmup_steps == 19
+    assert rows["ws16-warmup75-linear"].peak_lr == pytest.approx(4 * base.peak_lr)
+    assert rows["ws16-warmup75-sqrt"].peak_lr == pytest.approx(2 * base.peak_lr)
+    assert base.global_batch * 4 == fixed.global_batch
+
+
+def test_identical_trials_are_merged_and_excludes_apply() -> None:
+    plan = plan_of("wenet_4v16.yaml")
+    names = [r.name for r in plan.rows]
+    assert len(names) == len(set(names)) == 10
+    (base,) = [r for r in plan.rows if r.world_size == 4]
+    # every rule and the scaled warmup give the same trial at the reference world size
+    assert {(a["warmup_rule"], a["scaling_rule"]) for a in base.also} == {
+        ("fixed", "linear"), ("fixed", "sqrt"), ("scaled", "none"), ("scaled", "linear"),
+        ("scaled", "sqrt")}
+    assert plan.baseline_for(plan.rows[5]) is base
+
+
+def test_plan_json_has_the_documented_fields() -> None:
+    row = plan_of("smoke.yaml").rows[0].to_json()
+    for key in ("world_size", "scaling_rule", "warmup_rule", "global_batch", "peak_lr",
+                "warmup_steps", "warmup_epochs", "updates_per_epoch", "total_updates", "backend",
+                "physical_workers", "accum_grad", "seed", "feasible"):
+        assert key in row
+    assert set(PLAN_FIELDS) <= set(row)
+
+
+def test_ddp_on_a_small_machine_becomes_hybrid_with_the_same_updates() -> None:
+    plan = plan_of("smoke.yaml", "backend=ddp")
+    by_ws = {r.world_size: r for r in plan.rows}
+    assert by_ws[2].physical_workers == 2 and by_ws[2].feasible
+    w4 = by_ws[4]
+    assert w4.physical_workers == 2 and w4.trial.virtual_per_physical == 2
+    assert any("each plays 2 virtual ranks" in n for n in w4.notes)
+    sim = {r.world_size: r for r in plan_of("smoke.yaml").rows}
+    assert w4.updates_per_epoch == sim[4].updates_per_epoch
+
+
+def test_explicit_workers_that_do_not_fit_are_infeasible_with_the_arithmetic() -> None:
+    plan = plan_of("smoke.yaml", "backend=ddp", "physical_workers=2",
+                   "resources.cpus_per_worker=2")
+    row = plan.rows[0]
+    assert not row.feasible
+    assert "physical_workers(2) * cpus_per_worker(2) = 4 CPUs > 2" in (row.reason or "")
+
+
+def test_auto_backend_picks_ddp_only_where_the_gpus_are() -> None:
+    sets = ("backend=auto", "resources.gpus_per_worker=1")
+    assert {r.backend for r in plan_of("smoke.yaml", *sets).rows} == {"simulate"}
+    gpu = plan_of("smoke.yaml", *sets, cluster=GPU_BOX)
+    assert {r.backend for r in gpu.rows} == {"ddp"}
+    assert all(r.physical_workers == r.world_size and r.trial.use_gpu for r in gpu.rows)
+    assert any("auto -> ddp" in n for n in gpu.rows[0].notes)
+
+
+def test_random_search_is_seeded() -> None:
+    sets = ("search={type: random, samples: 5, seed: 3}",
+            "axes.optimizer.lr={loguniform: [0.001, 0.1]}")
+    a = [r.trial.optimizer["lr"] for r in plan_of("smoke.yaml", *sets).rows]
+    b = [r.trial.optimizer["lr"] for r in plan_of("smoke.yaml", *sets).rows]
+    c = [r.trial.optimizer["lr"] for r in plan_of("smoke.yaml", *sets[:1], "search.seed=4",
+                                                  sets[1]).rows]
+    assert a == b and a != c
+    assert all(0.001 <= lr <= 0.1 * 2 for lr in a)  # linear may double the drawn lr
+
+
+def test_simulate_rejects_physical_workers() -> None:
+    with pytest.raises(InputError, match="simulate backend runs one process"):
+        plan_of("smoke.yaml", "physical_workers=2")
