@@ -1,0 +1,299 @@
+"""The convergence report of one sweep: a table, figures, and one self-contained HTML page.
+
+Reads MLflow (through :mod:`dashboards.mlflow_data`) and the pure math only. The ``*_to_target``
+numbers come from the child runs' summary metrics whenever a run logged its summary, so report,
+MLflow and the summary JSON agree by construction; runs without a summary get them computed
+from their histories with :mod:`trainables.convergence`, the same code the trial driver uses.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from dashboards.mlflow_data import Study, load_study
+from trainables.convergence import (
+    Crossing,
+    best_value,
+    first_crossing,
+    resolve_target,
+    scaling_efficiency,
+    smooth,
+    speedup,
+)
+
+CROSSING_COLUMNS = (
+    "updates_to_target",
+    "samples_to_target",
+    "epochs_to_target",
+    "seconds_to_target",
+)
+TABLE_COLUMNS = (
+    "trial_name", "world_size", "global_batch", "scaling_rule", "warmup_rule", "warmup_steps",
+    "warmup_epochs", "peak_lr", "status", *CROSSING_COLUMNS, "speedup_vs_baseline",
+    "speedup_by_epochs", "scaling_efficiency", "best_dev_loss", "final_dev_loss", "run_id",
+)  # fmt: skip
+FLOAT_COLUMNS = frozenset(
+    (*CROSSING_COLUMNS, "speedup_vs_baseline", "scaling_efficiency", "best_dev_loss",
+     "final_dev_loss")
+)  # fmt: skip
+
+
+X_LABELS = {
+    "step": "optimizer updates",
+    "samples_seen": "samples seen",
+    "epoch": "epoch",
+    "wall_s": "wall time (s)",
+}
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    out_dir: Path
+    html: Path
+    csv: Path
+    json: Path
+    figures: dict[str, Path]
+
+
+def _value(x: object) -> float | None:
+    """A table cell as a float, None for anything missing or non-finite."""
+    if x is None or x is pd.NA:
+        return None
+    v = float(x)  # type: ignore[arg-type]
+    return v if math.isfinite(v) else None
+
+
+def _target(study: Study) -> float | None:
+    """The parent's absolute target, or one resolved from ``target_relative`` and the baseline."""
+    if study.target_value is not None or "target_relative" not in study.parent_params:
+        return study.target_value
+    base = study.trials[study.trials["trial_name"] == study.baseline_trial]
+    if base.empty:
+        return None
+    values = [p.value for p in study.curve(base["run_id"].iloc[0], study.target_metric)]
+    best = best_value(smooth(values, study.target_smoothing), study.target_mode)
+    if best is None:
+        return None
+    relative = float(study.parent_params["target_relative"])
+    return resolve_target(study.target_mode, relative=relative, baseline_best=best)
+
+
+def convergence_table(study: Study) -> pd.DataFrame:
+    """One row per trial, fastest (fewest epochs to target) first, never-reached last."""
+    target = _target(study)
+    rows = []
+    for trial in study.trials.to_dict("records"):
+        row = {col: trial.get(col) for col in TABLE_COLUMNS}
+        if not trial["has_summary"]:
+            # No summary logged (an older or interrupted run): compute it as the driver would.
+            curve = study.curve(trial["run_id"], study.target_metric)
+            crossing = None
+            if target is not None:
+                crossing = first_crossing(curve, target, study.target_mode, study.target_smoothing)
+            for col in CROSSING_COLUMNS:
+                row[col] = None if crossing is None else getattr(crossing, col)
+        # Losses missing from MLflow (no summary, or a diverged final) come from the history.
+        losses = [p.value for p in study.curve(trial["run_id"], "dev_loss")]
+        if _value(row["best_dev_loss"]) is None:
+            row["best_dev_loss"] = best_value(losses, "min")
+        if _value(row["final_dev_loss"]) is None:
+            row["final_dev_loss"] = losses[-1] if losses else None
+        rows.append({k: _value(v) if k in FLOAT_COLUMNS else v for k, v in row.items()})
+    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    _fill_speedups(table, study.baseline_trial)
+    table = table.sort_values(["epochs_to_target", "trial_name"], na_position="last")
+    return table.reset_index(drop=True)
+
+
+def _crossing(row: pd.Series) -> Crossing | None:
+    """The row's crossing; None if it never reached (a clock not logged reads NaN)."""
+    if _value(row["updates_to_target"]) is None:
+        return None
+    values = [_value(row[c]) for c in CROSSING_COLUMNS]
+    return Crossing(*(math.nan if v is None else v for v in values))
+
+
+def _fill_speedups(table: pd.DataFrame, baseline_trial: str | None) -> None:
+    """Speedup (updates) and efficiency where not logged; the epochs speedup for every trial."""
+    base_rows = table[table["trial_name"] == baseline_trial]
+    base = None if base_rows.empty else base_rows.iloc[0]
+    base_crossing = None if base is None else _crossing(base)
+    by_epochs, up, eff = [], [], []
+    for _, row in table.iterrows():
+        crossing = _crossing(row)
+        by_epochs.append(speedup(crossing, base_crossing, "epochs"))
+        s = _value(row["speedup_vs_baseline"])
+        up.append(s if s is not None else speedup(crossing, base_crossing, "updates"))
+        e = _value(row["scaling_efficiency"])
+        b, b0 = _value(row["global_batch"]), None if base is None else _value(base["global_batch"])
+        if e is None and b and b0:
+            e = scaling_efficiency(up[-1], b, b0)
+        eff.append(e)
+    table["speedup_by_epochs"] = pd.Series(by_epochs, index=table.index, dtype="float64")
+    table["speedup_vs_baseline"] = pd.Series(up, index=table.index, dtype="float64")
+    table["scaling_efficiency"] = pd.Series(eff, index=table.index, dtype="float64")
+
+
+def plot_curves(
+    history: pd.DataFrame,
+    y: str,
+    x: str,
+    *,
+    order: Sequence[str] = (),
+    target: float | None = None,
+    title: str = "",
+) -> Figure:
+    """``y`` against ``x`` (any history column, ``step`` = updates), one line per trial."""
+    fig = Figure(figsize=(8, 4.8), layout="constrained")
+    ax = fig.add_subplot()
+    names = list(order) or sorted(history["trial_name"].unique())
+    for name in names:
+        rows = history[history["trial_name"] == name]
+        if y not in rows or x not in rows:
+            continue
+        rows = rows[rows[y].notna() & rows[x].notna()].sort_values(x)
+        if not rows.empty:
+            ax.plot(rows[x], rows[y], marker=".", markersize=3, linewidth=1.2, label=name)
+    if target is not None:
+        ax.axhline(target, color="black", linestyle="--", linewidth=0.8, label=f"target {target:g}")
+    ax.set_xlabel(X_LABELS.get(x, x))
+    ax.set_ylabel(y)
+    ax.set_title(title or f"{y} vs {X_LABELS.get(x, x)}")
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return fig
+
+
+def plot_epochs_to_target(table: pd.DataFrame) -> Figure:
+    """Mean epochs to target per (world size, scaling rule, warmup rule); "never" where none
+    of the group's trials (seeds) reached it."""
+    keys = ["world_size", "scaling_rule", "warmup_rule"]
+    groups = table.groupby(keys, dropna=False, sort=True)["epochs_to_target"].mean()
+    fig = Figure(figsize=(max(6.0, 0.6 * len(groups) + 2), 4.8), layout="constrained")
+    ax = fig.add_subplot()
+    labels = [f"ws{ws}\n{rule}\n{warm}" for ws, rule, warm in groups.index]
+    heights = [0.0 if pd.isna(v) else float(v) for v in groups]
+    bars = ax.bar(range(len(groups)), heights, color="tab:blue")
+    for bar, v in zip(bars, groups, strict=True):
+        ax.annotate(
+            "never" if pd.isna(v) else f"{v:.3g}",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize="small",
+        )
+    ax.set_xticks(range(len(groups)), labels, fontsize="small")
+    ax.set_ylabel("epochs to target")
+    ax.set_title("epochs to target by world size × scaling rule × warmup rule")
+    ax.grid(axis="y", alpha=0.3)
+    return fig
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return buf.getvalue()
+
+
+def report_figures(study: Study, table: pd.DataFrame) -> dict[str, Figure]:
+    order = list(table["trial_name"])
+    target = _target(study)
+    ys = list(dict.fromkeys(["dev_loss", study.target_metric]))
+    out = {
+        f"{y}_vs_{x}": plot_curves(
+            study.history, y, x, order=order,
+            target=target if y == study.target_metric else None,
+        )
+        for y in ys
+        for x in ("epoch", "samples_seen", "step", "wall_s")
+    }  # fmt: skip
+    out["lr_vs_epoch"] = plot_curves(study.history, "lr", "epoch", order=order)
+    out["epochs_to_target"] = plot_epochs_to_target(table)
+    return out
+
+
+def _cell(v: object) -> str:
+    if v is None or v is pd.NA or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    if isinstance(v, float):
+        if v.is_integer() and abs(v) < 1e15:
+            return f"{v:,.0f}"
+        return f"{v:,.1f}" if abs(v) >= 100 else f"{v:.4g}"
+    return str(v)
+
+
+def render_html(study: Study, table: pd.DataFrame, pngs: dict[str, bytes]) -> str:
+    """One page, no external resources: images inline as base64, styles inline."""
+    target = _target(study)
+    sign = "≤" if study.target_mode == "min" else "≥"
+    goal = "not set" if target is None else f"{study.target_metric} {sign} {target:g}"
+    if study.target_smoothing:
+        goal += f" (EMA smoothing {study.target_smoothing:g})"
+    body = table.map(_cell).to_html(index=False, escape=True, classes="trials")
+    images = "\n".join(
+        f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,'
+        f'{base64.b64encode(png).decode("ascii")}"><figcaption>{html.escape(name)}'
+        "</figcaption></figure>"
+        for name, png in pngs.items()
+    )
+    e = html.escape
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>scalesweep report: {e(study.experiment_name)}</title>
+<style>
+body {{ font-family: sans-serif; margin: 1.5em; }}
+table.trials {{ border-collapse: collapse; font-size: 0.85em; }}
+table.trials th, table.trials td {{ border: 1px solid #ccc; padding: 0.25em 0.5em; }}
+table.trials td {{ text-align: right; }}
+figure {{ display: inline-block; margin: 0.5em; }}
+img {{ max-width: 100%; }}
+</style></head><body>
+<h1>Study {e(study.experiment_name)}</h1>
+<p>Parent run {e(study.parent_run_name)} ({e(study.parent_run_id)}) ·
+target: <b>{e(goal)}</b> · baseline trial: {e(study.baseline_trial or "none")}</p>
+<p>Speedup is the baseline's optimizer updates to target over the trial's (Shallue et al.
+2019); speedup_by_epochs is the same on the epoch clock; scaling efficiency is the updates
+speedup over the global-batch ratio (1 = perfect). Trials that never reached the target show
+"—" and are listed last.</p>
+{body}
+{images}
+</body></html>
+"""
+
+
+def build_report(
+    tracking_uri: str,
+    *,
+    experiment: str | None = None,
+    parent_run_id: str | None = None,
+    out_dir: str | Path,
+) -> ReportPaths:
+    """Load the study from MLflow and write report.html, trials.csv/.json and one PNG a figure."""
+    study = load_study(tracking_uri, experiment=experiment, parent_run_id=parent_run_id)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    table = convergence_table(study)
+    pngs = {name: _png(fig) for name, fig in report_figures(study, table).items()}
+    paths = ReportPaths(
+        out_dir=out,
+        html=out / "report.html",
+        csv=out / "trials.csv",
+        json=out / "trials.json",
+        figures={name: out / f"{name}.png" for name in pngs},
+    )
+    for name, png in pngs.items():
+        paths.figures[name].write_bytes(png)
+    table.to_csv(paths.csv, index=False)
+    table.to_json(paths.json, orient="records", indent=2)
+    paths.html.write_text(render_html(study, table, pngs), encoding="utf-8")
+    return paths
