@@ -24,9 +24,7 @@ from trainables.convergence import (
     Crossing,
     best_value,
     first_crossing,
-    resolve_target,
     scaling_efficiency,
-    smooth,
     speedup,
 )
 
@@ -72,24 +70,9 @@ def _value(x: object) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _target(study: Study) -> float | None:
-    """The parent's absolute target, or one resolved from ``target_relative`` and the baseline."""
-    if study.target_value is not None or "target_relative" not in study.parent_params:
-        return study.target_value
-    base = study.trials[study.trials["trial_name"] == study.baseline_trial]
-    if base.empty:
-        return None
-    values = [p.value for p in study.curve(base["run_id"].iloc[0], study.target_metric)]
-    best = best_value(smooth(values, study.target_smoothing), study.target_mode)
-    if best is None:
-        return None
-    relative = float(study.parent_params["target_relative"])
-    return resolve_target(study.target_mode, relative=relative, baseline_best=best)
-
-
 def convergence_table(study: Study) -> pd.DataFrame:
     """One row per trial, fastest (fewest epochs to target) first, never-reached last."""
-    target = _target(study)
+    target = study.target_value
     rows = []
     for trial in study.trials.to_dict("records"):
         row = {col: trial.get(col) for col in TABLE_COLUMNS}
@@ -162,7 +145,8 @@ def plot_curves(
             continue
         rows = rows[rows[y].notna() & rows[x].notna()].sort_values(x)
         if not rows.empty:
-            ax.plot(rows[x], rows[y], marker=".", markersize=3, linewidth=1.2, label=name)
+            marker = "." if len(rows) <= 60 else None  # dots show where the evals are
+            ax.plot(rows[x], rows[y], marker=marker, markersize=3, linewidth=1.2, label=name)
     if target is not None:
         ax.axhline(target, color="black", linestyle="--", linewidth=0.8, label=f"target {target:g}")
     ax.set_xlabel(X_LABELS.get(x, x))
@@ -207,7 +191,7 @@ def _png(fig: Figure) -> bytes:
 
 def report_figures(study: Study, table: pd.DataFrame) -> dict[str, Figure]:
     order = list(table["trial_name"])
-    target = _target(study)
+    target = study.target_value
     ys = list(dict.fromkeys(["dev_loss", study.target_metric]))
     out = {
         f"{y}_vs_{x}": plot_curves(
@@ -234,7 +218,7 @@ def _cell(v: object) -> str:
 
 def render_html(study: Study, table: pd.DataFrame, pngs: dict[str, bytes]) -> str:
     """One page, no external resources: images inline as base64, styles inline."""
-    target = _target(study)
+    target = study.target_value
     sign = "≤" if study.target_mode == "min" else "≥"
     goal = "not set" if target is None else f"{study.target_metric} {sign} {target:g}"
     if study.target_smoothing:

@@ -249,3 +249,13 @@ def test_build_report_writes_self_contained_files(store: Store, tmp_path: Path) 
     assert [r["trial_name"] for r in records] == ORDER
     assert records[-1]["epochs_to_target"] is None
     assert records[0]["epochs_to_target"] == 2.25
+
+
+def test_report_of_a_sweep_without_trials_yet(store: Store, tmp_path: Path) -> None:
+    client = MlflowClient(tracking_uri=store.uri)
+    exp_id = client.create_experiment("just-started")
+    parent = client.create_run(exp_id, tags={"scalesweep.role": "parent"}, run_name="sweep")
+    client.log_param(parent.info.run_id, "target_value", "1.0")
+    paths = build_report(store.uri, parent_run_id=parent.info.run_id, out_dir=tmp_path)
+    assert pd.read_csv(paths.csv).empty
+    assert "just-started" in paths.html.read_text(encoding="utf-8")

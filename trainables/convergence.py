@@ -10,8 +10,8 @@ agree on them to the digit:
 
 * Smoothing is an exponential moving average over evaluations, TensorBoard-style:
   ``s[0] = x[0]``, ``s[i] = alpha * s[i-1] + (1 - alpha) * x[i]``; ``alpha`` is the weight of
-  the past, so ``alpha = 0`` means no smoothing. A non-finite value (a diverged eval) makes
-  every later smoothed value non-finite, and a non-finite value never meets a target.
+  the past, so ``alpha = 0`` means no smoothing. A non-finite value (a diverged eval) never
+  meets a target; with smoothing it also makes every later smoothed value non-finite.
 * "Reaches" is ``<=`` for ``mode="min"`` and ``>=`` for ``mode="max"``.
 * The crossing lies between the last eval that misses the target and the first eval that meets
   it, placed linearly in the (smoothed) metric between those two evals; each clock is then
@@ -182,16 +182,12 @@ def resolve_target(
     if not (math.isfinite(relative) and relative >= 0.0):
         raise ValueError(f"relative must be finite and at least 0, but got {relative=}")
     if baseline_best is None or not math.isfinite(baseline_best):
-        raise ValueError(
-            f"a relative target needs a finite baseline_best, but got {baseline_best=}"
-        )
+        raise ValueError(f"a relative target needs a finite baseline_best, but got {baseline_best=}")
     slack = relative * abs(baseline_best)
     return float(baseline_best + slack if mode == "min" else baseline_best - slack)
 
 
-def speedup(
-    trial: Crossing | None, baseline: Crossing | None, by: Axis = "updates"
-) -> float | None:
+def speedup(trial: Crossing | None, baseline: Crossing | None, by: Axis = "updates") -> float | None:
     """``baseline / trial`` on clock ``by`` (default updates, Shallue et al.); >1 means faster.
 
     None when either never reached the target, or when the trial's coordinate is 0 (it met the
