@@ -45,7 +45,7 @@ def preview(path: str | Path, updates: int) -> Preview:
                 for p in schedules.validate(sched)]
     kind = schedules.SCHEDULE_TYPES.get(str(sched.get("type")))
     lr = opt.get("lr")
-    if kind is not None and kind.uses_optimizer_lr:
+    if kind is not None and kind.reads_optimizer_lr({k: v for k, v in sched.items() if k != "type"}):
         if lr is None:
             problems.append(Problem("optimizer lr", None,
                                     f"{kind.name} scales the optimizer's lr: the file must give it"))

@@ -69,6 +69,9 @@ def _connect(address: str | None, verbose: bool) -> None:
     # Tune's own CSV/JSON/TensorBoard loggers duplicate what MLflow gets, and cost time.
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # Tune's result grid looks for the per-trial JSON/CSV files we just switched off; we read
+    # results from our own callback, so its warning about the missing files is noise.
+    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
     if ray.is_initialized():
         return
     if address:
@@ -146,7 +149,8 @@ def _parent_params(plan: Plan) -> dict[str, Any]:
 
     return {
         "workload": spec.workload.name, "target_metric": spec.target.metric,
-        "target_value": spec.target.value if spec.target.value is not None else "relative",
+        # a relative target's value is known once the baseline has run: logged at the end
+        **({"target_value": spec.target.value} if spec.target.value is not None else {}),
         "target_relative_to_baseline": spec.target.relative_to_baseline,
         "target_mode": metric_mode(plan.sweep), "target_smoothing": spec.target.smoothing,
         "baseline_trial": next((r.name for r in plan.rows if plan.baseline_for(r) is r), None),
@@ -217,6 +221,9 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
         trials.append({**row.to_json(), "status": status, "mlflow_run_id": run_id,
                        **{k: s.get(k) for k in (*SUMMARY_METRICS, "target_value", "baseline_trial")},
                        "error": errors.get(row.name)})
+    targets = [t["target_value"] for t in trials if t["target_value"] is not None]
+    if targets and "target_value" not in tracker.client.get_run(parent_id).data.params:
+        tracker.log_params(parent_id, {"target_value": targets[0]})
     tracker.flush_with_retry(deadline_s=60.0)
     for t in trials:
         if t["name"] not in done:

@@ -55,7 +55,7 @@ class SweepCallback(tune.Callback):
             self.run_ids[name] = self.child_for(name)
         self.status[name] = "running"
         self.tracker.set_tags(self.run_ids[name], {"status": "running", "ray_trial_id": trial.trial_id})
-        self._say(f"started  {name}")
+        self._say(f"{'started':<9} {name}")
 
     def on_trial_result(self, iteration: int, trials: list[Any], trial: Any,
                         result: dict[str, Any], **info: Any) -> None:
@@ -86,14 +86,14 @@ class SweepCallback(tune.Callback):
         last = self.curves.get(name, [{}])[-1]
         dev = last.get("dev_loss")
         shown = f"dev_loss {dev:.4g} " if isinstance(dev, float) else ""
-        self._say(f"{self.status[name]:<9}{name}  {shown}at epoch {last.get('epoch', 0):.3g}")
+        self._say(f"{self.status[name]:<9} {name}  {shown}at epoch {last.get('epoch', 0):.3g}")
         self.tracker.flush()
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         name = self.name(trial)
         self.status[name] = "failed"
         self.errors[name] = _error(trial)
-        self._say(f"failed   {name}: {self.errors[name]}")
+        self._say(f"{'failed':<9} {name}: {self.errors[name]}")
         self.tracker.flush()
 
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:

@@ -37,7 +37,9 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
     if not rows:
         return callback
     res = spec.resources
-    resume = {r.name: _latest_checkpoint(sweep_dir, r.name) for r in rows}
+    # ddp trials find their own (Ray Train keeps them under storage_path); simulate ones live in Tune's
+    resume = {r.name: _latest_checkpoint(sweep_dir, r.name) if r.backend == "simulate" else None
+              for r in rows}
     configs = [{"trial": r.trial.model_dump(mode="json"),
                 "storage_path": str(sweep_dir / "train"),
                 "max_failures": spec.max_failures,
@@ -47,7 +49,8 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
 
     def resources(config: dict[str, Any]) -> Any:
         c = config["trial_config"]
-        return trial_resources(TrialConfig.model_validate(c["trial"]), c["cpus_per_worker"])
+        return trial_resources(TrialConfig.model_validate(c["trial"]), c["cpus_per_worker"],
+                               c["gpus_per_worker"])
 
     scheduler = None
     if spec.search.scheduler == "asha":
