@@ -170,12 +170,14 @@ def load_sweep(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
     return _check(spec, src, Path(path))
 
 
-def _resolve_recipe_path(recipe: str, sweep_path: Path) -> Path:
+def recipe_candidates(recipe: str, sweep_path: Path) -> list[Path]:
+    """Where a relative recipe path is looked for: the current directory, then the sweep
+    file's directory and each of its parents (so ``sweeps/x.yaml`` can name ``recipes/y.yaml``)."""
     p = Path(recipe)
     if p.is_absolute():
-        return p
-    beside = sweep_path.parent / p
-    return beside if beside.exists() else p
+        return [p]
+    here = sweep_path.resolve().parent
+    return [p, *(d / p for d in (here, *here.parents))]
 
 
 def _check(spec: SweepSpec, src: str, sweep_path: Path) -> Sweep:
@@ -184,11 +186,17 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path) -> Sweep:
 
     recipe = None
     if spec.recipe is not None:
-        try:
-            recipe = read_recipe(_resolve_recipe_path(spec.recipe, sweep_path))
-        except InputError as exc:
-            problems.extend(Problem(join_path("recipe", f"{exc.source}: {p.path}"), p.value, p.rule)
-                            for p in exc.problems)
+        candidates = recipe_candidates(spec.recipe, sweep_path)
+        found = next((c for c in candidates if c.is_file()), None)
+        if found is None:
+            problems.append(Problem("recipe", spec.recipe, "file not found (looked in the current "
+                                    f"directory and {sweep_path.resolve().parent} and its parents)"))
+        else:
+            try:
+                recipe = read_recipe(found)
+            except InputError as exc:
+                problems.extend(Problem(f"recipe {exc.source}" + (f": {p.path}" if p.path else ""),
+                                        p.value, p.rule) for p in exc.problems)
 
     workload: Workload | None = None
     try:

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# Quick start: set up .venv/ and run the WeNet 4-vs-16 study end to end.
+# Quick start: set up .venv/ and run the WeNet 4-vs-16 study end to end on an embedded local Ray,
+# tracked in MLflow (sqlite:///mlflow.db here), with the report made at the end.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/env.sh"
 cd "$root"
-.venv/bin/scalesweep plan sweeps/wenet_4v16.yaml
-.venv/bin/scalesweep lr recipes/wenet_conformer.yaml --updates 100000 --plot reports/wenet_lr.png > reports/wenet_lr.csv
-echo "LR curve: reports/wenet_lr.png (CSV: reports/wenet_lr.csv)"
+.venv/bin/scalesweep run sweeps/wenet_4v16.yaml --summary-json reports/wenet-4v16/summary.json "$@"
