@@ -1,0 +1,198 @@
+"""Acceptance: real Ray Train DDP workers (CPU, gloo) make the same updates as simulate.
+
+For the same trial, ddp with P = V = 2, P = V = 4 and the hybrid P = 2 / V = 4 (with and
+without gradient accumulation) report the same train and dev losses at every evaluation over
+60 updates (crossing epoch boundaries) as ``simulate`` (P = 1), for Adam (OneCycle driving its
+beta1) and SGD with momentum and gradient clipping.
+
+float64: equal to 1e-9 relative. float32: summation order is the only difference. simulate
+adds the V*A micro-batch gradients of an update one after another into ``.grad``; ddp adds
+V/P*A of them per process, then gloo sums the P partial sums and DDP divides by P. Each way
+the float32 sum of n terms is within n*u*sum|g_i| of the exact sum (u = 2^-24 ~ 6e-8), so the
+two gradients differ by at most ~2*(V*A + P)*u ~ 1e-6 relative for these n <= 12 terms of like
+sign and size. That perturbation enters every update and is carried by a stable, smooth
+optimisation roughly additively: after 60 updates at most ~60 * 1e-6 = 6e-5 relative in the
+parameters and so in the losses (measured: at most 3e-8). Hence FLOAT32_RTOL = 1e-4, while anything
+systematic -- a wrong weighting (factor P), a sample seen twice, a micro-batch all-reduced
+twice -- moves the losses by percents.
+
+Start-up dominates (each Ray Train run spends ~10-40 s starting workers on 2 cores), so one
+Ray Train run per P trains every case in turn in the same workers; one more case goes through
+the real Tune path (``run_trial`` inside ``tune.Tuner``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+import ray.cloudpickle
+from ray import tune
+from ray.train.torch import TorchConfig
+from ray.train.v2.api.config import RunConfig, ScalingConfig
+from ray.train.v2.torch.torch_trainer import TorchTrainer
+
+from orchestrator.trial_driver import run_trial, trial_resources
+from trainables import loop
+from trainables.config import TrialConfig
+from trainables.world import DistributedWorld, LocalWorld
+
+pytestmark = pytest.mark.slow
+
+FLOAT64_RTOL = 1e-9
+FLOAT32_RTOL = 1e-4
+UPDATES, EVAL_EVERY = 60, 10
+MLP = {"train_size": 512, "dev_size": 160}
+ADAM_ONECYCLE = (
+    {"type": "adam", "lr": 1e-3},
+    {"type": "onecycle", "cycle_min_lr": 1e-4, "cycle_max_lr": 5e-3, "cycle_first_step_size": 20},
+)
+SGD_WARMUP = ({"type": "sgd", "lr": 0.05, "momentum": 0.9}, {"type": "warmuplr", "warmup_steps": 8})
+
+# The test's own worker function travels by value: the workers cannot import tests/.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def _trial(world: int, physical: int, accum: int, recipe: tuple[dict, dict], dtype: str) -> TrialConfig:
+    optimizer, scheduler = recipe
+    return TrialConfig(
+        name=f"eq-v{world}-p{physical}-a{accum}-{optimizer['type']}-{dtype}",
+        workload="mlp_regression",
+        workload_options=MLP,
+        world_size=world,
+        physical_workers=physical,
+        backend="ddp",
+        per_worker_batch=8,
+        accum_grad=accum,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        grad_clip=1.0 if optimizer["type"] == "sgd" else None,
+        total_updates=UPDATES,
+        eval_every=EVAL_EVERY,
+        dtype=dtype,  # type: ignore[arg-type]
+    )
+
+
+def _cases(physical: int) -> list[TrialConfig]:
+    shapes = [(2, 1), (4, 1), (4, 2)] if physical == 2 else [(4, 1)]
+    return [
+        _trial(world, physical, accum, recipe, dtype)
+        for world, accum in shapes
+        for recipe in (ADAM_ONECYCLE, SGD_WARMUP)
+        for dtype in ("float64", "float32")
+    ]
+
+
+def _simulate(trial: TrialConfig) -> list[dict[str, Any]]:
+    reports: list[dict[str, Any]] = []
+    loop.train(trial, LocalWorld(), on_report=lambda m, _: reports.append(m))
+    return reports
+
+
+def _many_trials_per_worker(config: dict[str, Any]) -> None:
+    """Train every case in turn in the same worker group; each rank writes what it reported."""
+    import ray.train
+    import ray.train.torch
+
+    rank = ray.train.get_context().get_world_rank()
+    world = DistributedWorld(ray.train.torch.get_device())
+    out: dict[str, list[dict[str, Any]]] = {}
+    for dumped in config["trials"]:
+        trial = TrialConfig.model_validate(dumped)
+        reports: list[dict[str, Any]] = []
+        loop.train(trial, world, on_report=lambda m, _, r=reports: r.append(m))  # type: ignore[misc]
+        out[trial.name] = reports
+    Path(config["out"], f"rank{rank}.json").write_text(json.dumps(out))
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[None]:
+    # address="local": our own cluster, never one somebody else started on this machine
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def _assert_same(ddp: list[dict[str, Any]], sim: list[dict[str, Any]], dtype: str) -> None:
+    rtol = FLOAT64_RTOL if dtype == "float64" else FLOAT32_RTOL
+    assert (
+        [m["update"] for m in ddp]
+        == [m["update"] for m in sim]
+        == list(range(EVAL_EVERY, UPDATES + 1, EVAL_EVERY))
+    )
+    for d, s in zip(ddp, sim, strict=True):
+        for key in ("train_loss", "dev_loss"):
+            assert d[key] == pytest.approx(s[key], rel=rtol), (key, d["update"])
+        for key in ("samples_seen", "epoch", "lr", "status"):
+            assert d[key] == s[key]
+
+
+def _untimed(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metrics.items() if k != "wall_s"}
+
+
+def _largest_deviation(ddp: list[dict[str, Any]], sim: list[dict[str, Any]]) -> float:
+    return max(
+        abs(d[k] - s[k]) / abs(s[k])
+        for d, s in zip(ddp, sim, strict=True)
+        for k in ("train_loss", "dev_loss")
+    )
+
+
+@pytest.mark.parametrize("physical", [2, 4])
+def test_ddp_equals_simulate(ray_cluster: None, tmp_path: Path, physical: int) -> None:
+    cases = _cases(physical)
+    started = time.perf_counter()
+    TorchTrainer(
+        _many_trials_per_worker,
+        train_loop_config={"trials": [c.model_dump(mode="json") for c in cases], "out": str(tmp_path)},
+        scaling_config=ScalingConfig(num_workers=physical, resources_per_worker={"CPU": 1}),
+        torch_config=TorchConfig(backend="gloo"),
+        run_config=RunConfig(name=f"equivalence-p{physical}", storage_path=str(tmp_path / "ray")),
+    ).fit()
+    print(f"\nP={physical}: {len(cases)} trials x {UPDATES} updates in one Ray Train run: "
+          f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+    by_rank = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(physical)]
+    # every rank reported the same (but its own wall time)
+    untimed = [{k: [_untimed(m) for m in v] for k, v in r.items()} for r in by_rank]
+    assert all(other == untimed[0] for other in untimed[1:])
+    for case in cases:
+        ddp, sim = by_rank[0][case.name], _simulate(case)
+        _assert_same(ddp, sim, case.dtype)
+        print(f"{case.name}: max relative deviation {_largest_deviation(ddp, sim):.1e}")
+
+
+def test_run_trial_through_tune_equals_simulate(ray_cluster: None, tmp_path: Path) -> None:
+    """The production path: Tune trial -> run_trial -> TorchTrainer -> TuneReportCallback."""
+    trial = _trial(4, 2, 1, ADAM_ONECYCLE, "float64")
+    trial = trial.model_copy(update={"checkpoint_every": 30})
+    config = {"trial": trial.model_dump(mode="json"), "storage_path": str(tmp_path / "train"),
+              "max_failures": 0, "cpus_per_worker": 1.0}  # fmt: skip
+    started = time.perf_counter()
+    results = tune.Tuner(
+        tune.with_resources(run_trial, trial_resources(trial, cpus_per_worker=1.0)),
+        param_space=config,
+        tune_config=tune.TuneConfig(max_concurrent_trials=1),
+        run_config=tune.RunConfig(name="eq-tune", storage_path=str(tmp_path / "tune"), verbose=0),
+    ).fit()
+    print(f"\nTune + Ray Train trial, P=2 V=4: {time.perf_counter() - started:.1f} s")
+    result = results[0]
+    assert result.error is None and result.metrics_dataframe is not None and result.metrics
+    history = result.metrics_dataframe.to_dict("records")
+    _assert_same(history, _simulate(trial), "float64")
+    assert history[-1]["status"] == "completed"
+    # rank 0's checkpoints landed under <storage_path>/<trial name>-<trial id>/checkpoint_<update>
+    runs = list((tmp_path / "train").glob(f"{trial.name}-*"))
+    assert len(runs) == 1 and runs[0].name.endswith(result.metrics["trial_id"])
+    assert sorted(p.name for p in runs[0].glob("checkpoint_0*")) == [
+        "checkpoint_000000030", "checkpoint_000000060"
+    ]  # fmt: skip
+    assert history[-1]["checkpoint_path"].endswith("checkpoint_000000060")
