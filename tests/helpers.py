@@ -1,0 +1,78 @@
+"""Shared test helpers: run the real CLI, start real servers on 127.0.0.1, read MLflow."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEPS = ROOT / "sweeps"
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env.update({"RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"}, **extra)
+    return env
+
+
+def scalesweep(*args: str, cwd: Path, timeout: float = 600, **env: str
+               ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=cwd,
+                          env=cli_env(**env), capture_output=True, text=True, timeout=timeout)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_http(url: str, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            if time.monotonic() > end:
+                raise TimeoutError(f"{url} did not answer in {timeout} s") from None
+            time.sleep(0.5)
+
+
+class MlflowServer:
+    """A real `mlflow server` on 127.0.0.1, stopped by its own pid."""
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> MlflowServer:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = (self.workdir / "server.log").open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1",
+             "--port", str(self.port), "--backend-store-uri",
+             f"sqlite:///{self.workdir / 'server.db'}", "--workers", "1"],
+            cwd=self.workdir, stdout=log, stderr=log, env=cli_env(), start_new_session=True)
+        wait_http(f"{self.uri}/health", timeout=90)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, 15)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait()
+        self.proc = None
