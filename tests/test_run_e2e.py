@@ -115,7 +115,7 @@ def test_against_a_real_mlflow_server(tmp_path: Path) -> None:
                           "--set", "axes.scaling_rule=[none]", cwd=tmp_path)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         client = MlflowClient(server.uri)
-        parent, children = _children(client, "smoke")
+        _, children = _children(client, "smoke")
         assert {c.info.run_name for c in children} == {"ws2-warmup20-none", "ws4-warmup20-none"}  # type: ignore[attr-defined]
         for child in children:
             hist = client.get_metric_history(child.info.run_id, "dev_loss")  # type: ignore[attr-defined]
