@@ -231,3 +231,22 @@ def test_checkpoint_of_another_trajectory_is_refused(tmp_path: Path) -> None:
     # but another backend / number of processes may continue it (virtual ranks)
     reports, _ = _run(_config(total_updates=8, backend="ddp", physical_workers=4), saved)
     assert [m["update"] for m, _ in reports] == [8]
+
+
+def test_world_size_16_mini_asr_simulates_with_a_quarter_of_the_updates_per_epoch() -> None:
+    """The WeNet effect: 16 ranks x the same per-rank batch make 1/4 of the updates per epoch
+    that 4 ranks make; and the 16-rank arm runs in one process."""
+    asr = {"train_size": 512, "dev_size": 16, "d_model": 32, "num_blocks": 1, "dropout": 0.1}
+
+    def arm(world: int, updates: int) -> TrialConfig:
+        return _config(workload="mini_asr", workload_options=asr, world_size=world,
+                       per_worker_batch=4, accum_grad=1, total_updates=updates,
+                       eval_every=updates, optimizer={"type": "adam", "lr": 1e-3},
+                       dtype="float32")  # fmt: skip
+
+    ws16, final16 = _run(arm(16, 2))
+    ws4, _ = _run(arm(4, 1))
+    upe16, upe4 = (r[-1][0]["update"] / r[-1][0]["epoch"] for r in (ws16, ws4))
+    assert (upe16, upe4) == (8, 32) == (updates_per_epoch(512, 16, 4), updates_per_epoch(512, 4, 4))
+    assert final16["samples_seen"] == 2 * 64 and final16["status"] == "completed"
+    assert {"dev_loss", "dev_ter"} <= set(final16)
