@@ -1,0 +1,105 @@
+"""Every shipped study and recipe works: each file in sweeps/ plans, each in recipes/ previews,
+and each sweep's header comment names the exact command that runs it (torchtune's rule)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli import build_parser, main
+from orchestrator.files import load_mapping
+from orchestrator.recipes import read_recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+SCALESWEEP = ROOT / ".venv" / "bin" / "scalesweep"
+SWEEPS = sorted(p for p in (ROOT / "sweeps").iterdir() if p.suffix in (".yaml", ".yml"))
+RECIPES = sorted(p for p in (ROOT / "recipes").iterdir() if p.is_file())
+
+
+def header(path: Path) -> list[str]:
+    """The comment lines before the first line of YAML."""
+    lines = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("#").strip())
+    return lines
+
+
+def test_there_are_shipped_files() -> None:
+    assert {p.name for p in SWEEPS} >= {"smoke.yaml", "wenet_4v16.yaml", "scaling_rules.yaml"}
+    assert {p.name for p in RECIPES} >= {"wenet_conformer.yaml", "deepspeed_onecycle.json"}
+    # everything in those directories is a study or a recipe: nothing is skipped silently
+    assert len(SWEEPS) == len(list((ROOT / "sweeps").iterdir()))
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.name)
+def test_sweep_plans(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    rc = main(["plan", str(path), "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    rows = json.loads(out)
+    assert rows
+    names = [r["name"] for r in rows]
+    assert len(set(names)) == len(names)
+    for row in rows:
+        assert row["total_updates"] >= 1 and row["updates_per_epoch"] >= 1
+        assert math.isfinite(row["peak_lr"]) and row["peak_lr"] > 0
+        if row["backend"] == "simulate":
+            assert row["feasible"], row["reason"]  # a laptop runs every simulated study
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.name)
+def test_sweep_header_names_its_run_command(path: Path) -> None:
+    lines = header(path)
+    command = f"scalesweep run sweeps/{path.name}"
+    runs = [line for line in lines if "scalesweep run" in line]
+    assert runs, f"{path.name}: the header comment has no `scalesweep run` command"
+    assert any(re.search(rf"(^|\s){re.escape(command)}$", line) for line in runs), runs
+    assert len(lines) > 1, "the header should also say what the study shows"
+    # the command is one the CLI accepts, naming a file that exists (from the project root)
+    argv = shlex.split(runs[0].split("scalesweep", 1)[1])
+    args = build_parser().parse_args(argv)
+    assert args.command == "run" and (ROOT / args.sweep).resolve() == path.resolve()
+
+
+def test_study_names_are_unique() -> None:
+    """The name is the MLflow experiment: two studies must not share one."""
+    names = [load_mapping(p)["name"] for p in SWEEPS]
+    assert len(set(names)) == len(names), names
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
+def test_recipe_reads_and_previews(path: Path, tmp_path: Path) -> None:
+    recipe = read_recipe(path)
+    assert recipe.kind in ("wenet", "deepspeed")
+    assert recipe.settings.get("scheduler") and recipe.settings.get("optimizer")
+    proc = subprocess.run([str(SCALESWEEP), "lr", str(path), "--updates", "200"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    head, *rows = proc.stdout.strip().split("\n")
+    assert head in ("update,lr", "update,lr,momentum")
+    assert len(rows) == 200
+    for i, row in enumerate(rows, start=1):
+        k, lr, *_ = row.split(",")
+        assert int(k) == i
+        assert math.isfinite(float(lr)) and float(lr) > 0
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("path", [p for p in RECIPES if p.suffix in (".yaml", ".yml")],
+                         ids=lambda p: p.name)
+def test_recipe_header_commands_name_the_file(path: Path) -> None:
+    for line in header(path):
+        for match in re.finditer(r"scalesweep (?:lr|plan|run) (\S+)", line):
+            assert match.group(1) == f"recipes/{path.name}", line
