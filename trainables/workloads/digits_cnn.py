@@ -32,9 +32,7 @@ OPTIONS: dict[str, Any] = {
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
-def _stratified_split(
-    labels: np.ndarray, dev_fraction: float, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
+def _stratified_split(labels: np.ndarray, dev_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Train and dev indices, each sorted, with every class split in the same proportion."""
     gen = rng(seed, 0)
     train, dev = [], []

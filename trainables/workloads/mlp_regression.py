@@ -88,9 +88,7 @@ class MLPRegression:
         return int(self.options["dev_size"])
 
     def build_model(self) -> nn.Module:
-        return nn.Sequential(
-            nn.Linear(IN_FEATURES, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, OUT_FEATURES)
-        )
+        return nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, OUT_FEATURES))
 
     @staticmethod
     def _collate(data: Batch, idx: torch.Tensor) -> Batch:
