@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from trainables import workloads
+from trainables.workloads import mini_asr
 from trainables.workloads.base import Workload, WorkloadOptionError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SMALL: dict[str, dict[str, Any]] = {
     "mlp_regression": {"train_size": 64, "dev_size": 40},
     "digits_cnn": {},
+    "mini_asr": {"train_size": 40, "dev_size": 24, "train_speakers": 4, "dev_speakers": 2},
 }
 NAMES = sorted(SMALL)
 DEFAULT_KEYS = {"optimizer", "scheduler", "per_worker_batch", "epochs", "eval_every_epochs"}
@@ -89,6 +91,13 @@ def test_unknown_option_is_named_with_the_allowed_ones(name: str) -> None:
         ("digits_cnn", "dev_fraction", 1.0),
         ("digits_cnn", "dev_fraction", True),
         ("digits_cnn", "split_seed", 0.5),
+        ("mini_asr", "train_size", 0),
+        ("mini_asr", "max_tokens", 1),  # below min_tokens (2)
+        ("mini_asr", "max_frames", 16),
+        ("mini_asr", "vocab_size", 1),
+        ("mini_asr", "d_model", 60),
+        ("mini_asr", "dropout", 1.0),
+        ("mini_asr", "noise", "loud"),
     ],
 )
 def test_invalid_option_value_names_the_option(name: str, option: str, value: Any) -> None:
@@ -192,9 +201,7 @@ def test_float64_end_to_end(name: str, float64: None) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_float32_batches_by_default(name: str) -> None:
     w = make(name)
-    assert all(
-        t.dtype == torch.float32 for t in flat(w.train_batch([0, 1])) if t.is_floating_point()
-    )
+    assert all(t.dtype == torch.float32 for t in flat(w.train_batch([0, 1])) if t.is_floating_point())
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -269,3 +276,108 @@ def test_digits_split_is_stratified_disjoint_and_complete() -> None:
     train_keys = {tuple(row.tolist()) for row in train_x.flatten(1)}
     assert not any(tuple(row.tolist()) in train_keys for row in dev_x.flatten(1))
     assert abs(float(train_x.mean())) < 1e-5  # standardised on the training set
+
+
+def asr(**overrides: Any) -> mini_asr.MiniASR:
+    return mini_asr.make({**SMALL["mini_asr"], **overrides})
+
+
+def test_asr_utterances_fit_ctc_and_the_options() -> None:
+    w = asr(train_size=200, max_frames=60, min_tokens=3, max_tokens=6, vocab_size=10)
+    batch = w.train_batch(list(range(w.train_size())))
+    assert int(batch.feat_lens.max()) <= 60
+    assert int(batch.token_lens.min()) >= 1 and int(batch.token_lens.max()) <= 6
+    for row in range(w.train_size()):
+        tokens = batch.tokens[row, : batch.token_lens[row]]
+        assert int(tokens.min()) >= 1 and int(tokens.max()) <= 10  # 0 is the blank
+        repeats = int((tokens[1:] == tokens[:-1]).sum())
+        frames = int(mini_asr.subsampled_length(batch.feat_lens[row]))
+        assert frames >= len(tokens) + repeats  # a CTC path exists: no zero_infinity needed
+        assert not batch.feats[row, batch.feat_lens[row] :].any()  # zero padding
+    # global CMVN on the training set
+    valid = torch.cat([batch.feats[r, : batch.feat_lens[r]] for r in range(w.train_size())])
+    assert valid.mean(dim=0).abs().max() < 1e-4
+    assert (valid.std(dim=0) - 1).abs().max() < 1e-2
+
+
+def test_asr_dev_set_does_not_depend_on_train_size() -> None:
+    # CMVN comes from the first CMVN_UTTERANCES training utterances, which train_size
+    # does not change once it is at least that large.
+    n = mini_asr.CMVN_UTTERANCES
+    a = next(asr(train_size=n).dev_batches(8))
+    b = next(asr(train_size=n + 30).dev_batches(8))
+    for x, y in zip(a, b, strict=True):
+        assert torch.equal(x, y)
+
+
+def test_asr_without_dropout_the_loss_draws_no_randomness() -> None:
+    w = asr()
+    torch.manual_seed(0)
+    model = w.build_model().train()
+    batch = w.train_batch([0, 1, 2])
+    state = torch.get_rng_state()
+    first = w.loss(model, batch)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert torch.equal(first, w.loss(model, batch))
+
+
+def test_asr_dropout_draws_from_torch_global_rng() -> None:
+    w = asr(dropout=0.2)
+    torch.manual_seed(0)
+    model = w.build_model().train()
+    batch = w.train_batch([0, 1, 2])
+    losses = []
+    for seed in (5, 5, 6):
+        torch.manual_seed(seed)
+        losses.append(w.loss(model, batch))
+    assert torch.equal(losses[0], losses[1])
+    assert not torch.equal(losses[0], losses[2])
+
+
+def test_asr_ter_counts_edits_after_greedy_ctc_decoding() -> None:
+    assert mini_asr._edit_distance([1, 2, 3], [1, 2, 3]) == 0
+    assert mini_asr._edit_distance([1, 3], [1, 2, 3]) == 1
+    assert mini_asr._edit_distance([4, 2, 3, 5], [1, 2, 3]) == 2
+    assert mini_asr._edit_distance([], [1, 2]) == 2
+
+
+def test_asr_model_is_a_small_conformer() -> None:
+    w = asr()
+    model = w.build_model()
+    assert isinstance(model, mini_asr.ConformerCTC)
+    assert len(model.blocks) == 2
+    assert 100_000 < sum(p.numel() for p in model.parameters()) < 400_000
+    # Conv2dSubsampling4: 4x fewer frames
+    log_probs, lens = model(torch.zeros(2, 50, mini_asr.N_MELS), torch.tensor([50, 30]))
+    assert log_probs.shape == (2, 11, 25) and lens.tolist() == [11, 6]
+
+
+# ---- the custom workload example ----------------------------------------------------------
+
+
+@pytest.fixture
+def on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What a user does with PYTHONPATH=. (or by installing their package).
+    monkeypatch.syspath_prepend(str(ROOT))
+
+
+def test_custom_example_loads_by_path_and_honours_the_contract(on_path: None) -> None:
+    w = workloads.make("examples.custom_workload:make", {"train_size": 64, "dev_size": 20})
+    assert isinstance(w, Workload)
+    assert (w.train_size(), w.dev_size()) == (64, 20)
+    torch.manual_seed(0)
+    model = w.build_model()
+    values = dev_values(w, model, batch_size=8)
+    assert values["loss"].shape == (20,)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    batch = w.train_batch(list(range(64)))
+    first = float(w.loss(model, batch).detach().mean())
+    for _ in range(30):
+        optimizer.zero_grad()
+        w.loss(model, batch).mean().backward()
+        optimizer.step()
+    assert float(w.loss(model, batch).detach().mean()) < first
+    with pytest.raises(WorkloadOptionError, match="noise"):
+        workloads.make("examples.custom_workload:make", {"noise": -1})
+    with pytest.raises(WorkloadOptionError, match="allowed"):
+        workloads.make("examples.custom_workload:make", {"nosie": 1})

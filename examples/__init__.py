@@ -1,0 +1,1 @@
+"""Examples that the docs refer to; importable as ``examples.<module>`` from the project root."""
