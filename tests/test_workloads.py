@@ -282,14 +282,15 @@ def asr(**overrides: Any) -> mini_asr.MiniASR:
     return mini_asr.make({**SMALL["mini_asr"], **overrides})
 
 
-def test_asr_utterances_fit_ctc_and_the_options() -> None:
-    w = asr(train_size=200, max_frames=60, min_tokens=3, max_tokens=6, vocab_size=10)
+@pytest.mark.parametrize(("vocab", "max_frames"), [(10, 60), (2, 40)])  # (2, 40): many repeats
+def test_asr_utterances_fit_ctc_and_the_options(vocab: int, max_frames: int) -> None:
+    w = asr(train_size=200, max_frames=max_frames, min_tokens=3, max_tokens=6, vocab_size=vocab)
     batch = w.train_batch(list(range(w.train_size())))
-    assert int(batch.feat_lens.max()) <= 60
+    assert int(batch.feat_lens.max()) <= max_frames
     assert int(batch.token_lens.min()) >= 1 and int(batch.token_lens.max()) <= 6
     for row in range(w.train_size()):
         tokens = batch.tokens[row, : batch.token_lens[row]]
-        assert int(tokens.min()) >= 1 and int(tokens.max()) <= 10  # 0 is the blank
+        assert int(tokens.min()) >= 1 and int(tokens.max()) <= vocab  # 0 is the blank
         repeats = int((tokens[1:] == tokens[:-1]).sum())
         frames = int(mini_asr.subsampled_length(batch.feat_lens[row]))
         assert frames >= len(tokens) + repeats  # a CTC path exists: no zero_infinity needed

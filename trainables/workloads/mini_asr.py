@@ -112,6 +112,16 @@ class _Language:
         return [t + 1 for t in tokens]  # ids 1..V
 
 
+def _frames(sent: list[int], natural: int) -> int:
+    """Frames for an utterance: its natural length, or more if CTC needs it.
+
+    CTC needs an output frame per token plus a blank between repeated tokens, and
+    subsampled_length(4n + 3) = n.
+    """
+    need = len(sent) + sum(a == b for a, b in itertools.pairwise(sent))
+    return max(natural, 4 * need + 3)
+
+
 def _split(
     lang: _Language, gen: np.random.Generator, n_utts: int, n_speakers: int, opts: dict[str, Any]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -132,13 +142,10 @@ def _split(
         durs = [max(3, round(lang.base_frames[t] * rate[spk] * gen.uniform(0.8, 1.2))) for t in sent]
         pauses = [int(gen.integers(2, 6)) if gen.random() < 0.15 else 0 for _ in sent]
         lead, trail = int(gen.integers(3, 9)), int(gen.integers(3, 9))
-        while len(sent) > 1 and lead + trail + sum(durs) + sum(pauses) > opts["max_frames"]:
+        while len(sent) > 1 and _frames(sent, lead + trail + sum(durs) + sum(pauses)) > opts["max_frames"]:
             sent, durs, pauses = sent[:-1], durs[:-1], pauses[:-1]
-        # CTC needs an output frame per token plus a blank between repeats: pad with silence.
-        need = len(sent) + sum(a == b for a, b in itertools.pairwise(sent))
-        total = lead + trail + sum(durs) + sum(pauses)
-        while subsampled_length(total) < need:
-            trail, total = trail + 1, total + 1
+        total = _frames(sent, lead + trail + sum(durs) + sum(pauses))
+        trail = total - lead - sum(durs) - sum(pauses)  # the CTC padding is trailing silence
 
         toks, alphas = [np.zeros(lead, np.int64)], [np.zeros(lead)]
         for tok, dur, pause in zip(sent, durs, pauses, strict=True):
@@ -328,8 +335,9 @@ class MiniASR:
             opts["max_tokens"],
             f"must be at least min_tokens ({opts['min_tokens']})",
         )
-        # One token of the longest kind at the slowest rate, plus the silences, must fit.
-        require(32 <= opts["max_frames"] <= 1024, "max_frames", opts["max_frames"], "must be 32..1024")
+        # Room for one token of the longest kind at the slowest rate, a pause and the silences
+        # (15 + 5 + 8 + 8 frames); 1024 is the length of the positional table.
+        require(40 <= opts["max_frames"] <= 1024, "max_frames", opts["max_frames"], "must lie in [40, 1024]")
         require(opts["noise"] >= 0, "noise", opts["noise"], "must be at least 0")
         require(
             opts["d_model"] >= HEADS and opts["d_model"] % (2 * HEADS) == 0,
