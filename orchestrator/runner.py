@@ -21,6 +21,7 @@ from orchestrator.sweep import Sweep, load_sweep
 from orchestrator.tracking import SweepTracker, check_reachable
 
 STATE_FILE = "scalesweep.json"
+JOURNAL = "metrics.journal.jsonl"
 FINAL = ("completed", "diverged", "stopped", "failed")
 
 
@@ -102,6 +103,7 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
     parent_id = tracker.start_parent(_parent_params(plan), {"sweep_file": str(Path(path).resolve())})
     sweep_dir = storage_root() / f"{sweep.spec.name}-{parent_id[:8]}"
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    tracker.journal = sweep_dir / JOURNAL
     state = {"sweep_file": str(Path(path).resolve()), "overrides": list(overrides),
              "tracking_uri": tracking_uri, "parent_run_id": parent_id,
              "experiment": sweep.spec.name, "address": address}
@@ -135,7 +137,7 @@ def resume_sweep(name_or_dir: str, *, address: str | None, tracking_uri: str | N
     from orchestrator.cluster import connected_cluster
 
     plan = make_plan(sweep, connected_cluster())
-    tracker = SweepTracker(uri, sweep.spec.name)
+    tracker = SweepTracker(uri, sweep.spec.name, journal=sweep_dir / JOURNAL)
     parent_id = state["parent_run_id"]
     existing = tracker.children(parent_id)
     tracker.client.update_run(parent_id, status="RUNNING")
@@ -162,15 +164,18 @@ def _parent_params(plan: Plan) -> dict[str, Any]:
 
 def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path, uri: str,
              summary_json: str | None, existing: dict[str, Any]) -> Outcome:
+    from orchestrator.tune_callback import run_status
     from orchestrator.tune_launch import launch
 
     sweep = plan.sweep
     rows = {r.name: r for r in plan.rows}
     curves: dict[str, list[dict[str, Any]]] = {}
     done: dict[str, str] = {}
+    logged: dict[str, set[str]] = {}
     for name, run in existing.items():
         if name not in rows:
             continue
+        logged[name] = set(run.data.metrics)
         status = run.data.tags.get("status")
         curves[name] = _history(tracker, run.info.run_id)
         if run.info.status in ("FINISHED", "FAILED") and status in FINAL:
@@ -179,6 +184,16 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
     def child_for(name: str) -> str:
         return tracker.child(parent_id, name, trial_params(rows[name], sweep), existing)
 
+    # evals the killed driver had accepted but not yet sent: MLflow gets them now, and the
+    # resumed trials (from checkpoints possibly past them) will not report them again
+    run_ids_existing = {str(r.info.run_id): n for n, r in existing.items()}
+    for name, run in existing.items():
+        if name in rows:
+            tracker.adopt(str(run.info.run_id))
+    for entry in tracker.replay_journal():
+        trial = run_ids_existing.get(entry["run_id"])
+        if trial is not None:
+            curves.setdefault(trial, []).append({"update": entry["step"], **entry["metrics"]})
     todo = [r for r in plan.rows if r.name not in done]
     if done:
         print(f"{len(done)} trials already finished (left as they are); running {len(todo)}")
@@ -212,8 +227,10 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
             status = "failed"
         s = summaries[row.name]
         run_id = run_ids.get(row.name) or child_for(row.name)
+        # summaries only where missing: a resumed sweep never logs a step twice
+        have = logged.get(row.name, set())
+        tracker.add_summary(run_id, {k: s.get(k) for k in SUMMARY_METRICS if k not in have})
         if row.name not in done:
-            tracker.add_summary(run_id, {k: s.get(k) for k in SUMMARY_METRICS})
             tags = {"status": status}
             if row.name in errors:
                 tags["error"] = errors[row.name]
@@ -227,8 +244,7 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
     tracker.flush_with_retry(deadline_s=60.0)
     for t in trials:
         if t["name"] not in done:
-            tracker.end_run(t["mlflow_run_id"], "FINISHED" if t["status"] in ("completed", "stopped")
-                            else "FAILED")
+            tracker.end_run(t["mlflow_run_id"], run_status(t["status"]))
     tracker.end_run(parent_id, "FINISHED")
     outcome = Outcome(parent_run_id=parent_id, experiment=sweep.spec.name, sweep_dir=sweep_dir,
                       tracking_uri=uri, trials=trials)

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mlflow.entities import Metric, Param, RunTag
@@ -67,8 +68,13 @@ class _Buffer:
 
 
 class SweepTracker:
-    def __init__(self, tracking_uri: str, experiment: str, flush_every_s: float = 2.0) -> None:
+    def __init__(self, tracking_uri: str, experiment: str, flush_every_s: float = 2.0,
+                 journal: Path | None = None) -> None:
         self.uri = tracking_uri
+        # Write-ahead log of every accepted eval: a driver killed between two flushes loses
+        # nothing, because `resume` replays what MLflow did not get (trials resume from
+        # checkpoints that may be newer than the last flush).
+        self.journal = journal
         self.client = MlflowClient(tracking_uri=tracking_uri)
         self.experiment = experiment
         self.flush_every_s = flush_every_s
@@ -104,9 +110,7 @@ class SweepTracker:
         """The child run of trial ``name``: reused when it exists, so a trial keeps one run."""
         found = (existing or {}).get(name)
         if found is not None:
-            run_id = str(found.info.run_id)
-            buf = self._buffers.setdefault(run_id, _Buffer())
-            buf.last_step = max(buf.last_step, self._max_step(run_id))
+            run_id = self.adopt(str(found.info.run_id))
             if found.info.status != "RUNNING":
                 self.client.update_run(run_id, status="RUNNING")
             return run_id
@@ -116,6 +120,12 @@ class SweepTracker:
         self.log_params(run.info.run_id, params)
         self._buffers[run.info.run_id] = _Buffer()
         return str(run.info.run_id)
+
+    def adopt(self, run_id: str) -> str:
+        """Take over an existing run: later results at steps it already has are dropped."""
+        buf = self._buffers.setdefault(run_id, _Buffer())
+        buf.last_step = max(buf.last_step, self._max_step(run_id))
+        return run_id
 
     def _max_step(self, run_id: str) -> int:
         hist = self.client.get_metric_history(run_id, "epoch")
@@ -139,7 +149,32 @@ class SweepTracker:
         buf.last_step = step
         ts = timestamp_ms or int(time.time() * 1000)
         buf.metrics.extend(Metric(k, v, ts, step) for k, v in metrics.items())
+        if self.journal is not None:
+            with self.journal.open("a") as f:
+                f.write(json.dumps({"run_id": run_id, "step": step, "ts": ts,
+                                    "metrics": dict(metrics)}) + "\n")
         return True
+
+    def replay_journal(self) -> list[dict[str, Any]]:
+        """Buffer the journal's evals that MLflow does not have yet; returns them (in order)."""
+        if self.journal is None or not self.journal.exists():
+            return []
+        replayed = []
+        for line in self.journal.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:  # a line cut short by the kill
+                continue
+            buf = self._buffers.get(entry["run_id"])
+            if buf is None or entry["step"] <= buf.last_step:
+                continue
+            journal, self.journal = self.journal, None  # do not journal the replay again
+            try:
+                self.add_result(entry["run_id"], entry["step"], entry["metrics"], entry["ts"])
+            finally:
+                self.journal = journal
+            replayed.append(entry)
+        return replayed
 
     def add_summary(self, run_id: str, metrics: Mapping[str, float | None]) -> None:
         buf = self._buffers.setdefault(run_id, _Buffer())

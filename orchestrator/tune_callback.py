@@ -87,14 +87,29 @@ class SweepCallback(tune.Callback):
         dev = last.get("dev_loss")
         shown = f"dev_loss {dev:.4g} " if isinstance(dev, float) else ""
         self._say(f"{self.status[name]:<9} {name}  {shown}at epoch {last.get('epoch', 0):.3g}")
-        self.tracker.flush()
+        self._close(name)
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         name = self.name(trial)
         self.status[name] = "failed"
         self.errors[name] = _error(trial)
         self._say(f"{'failed':<9} {name}: {self.errors[name]}")
-        self.tracker.flush()
+        self._close(name)
+
+    def _close(self, name: str) -> None:
+        """End the trial's run now, so a sweep killed later leaves it finished (and a resume
+        leaves it alone). Summary metrics follow at the end of the sweep."""
+        run_id = self.run_ids.get(name)
+        if run_id is None:
+            return
+        status = self.status[name]
+        tags = {"status": status, **({"error": self.errors[name]} if name in self.errors else {})}
+        try:
+            self.tracker.flush(raise_on_error=True)
+            self.tracker.set_tags(run_id, tags)
+            self.tracker.end_run(run_id, run_status(status))
+        except Exception as exc:  # tracking outage: the end of the sweep retries
+            self._say(f"could not close {name} in MLflow yet ({type(exc).__name__})")
 
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
         self.tracker.flush()
@@ -111,6 +126,11 @@ class SweepCallback(tune.Callback):
             if "epoch" in last:
                 parts.append(f"{n} ep {last['epoch']:.2f} dev_loss {last.get('dev_loss', 0):.4g}")
         self._say(f"{done}/{len(trials)} trials done; " + "; ".join(parts))
+
+
+def run_status(status: str) -> str:
+    """MLflow run status for our trial status (the `status` tag keeps the detail)."""
+    return "FINISHED" if status in ("completed", "stopped") else "FAILED"
 
 
 def _error(trial: Any) -> str:
