@@ -187,28 +187,45 @@ def test_ddp_equals_simulate(ray_cluster: None, tmp_path: Path, physical: int) -
 
 
 def test_run_trial_through_tune_equals_simulate(ray_cluster: None, tmp_path: Path) -> None:
-    """The production path: Tune trial -> run_trial -> TorchTrainer -> TuneReportCallback."""
-    trial = _trial(4, 2, 1, ADAM_ONECYCLE, "float64")
-    trial = trial.model_copy(update={"checkpoint_every": 30})
-    config = {"trial": trial.model_dump(mode="json"), "storage_path": str(tmp_path / "train"),
-              "max_failures": 0, "cpus_per_worker": 1.0}  # fmt: skip
+    """The production path, both backends side by side in one Tuner (ddp: Tune trial ->
+    run_trial -> TorchTrainer -> TuneReportCallback; simulate: the loop in the Tune trial)."""
+    ddp = _trial(4, 2, 1, ADAM_ONECYCLE, "float64").model_copy(update={"checkpoint_every": 30})
+    sim = ddp.model_copy(update={"name": "eq-tune-simulate", "backend": "simulate"})
+    configs = [
+        {"trial": t.model_dump(mode="json"), "storage_path": str(tmp_path / "train"),
+         "max_failures": 0, "cpus_per_worker": 1.0}
+        for t in (ddp, sim)
+    ]  # fmt: skip
+
+    def resources(config: dict[str, Any]) -> Any:
+        return trial_resources(TrialConfig.model_validate(config["trial"]), cpus_per_worker=1.0)
+
     started = time.perf_counter()
     results = tune.Tuner(
-        tune.with_resources(run_trial, trial_resources(trial, cpus_per_worker=1.0)),
-        param_space=config,
-        tune_config=tune.TuneConfig(max_concurrent_trials=1),
+        tune.with_resources(run_trial, resources),
+        param_space=tune.grid_search(configs),
+        # ddp holds 2 CPUs in its worker group (driver: none), simulate 1: both fit in 4
+        tune_config=tune.TuneConfig(max_concurrent_trials=2),
         run_config=tune.RunConfig(name="eq-tune", storage_path=str(tmp_path / "tune"), verbose=0),
     ).fit()
-    print(f"\nTune + Ray Train trial, P=2 V=4: {time.perf_counter() - started:.1f} s")
-    result = results[0]
-    assert result.error is None and result.metrics_dataframe is not None and result.metrics
-    history = result.metrics_dataframe.to_dict("records")
-    _assert_same(history, _simulate(trial), trial)
-    assert history[-1]["status"] == "completed"
-    # rank 0's checkpoints landed under <storage_path>/<trial name>-<trial id>/checkpoint_<update>
-    runs = list((tmp_path / "train").glob(f"{trial.name}-*"))
+    print(f"\nTune: ddp P=2 V=4 and simulate trials together: {time.perf_counter() - started:.1f} s")
+    assert not results.errors
+    expected = _simulate(ddp)
+    by_backend = {(results[i].config or {})["trial"]["backend"]: results[i] for i in range(len(results))}
+    for result in by_backend.values():
+        assert result.metrics_dataframe is not None and result.metrics
+        history = result.metrics_dataframe.to_dict("records")
+        _assert_same(history, expected, ddp)
+        assert history[-1]["status"] == "completed"
+    # simulate: Tune holds the checkpoint of the last report
+    final = by_backend["simulate"].checkpoint
+    assert final is not None and (Path(final.path) / "state.pt").exists()
+    # ddp: rank 0's checkpoints under <storage_path>/<trial name>-<trial id>/checkpoint_<update>
+    result = by_backend["ddp"]
+    assert result.metrics is not None
+    runs = list((tmp_path / "train").glob(f"{ddp.name}-*"))
     assert len(runs) == 1 and runs[0].name.endswith(result.metrics["trial_id"])
     assert sorted(p.name for p in runs[0].glob("checkpoint_0*")) == [
         "checkpoint_000000030", "checkpoint_000000060"
     ]  # fmt: skip
-    assert history[-1]["checkpoint_path"].endswith("checkpoint_000000060")
+    assert result.metrics["checkpoint_path"].endswith("checkpoint_000000060")
