@@ -45,9 +45,7 @@ def test_shard_is_distributed_sampler(n: int, world: int, epoch: int) -> None:
     assert sum(counts.values()) - n == -n % world
 
 
-@pytest.mark.parametrize(
-    ("n", "world", "batch", "accum"), [(103, 4, 5, 1), (103, 4, 3, 2), (64, 16, 1, 2)]
-)
+@pytest.mark.parametrize(("n", "world", "batch", "accum"), [(103, 4, 5, 1), (103, 4, 3, 2), (64, 16, 1, 2)])
 def test_updates_walk_shards_and_drop_the_tail(n: int, world: int, batch: int, accum: int) -> None:
     plan = Sharding(n, world, batch, accum, seed=1)
     upe = updates_per_epoch(n, world, batch, accum)

@@ -110,9 +110,7 @@ def load(
         if meta["config"].get(key) != now
     }
     if mismatched:
-        detail = ", ".join(
-            f"{k}: checkpoint {a!r} != trial {b!r}" for k, (a, b) in mismatched.items()
-        )
+        detail = ", ".join(f"{k}: checkpoint {a!r} != trial {b!r}" for k, (a, b) in mismatched.items())
         raise ValueError(f"checkpoint {path} belongs to a different trajectory ({detail})")
     state = torch.load(path / STATE_FILE, map_location=map_location, weights_only=True)
     if state.get("format") != FORMAT:

@@ -59,9 +59,7 @@ class Sharding:
         accum_grad: int,
         seed: int,
     ) -> None:
-        self.updates_per_epoch = updates_per_epoch(
-            dataset_size, world_size, per_worker_batch, accum_grad
-        )
+        self.updates_per_epoch = updates_per_epoch(dataset_size, world_size, per_worker_batch, accum_grad)
         if self.updates_per_epoch == 0:
             raise ValueError(
                 "the global batch does not fit one shard: ceil(dataset_size / world_size) = "
