@@ -15,11 +15,15 @@ from orchestrator.errors import InputError, Problem
 EXIT_OK, EXIT_ERROR, EXIT_INPUT = 0, 1, 2
 
 
+class _ArgumentError(Exception):
+    pass
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports bad arguments like every other input problem (exit 2)."""
 
     def error(self, message: str) -> Any:
-        raise InputError(self.prog, [Problem("arguments", " ".join(sys.argv[1:]), message)])
+        raise _ArgumentError(f"{self.prog}: {message}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also list the recipe sections scalesweep ignores")
 
     lr = sub.add_parser("lr", help="print a scheduler's lr (and momentum) at every update")
-    lr.add_argument("schedule", help="WeNet YAML, DeepSpeed JSON, or {optimizer, scheduler}")
+    lr.add_argument("schedule", help="WeNet YAML, DeepSpeed JSON, {optimizer, scheduler}, or a "
+                    "sweep file (its settings before the axes; plots per epoch at its world sizes)")
     lr.add_argument("--updates", type=int, required=True)
     lr.add_argument("--csv", action="store_true", help="CSV on stdout (the default)")
     lr.add_argument("--plot", metavar="PNG", help="draw lr (and momentum) to this file")
@@ -187,8 +192,12 @@ COMMANDS = {"plan": cmd_plan, "lr": cmd_lr, "run": cmd_run, "submit": cmd_submit
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser().parse_args(argv)
+        try:
+            args = build_parser().parse_args(argv)
+        except _ArgumentError as exc:
+            raise InputError("scalesweep", [Problem("arguments", " ".join(argv), str(exc))]) from None
         return COMMANDS[args.command](args)
     except InputError as exc:
         print(f"error: {exc.message()}", file=sys.stderr)

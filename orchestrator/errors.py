@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 MAX_SHOWN_VALUE = 80
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = MAX_SHOWN_VALUE
+_REPR.maxlevel = 3
 
 
 @dataclass(frozen=True)
@@ -16,7 +20,7 @@ class Problem:
     rule: str
 
     def __str__(self) -> str:
-        shown = repr(self.value)
+        shown = _REPR.repr(self.value)  # bounded: the value may be huge or deeply nested
         if len(shown) > MAX_SHOWN_VALUE:
             shown = shown[: MAX_SHOWN_VALUE - 3] + "..."
         where = self.path or "<file>"

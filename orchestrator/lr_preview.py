@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from orchestrator.errors import InputError, Problem
+from orchestrator.files import load_mapping
 from orchestrator.recipes import read_recipe
 from trainables import schedules
 from trainables.batching import updates_per_epoch
@@ -25,23 +26,40 @@ class Preview:
     rows: list[tuple[int, float, float | None]]
     per_worker_batch: int | None
     accum_grad: int
+    world_sizes: tuple[int, ...] = ()  # from a sweep file's axes
+    dataset_size: int | None = None  # from a sweep file's workload
 
 
 def preview(path: str | Path, updates: int) -> Preview:
     if not 1 <= updates <= MAX_UPDATES:
         raise InputError("--updates", [Problem("--updates", updates,
                                                f"must be between 1 and {MAX_UPDATES}")])
-    recipe = read_recipe(path)
     src = str(path)
-    sched = dict(recipe.settings.get("scheduler") or {})
-    opt = recipe.settings.get("optimizer") or {}
-    training = recipe.settings.get("training") or {}
+    raw = load_mapping(path)
+    world_sizes: tuple[int, ...] = ()
+    dataset_size = None
+    origins: dict[str, str] = {}
+    if "axes" in raw or "workload" in raw:  # a sweep file: its settings before the axes apply
+        from orchestrator.sweep import load_sweep
+
+        sweep = load_sweep(path)
+        sched, opt, training = (dict(sweep.base.scheduler), sweep.base.optimizer,
+                                sweep.base.training)
+        world_sizes = tuple(sweep.spec.axes.world_size)
+        dataset_size = sweep.workload.train_size()
+        origins = sweep.base.origins
+    else:
+        recipe = read_recipe(path)
+        sched = dict(recipe.settings.get("scheduler") or {})
+        opt = recipe.settings.get("optimizer") or {}
+        training = recipe.settings.get("training") or {}
+        origins = recipe.origins
     if not sched:
         raise InputError(src, [Problem("scheduler", None, "the file has no scheduler block")])
     if isinstance(sched.get("type"), str):
         with contextlib.suppress(ValueError):  # validate() reports bad names
             sched["type"] = schedules.canonical_name(sched["type"])
-    problems = [Problem(recipe.origins.get(f"scheduler.{p.field}", p.field), p.value, p.rule)
+    problems = [Problem(origins.get(f"scheduler.{p.field}", p.field), p.value, p.rule)
                 for p in schedules.validate(sched)]
     kind = schedules.SCHEDULE_TYPES.get(str(sched.get("type")))
     lr = opt.get("lr")
@@ -50,7 +68,7 @@ def preview(path: str | Path, updates: int) -> Preview:
             problems.append(Problem("optimizer lr", None,
                                     f"{kind.name} scales the optimizer's lr: the file must give it"))
         elif isinstance(lr, bool) or not isinstance(lr, int | float) or lr <= 0:
-            problems.append(Problem(recipe.origins.get("optimizer.lr", "lr"), lr, "must be > 0"))
+            problems.append(Problem(origins.get("optimizer.lr", "lr"), lr, "must be > 0"))
     if problems:
         raise InputError(src, problems)
     base_lr = float(lr) if isinstance(lr, int | float) and not isinstance(lr, bool) else 1.0
@@ -59,10 +77,12 @@ def preview(path: str | Path, updates: int) -> Preview:
     return Preview(source=src, scheduler=sched, base_lr=base_lr,
                    rows=schedules.table(schedule, updates),
                    per_worker_batch=batch if isinstance(batch, int) else None,
-                   accum_grad=int(training.get("accum_grad", 1) or 1))
+                   accum_grad=int(training.get("accum_grad", 1) or 1),
+                   world_sizes=world_sizes, dataset_size=dataset_size)
 
 
-def write_csv(p: Preview, out: IO[str] = sys.stdout) -> None:
+def write_csv(p: Preview, out: IO[str] | None = None) -> None:
+    out = out if out is not None else sys.stdout  # looked up now: callers may redirect it
     with_mom = any(m is not None for _, _, m in p.rows)
     out.write("update,lr,momentum\n" if with_mom else "update,lr\n")
     for k, lr, mom in p.rows:
@@ -78,6 +98,8 @@ def plot(p: Preview, png: str | Path, world_sizes: Sequence[int] = (),
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    world_sizes = tuple(world_sizes) or p.world_sizes
+    dataset_size = dataset_size or p.dataset_size
     by_epoch = bool(world_sizes and dataset_size and p.per_worker_batch)
     fig, axes = plt.subplots(1, 2 if by_epoch else 1, figsize=(12 if by_epoch else 7, 4.2),
                              squeeze=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +17,7 @@ PARAMS: dict[str, tuple[str, ...]] = {
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def validate(opt: Mapping[str, Any]) -> list[Problem]:
@@ -33,7 +34,7 @@ def validate(opt: Mapping[str, Any]) -> list[Problem]:
             problems.append(Problem(key, value, f"unknown {kind} setting; allowed: {list(allowed)}"))
         elif key == "lr" or key in ("eps",):
             if not _is_number(value) or not value > 0:
-                problems.append(Problem(key, value, "must be a number > 0"))
+                problems.append(Problem(key, value, "must be a finite number > 0"))
         elif key in ("weight_decay", "dampening"):
             if not _is_number(value) or value < 0:
                 problems.append(Problem(key, value, "must be a number >= 0"))

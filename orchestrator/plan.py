@@ -130,17 +130,26 @@ def make_plan(sweep: Sweep, cluster: ClusterInfo | None = None) -> Plan:
     plan_notes = list(sweep.notes)
     n_seeds = len(spec.axes.seed)
     excluded = 0
+    problems: list[Problem] = []
     for combo in combinations(sweep):
         if _excluded(sweep, combo):
             excluded += 1
             continue
-        row = _row(sweep, combo, cluster, n_seeds)
+        try:
+            row = _row(sweep, combo, cluster, n_seeds)
+        except ValueError as exc:  # e.g. an explicit warmup for a schedule that has none
+            # scaling.apply is what raises here: the warmup rule does not fit the schedule
+            problems.append(Problem("axes.warmup_rule", combo["warmup_rule"],
+                                    f"{exc} (trial {_short_combo(combo)})"))
+            continue
         key = row.trial.model_copy(update={"name": ""}).model_dump_json()
         if key in by_config:  # e.g. every rule is the same trial at the reference world size
             by_config[key].also.append(combo)
             continue
         by_config[key] = row
         rows.append(row)
+    if problems:
+        raise InputError(sweep.source, problems)
     _unique_names(rows)
     merged = sum(len(r.also) for r in rows)
     if merged:
@@ -149,6 +158,10 @@ def make_plan(sweep: Sweep, cluster: ClusterInfo | None = None) -> Plan:
     if excluded:
         plan_notes.append(f"{excluded} combination(s) excluded by the sweep's exclude list")
     return Plan(sweep=sweep, rows=rows, cluster=cluster, notes=plan_notes)
+
+
+def _short_combo(combo: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in combo.items())
 
 
 def _unique_names(rows: list[PlanRow]) -> None:

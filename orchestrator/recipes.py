@@ -46,16 +46,24 @@ class Recipe:
         self.origins[ours] = theirs
 
 
+#: top-level keys only a DeepSpeed config has
+DEEPSPEED_MARKERS = {"train_micro_batch_size_per_gpu", "train_batch_size",
+                     "gradient_accumulation_steps", "gradient_clipping", "zero_optimization",
+                     "fp16", "bf16", "steps_per_print"}
+
+
 def detect_kind(data: dict[str, Any]) -> str:
-    sched = data.get("scheduler")
-    if isinstance(sched, dict) or "train_micro_batch_size_per_gpu" in data or isinstance(
-        data.get("optimizer"), dict
-    ):
-        return "deepspeed"
+    """WeNet (``optim``/``scheduler: name``), DeepSpeed (``{"type", "params"}`` blocks), or our
+    own form (``optimizer``/``scheduler``/``training`` mappings with flat params)."""
+    sched, opt = data.get("scheduler"), data.get("optimizer")
     if any(k in data for k in ("optim", "optim_conf", "scheduler_conf", "accum_grad")) or (
         isinstance(sched, str)
     ):
         return "wenet"
+    if DEEPSPEED_MARKERS & set(data) or any(
+        isinstance(block, dict) and "params" in block for block in (sched, opt)
+    ):
+        return "deepspeed"
     return "scalesweep"
 
 

@@ -10,7 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
+# allow_inf_nan=False: `.inf` epochs or lr are not numbers a user means
+STRICT = ConfigDict(strict=True, extra="forbid", frozen=True, allow_inf_nan=False)
 
 Backend = Literal["ddp", "simulate", "auto"]
 ScalingRule = Literal["none", "linear", "sqrt"]
@@ -106,7 +107,7 @@ class Axes(BaseModel):
     """The grid. Fixed axes are typed; any other key is ``optimizer.<field>`` or
     ``scheduler.<field>`` with a list of values (or, for random search, a distribution)."""
 
-    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True, allow_inf_nan=False)
     world_size: list[int] = Field(min_length=1)
     warmup_rule: list[WarmupRuleName | int] = Field(default=["fixed"], min_length=1)
     scaling_rule: list[ScalingRule] = Field(default=["none"], min_length=1)

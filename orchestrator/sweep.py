@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,7 +89,8 @@ def parse_overrides(items: Sequence[str]) -> list[tuple[str, Any]]:
         try:
             value = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError as exc:
-            problems.append(Problem(f"--set {key}", raw, f"value is not valid YAML ({exc})"))
+            what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            problems.append(Problem(f"--set {key}", raw, f"value is not valid YAML ({what})"))
             continue
         out.append((key.strip(), value))
     if problems:
@@ -135,10 +137,18 @@ def _model_at(model: type[BaseModel], loc: Sequence[str | int]) -> type[BaseMode
     return current
 
 
+#: how pydantic names the member of a union that an error is about; not part of the path
+_UNION_TAGS = ("int", "str", "float", "bool", "list", "dict", "none")
+
+
+def _is_union_tag(part: str | int) -> bool:
+    return isinstance(part, str) and ("[" in part or part in _UNION_TAGS)
+
+
 def pydantic_problems(exc: ValidationError, prefix: str = "") -> list[Problem]:
-    problems = []
+    by_path: dict[str, Problem] = {}
     for err in exc.errors():
-        loc = [p for p in err["loc"] if not (isinstance(p, str) and "[" in p)]
+        loc = [p for p in err["loc"] if not _is_union_tag(p)]
         path = join_path(prefix, *loc)
         if err["type"] == "extra_forbidden":
             parent = _model_at(SweepSpec, loc[:-1]) if not prefix else None
@@ -149,10 +159,10 @@ def pydantic_problems(exc: ValidationError, prefix: str = "") -> list[Problem]:
         else:
             rule = err["msg"].removeprefix("Value error, ")
         value = None if err["type"] == "missing" else err.get("input")
-        if isinstance(value, dict) and err["type"] not in ("extra_forbidden",):
-            value = "{...}" if err["loc"] else None
-        problems.append(Problem(path, value, rule))
-    return problems
+        if path in by_path:  # one value failed every member of a union: say what is allowed
+            rule = f"{by_path[path].rule}; or {rule}"
+        by_path[path] = Problem(path, value, rule)
+    return list(by_path.values())
 
 
 def load_sweep(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
@@ -164,10 +174,23 @@ def load_sweep(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
-        problems = pydantic_problems(exc)
-        # the cheap, independent checks still run so the user sees everything at once
-        raise InputError(src, problems) from None
+        # the independent checks still run, so the user sees everything at once
+        raise InputError(src, _dedupe(pydantic_problems(exc) + _raw_checks(data))) from None
     return _check(spec, src, Path(path))
+
+
+def _raw_checks(data: Mapping[str, Any]) -> list[Problem]:
+    """Checks that need no valid spec: the sweep's own optimizer and scheduler blocks."""
+    problems: list[Problem] = []
+    opt = data.get("optimizer")
+    if isinstance(opt, dict) and "type" in opt:
+        problems += [Problem(f"optimizer.{p.path}", p.value, p.rule)
+                     for p in optimizers.validate(opt) if not (p.path == "lr" and p.value is None)]
+    sched = data.get("scheduler")
+    if isinstance(sched, dict) and "type" in sched:
+        problems += [Problem(f"scheduler.{p.field}", p.value, p.rule)
+                     for p in schedules.validate(_canonical(sched))]
+    return problems
 
 
 def recipe_candidates(recipe: str, sweep_path: Path) -> list[Path]:
@@ -200,13 +223,20 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path) -> Sweep:
 
     workload: Workload | None = None
     try:
-        workload = resolve(spec.workload.name)(dict(spec.workload.options))
+        made = resolve(spec.workload.name)(dict(spec.workload.options))
+        if isinstance(made, Workload):
+            workload = made
+        else:
+            problems.append(Problem("workload.name", spec.workload.name,
+                                    f"the factory returned {type(made).__name__}, not a Workload "
+                                    "(see docs/workloads.md)"))
     except UnknownWorkloadError as exc:
         problems.append(Problem("workload.name", spec.workload.name, str(exc)))
     except WorkloadOptionError as exc:
         problems.append(Problem(f"workload.options.{exc.option}", exc.value, exc.rule))
-    except (TypeError, ValueError) as exc:
-        problems.append(Problem("workload.options", spec.workload.options, str(exc)))
+    except Exception as exc:  # a user's factory may raise anything; it is still bad input
+        problems.append(Problem("workload", spec.workload.name,
+                                f"making the workload failed: {type(exc).__name__}: {exc}"))
 
     base = Settings()
     for section, values in BUILTIN_DEFAULTS.items():
@@ -239,6 +269,12 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path) -> Sweep:
     problems.extend(_check_settings(base))
     problems.extend(_check_axes(spec, base))
 
+    for key, value in (spec.baseline or {}).items():
+        values = getattr(spec.axes, key, None) if key in FIXED_AXES else None
+        if isinstance(values, list) and value not in values:
+            # e.g. `--set axes.world_size=[16]` to debug one trial: no baseline to compare with
+            notes.append(f"baseline {key}={value!r} is not among the axis values {values}: no "
+                         "speedups, and a relative target cannot be resolved")
     if spec.reference is None:
         ref_ws: int | None = min(spec.axes.world_size)
         notes.append(f"reference.world_size not given: using the smallest world size, {ref_ws}")
@@ -324,7 +360,7 @@ def _is_int(v: Any, low: int) -> bool:
 
 
 def _is_num(v: Any, low: float, strict: bool = False) -> bool:
-    if not isinstance(v, int | float) or isinstance(v, bool):
+    if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
         return False
     return v > low if strict else v >= low
 
@@ -364,7 +400,7 @@ def _check_axes(spec: SweepSpec, base: Settings) -> list[Problem]:
                                         f"not an axis of this sweep; axes: {sorted(names)}"))
                 continue
             values = getattr(spec.axes, key) if key in FIXED_AXES else spec.axes.free_axes()[key]
-            if isinstance(values, list) and value not in values:
+            if isinstance(values, list) and value not in values and label != "baseline":
                 problems.append(Problem(f"{label}.{key}", value, f"not among the axis values {values}"))
     return problems
 

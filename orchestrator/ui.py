@@ -1,19 +1,65 @@
-"""`scalesweep ui`: the MLflow UI for a store, bound to 127.0.0.1 only."""
+"""`scalesweep ui`: the MLflow UI for a store, bound to 127.0.0.1 only, and the URL to open.
+
+Why the URL is not just the experiment page (MLflow 3.17, read from its UI source under
+mlflow/server/js/src/experiment-tracking/components/experiment-page; see docs/mlflow_ui.md):
+
+- an experiment opens on its GenAI overview; ``workflowType=machine_learning`` on the runs
+  tab opens the training runs, and ``compareRunsMode=CHART`` the chart view;
+- child runs are nested (collapsed) under their parent whenever the runs are sorted by start
+  time, MLflow's default; sorting by anything else lists every run flat, so the charts see the
+  trials (the runs table computes ``nestChildren = (!orderByKey && !searchFilter) ||
+  orderByKey === 'attributes.start_time'``);
+- the charts draw only the first 10 rows unless the "runs visibility" mode is "show all", and
+  that mode lives in per-browser UI state, not in the URL. A *saved view* (an experiment tag
+  ``mlflow.sharedViewState.<id>``, what the UI's "Save & share view" writes) carries both the
+  sort and the visibility mode, and ``viewStateShareKey=<id>`` in the URL applies it.
+
+So ``ensure_view`` writes one saved view per study, and the URL opens it. Where the view
+cannot be written, the plain URL (chart view, flat, sorted by name) still shows up to 9 trials.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
+from typing import Any
+from urllib.parse import urlencode
 
 HOST = "127.0.0.1"
+#: the saved view's id (URL param ``viewStateShareKey``) and the name the Views menu shows
+VIEW_ID = "scalesweep-trials"
+VIEW_NAME = "scalesweep: every trial"
+VIEW_TAG = f"mlflow.sharedViewState.{VIEW_ID}"
+#: sorting by run name (anything but start time) lists the child runs flat, next to their parent
+ORDER_BY = "tags.`mlflow.runName`"
+VIEW_STATE: dict[str, Any] = {
+    "searchFilter": "",
+    "orderByKey": ORDER_BY,
+    "orderByAsc": True,
+    "runsHiddenMode": "SHOW_ALL",  # chart every run, not only the first 10 rows
+}
 
 
-def runs_url(base: str, experiment_id: str | None) -> str:
-    """Where a person lands on the training runs (not the GenAI traces overview) of a study."""
+def runs_url(base: str, experiment_id: str | None, view: str | None = VIEW_ID) -> str:
+    """The chart view of a study's runs, one line per trial.
+
+    With ``view`` (written by ``ensure_view``) every trial is charted; without it the URL alone
+    lists the runs flat by name in chart view, which charts the first 10 rows.
+    """
     if experiment_id is None:
         return base
-    return f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    query: dict[str, str] = {"workflowType": "machine_learning", "compareRunsMode": "CHART"}
+    if view:
+        # search facets in the URL would make MLflow ignore the view, so the view carries them
+        query["viewStateShareKey"] = view
+    else:
+        query.update(orderByKey=ORDER_BY, orderByAsc="true")
+    return f"{base}/#/experiments/{experiment_id}/runs?{urlencode(query)}"
 
 
 def experiment_id(uri: str, name: str) -> str | None:
@@ -26,20 +72,112 @@ def experiment_id(uri: str, name: str) -> str | None:
     return None if exp is None else str(exp.experiment_id)
 
 
+def view_tag_value(created_ms: int) -> str:
+    """The saved-view envelope MLflow 3.17 reads: name, createdAt and the state as JSON text."""
+    return json.dumps({"name": VIEW_NAME, "createdAt": created_ms,
+                       "state": json.dumps(VIEW_STATE, sort_keys=True)})
+
+
+def ensure_view(uri: str, experiment_id: str) -> bool:
+    """Write (or refresh) the study's saved view; False when the store refuses it."""
+    from mlflow.tracking import MlflowClient
+
+    try:
+        client = MlflowClient(uri)
+        current = client.get_experiment(experiment_id).tags.get(VIEW_TAG)
+        if current is not None and _view_state(current) == VIEW_STATE:
+            return True
+        client.set_experiment_tag(experiment_id, VIEW_TAG, view_tag_value(int(time.time() * 1000)))
+        return True
+    except Exception:
+        return False
+
+
+def _view_state(tag_value: str) -> Any:
+    try:
+        return json.loads(json.loads(tag_value)["state"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def study_url(uri: str, base: str, experiment_id: str) -> str:
+    return runs_url(base, experiment_id, VIEW_ID if ensure_view(uri, experiment_id) else None)
+
+
 def ui_hint(uri: str, experiment: str, port: int = 5000) -> str:
+    eid = experiment_id(uri, experiment)
     if uri.startswith(("http://", "https://")):
-        return f"compare the runs: {runs_url(uri.rstrip('/'), experiment_id(uri, experiment))}"
-    url = runs_url(f"http://{HOST}:{port}", experiment_id(uri, experiment))
+        base = uri.rstrip("/")
+        url = base if eid is None else study_url(uri, base, eid)
+        return f"compare the runs: {url}"
+    base = f"http://{HOST}:{port}"
+    url = base if eid is None else study_url(uri, base, eid)
     cmd = "scalesweep ui" if uri == "sqlite:///mlflow.db" else f"scalesweep ui --tracking-uri {uri}"
     return (f"compare the runs: {cmd}   then open {url}\n"
-            "  (Chart view: set the x-axis to 'epoch' or 'samples_seen' to compare world sizes)")
+            "  (one dev_loss line per trial; to compare per epoch: the gear beside 'Search metric "
+            "charts' > X-axis > Metric > epoch)")
+
+
+def studies(uri: str) -> list[tuple[str, str]]:
+    """(experiment id, name) of every study in the store that holds a scalesweep sweep."""
+    from mlflow.tracking import MlflowClient
+
+    from orchestrator.tracking import ROLE_TAG
+
+    try:
+        client = MlflowClient(uri)
+        exps = {e.experiment_id: e.name for e in client.search_experiments(max_results=1000)}
+        if not exps:
+            return []
+        parents = client.search_runs(list(exps), f"tags.`{ROLE_TAG}` = 'parent'", max_results=1000)
+    except Exception:
+        return []
+    ids = sorted({r.info.experiment_id for r in parents}, key=lambda e: (len(e), e))
+    return [(e, exps[e]) for e in ids]
 
 
 def serve(uri: str, port: int) -> int:
+    """Run ``mlflow ui`` on 127.0.0.1 until Ctrl-C or SIGTERM, then stop its whole process tree."""
+    base = f"http://{HOST}:{port}"
+    print(f"MLflow UI at {base} (store {uri}); Ctrl-C stops it", flush=True)
+    if not uri.startswith(("http://", "https://")):
+        for eid, name in studies(uri):
+            print(f"  {name}: {study_url(uri, base, eid)}", flush=True)
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
            "--host", HOST, "--port", str(port)]
-    print(f"MLflow UI at http://{HOST}:{port} (store {uri}); Ctrl-C stops it", flush=True)
+    # its own session, so that stopping it reaches the uvicorn workers it spawns
+    proc = subprocess.Popen(cmd, env=os.environ.copy(), start_new_session=True)
+
+    def _stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _stop)
     try:
-        return subprocess.call(cmd, env=os.environ.copy())
+        return proc.wait()
     except KeyboardInterrupt:
+        _stop_group(proc)
         return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if proc.poll() is None:
+            _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the server's process group, then SIGKILL whatever is left of it."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)  # anyone of the group left?
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()

@@ -73,7 +73,7 @@ CASES: tuple[Case, ...] = (
     # --- wrong types ---------------------------------------------------------------------------
     Case("ws_string.yaml", ("axes.world_size[1]", "'4'", "valid integer")),
     Case("bool_as_number.yaml", ("training.epochs", "True", "valid number")),
-    Case("lr_bool.yaml", ("optimizer.lr", "True", "must be a number > 0")),
+    Case("lr_bool.yaml", ("optimizer.lr", "True", "must be a finite number > 0")),
     Case("list_for_mapping.yaml", ("training", "['per_worker_batch', 16]", "valid dictionary")),
     Case("workload_string.yaml", ("workload", "'mlp_regression'", "valid dictionary")),
     # --- out of range --------------------------------------------------------------------------
@@ -82,15 +82,11 @@ CASES: tuple[Case, ...] = (
     Case("batch_zero.yaml", ("training.per_worker_batch", "= 0", "greater than or equal to 1")),
     Case("accum_zero.yaml", ("training.accum_grad", "= 0", "greater than or equal to 1")),
     Case("epochs_negative.yaml", ("training.epochs", "-3", "greater than 0")),
-    Case("epochs_inf.yaml", ("training.epochs", "inf"),
-         bug="epochs: .inf passes validation; plan then dies with exit 1 "
-             "'OverflowError: cannot convert float infinity to integer'"),
-    Case("lr_negative.yaml", ("optimizer.lr", "-0.05", "must be a number > 0")),
-    Case("lr_zero.yaml", ("optimizer.lr", "= 0", "must be a number > 0")),
-    Case("lr_nan.yaml", ("optimizer.lr", "nan", "must be a number > 0")),
-    Case("lr_inf.yaml", ("optimizer.lr", "inf"),
-         bug="optimizer lr .inf passes optimizers.validate; plan then dies with exit 1 "
-             "'ValueError: optimizer_lr must be a finite number >= 0, but got optimizer_lr=inf'"),
+    Case("epochs_inf.yaml", ("training.epochs", "inf")),
+    Case("lr_negative.yaml", ("optimizer.lr", "-0.05", "must be a finite number > 0")),
+    Case("lr_zero.yaml", ("optimizer.lr", "= 0", "must be a finite number > 0")),
+    Case("lr_nan.yaml", ("optimizer.lr", "nan", "must be a finite number > 0")),
+    Case("lr_inf.yaml", ("optimizer.lr", "inf")),
     Case("physical_workers_zero.yaml", ("physical_workers", "= 0", "at least 1 or 'auto'")),
     Case("not_divisible.yaml", ("axes.world_size[1] = 4", "axes.world_size[2] = 8",
                                 "physical_workers(3) does not divide world_size(4)",
@@ -127,29 +123,20 @@ CASES: tuple[Case, ...] = (
     Case("bad_betas.yaml", ("optimizer.betas", "[0.9, 1.5]", "two numbers in [0, 1)")),
     Case("betas_one_value.yaml", ("optimizer.betas", "[0.9]", "two numbers in [0, 1)")),
     Case("sgd_momentum_range.yaml", ("optimizer.momentum", "1.2", "in [0, 1)")),
-    Case("bad_free_axis_value.yaml", ("axes.optimizer.lr[1]", "-0.5", "must be a number > 0")),
+    Case("bad_free_axis_value.yaml", ("axes.optimizer.lr[1]", "-0.5", "must be a finite number > 0")),
     Case("bad_name.yaml", ("name", "'my study/../x'", "pattern")),
     Case("target_both.yaml", ("target", "exactly one of value or relative_to_baseline")),
-    Case("explicit_warmup_no_warmup.yaml", ("axes.warmup_rule", "50", "constant"),
-         bug="an explicit warmup on a schedule without one passes validation; plan then dies with "
-             "exit 1 'ValueError: constant has no warmup to set, but got warmup_rule=50'"),
-    Case("explicit_warmup_zero_deepspeed.yaml", ("axes.warmup_rule", "0", "warmup_num_steps"),
-         bug="warmup_rule 0 on DeepSpeed WarmupLR passes validation; plan then dies with exit 1 "
-             "'ValueError: warmup_rule=0 makes the schedule invalid: warmup_num_steps = 0: "
-             "must be >= 1'"),
+    Case("explicit_warmup_no_warmup.yaml", ("axes.warmup_rule", "50", "constant")),
+    Case("explicit_warmup_zero_deepspeed.yaml", ("axes.warmup_rule", "0", "warmup_num_steps")),
     # --- search, baseline, exclude, grid -------------------------------------------------------
     Case("random_without_samples.yaml", ("search", "random search needs samples")),
     Case("grid_with_distribution.yaml", ("axes.optimizer.lr", "loguniform", "search.type: random")),
     Case("bad_distribution.yaml", ("axes.optimizer.lr.loguniform", "[0.1, 0.001]",
                                    "low must be below high")),
-    Case("baseline_not_in_axes.yaml", ("baseline.world_size", "= 8", "not among the axis values",
-                                       "[2, 4]")),
     Case("exclude_non_axis.yaml", ("exclude[0].per_worker_batch", "= 16", "not an axis")),
     Case("duplicate_world_sizes.yaml", ("axes.world_size", "[2, 4, 2]", "must not repeat")),
     Case("empty_world_sizes.yaml", ("axes.world_size", "[]", "at least 1 item")),
-    Case("duplicate_keys.yaml", ("axes", "duplicate"),
-         bug="a key given twice is accepted silently (PyYAML keeps the last): plan exits 0 and "
-             "the first 'axes: {world_size: [2, 4, 8]}' is dropped without a word"),
+    Case("duplicate_keys.yaml", ("axes", "duplicate")),
     # --- recipes -------------------------------------------------------------------------------
     Case("missing_recipe.yaml", ("recipe", "'no_such_recipe.yaml'", "not found")),
     Case("sweep_with_wenet_noam.yaml", ("recipe", "recipe_wenet_noam.yaml", "scheduler",
@@ -161,22 +148,17 @@ CASES: tuple[Case, ...] = (
                                    "axes.scaling_rule[0] = 'quadratic'", "colour = 'blue'",
                                    "backend = 'horovod'"), problems=5),
     Case("several_cross_field.yaml", ("optimizer.type = 'lamb'", "scheduler.warmup_steps = -5",
-                                      "baseline.world_size = 16", "physical_workers(3)",
-                                      "target.metric = 'dev_accuracy'", "= 128"), problems=7),
+                                      "physical_workers(3)",
+                                      "target.metric = 'dev_accuracy'", "= 128"), problems=6),
     Case("several_problems_mixed.yaml", ("colour = 'blue'", "optimizer.lr = -1",
                                          "optimizer.betas = [0.9, 2.0]",
-                                         "scheduler.warmup_steps = -5", "scheduler.peak = 3"),
-         bug="one unknown key (a pydantic shape error) hides every optimizer and scheduler "
-             "problem: only 'colour = 'blue': unknown key' is listed (sweep.load_sweep raises "
-             "before _check, despite its comment that the independent checks still run)"),
+                                         "scheduler.warmup_steps = -5", "scheduler.peak = 3")),
     # --- schedule files for `lr` ---------------------------------------------------------------
     Case("recipe_wenet_noam.yaml", ("scheduler", "'NoamHoldAnnealing'", "warmuplr"), "lr"),
     Case("recipe_wenet_bad_conf.yaml", ("optim", "'adafactor'", "must be one of"), "lr"),
     Case("recipe_wenet_no_lr.yaml", ("optimizer lr", "None", "the file must give it"), "lr"),
     Case("recipe_no_scheduler.yaml", ("scheduler", "None", "no scheduler block"), "lr"),
-    Case("recipe_own_unknown_key.yaml", ("model", "{'layers': 4}", "unknown key"), "lr",
-         bug=OWN_FORM_BUG + "; 'model' goes to the ignored list and the message is "
-             "\"optimizer lr = None: warmuplr scales the optimizer's lr: the file must give it\""),
+    Case("recipe_own_unknown_key.yaml", ("model", "{'layers': 4}", "unknown key"), "lr"),
     Case("recipe_tag.yaml", ("<file>", "line 3, column 18", "not allowed"), "lr"),
     Case("recipe_top_list.json", ("<file>", "top level must be a mapping, not list"), "lr"),
     # a DeepSpeed JSON with a trailing comma
@@ -192,9 +174,7 @@ CASES: tuple[Case, ...] = (
                                         "scheduler.params.warmup_type = 'cubic'", "'log', 'linear'"),
          "lr", problems=2),
     Case("schedule_own_bad.yaml", ("warmup_steps", "is required by gradual_warmup", "-0.001",
-                                   "must be > 0"), "lr", problems=2,
-         bug=OWN_FORM_BUG + "; the message says 'optimizer lr = None' instead of naming the "
-             "negative lr -0.001"),
+                                   "must be > 0"), "lr", problems=2),
 )
 
 
@@ -360,8 +340,6 @@ ARG_CASES: tuple[tuple[str, list[str], tuple[str, ...]], ...] = (
      ("--world-size", "invalid int value: 'x'")),
     ("lr-dataset-size-0", ["lr", WENET, "--updates", "3", "--dataset-size", "0"],
      ("--dataset-size", "= 0", "at least 1")),
-    ("lr-on-a-sweep", ["lr", SMOKE, "--updates", "3"],
-     ("warmup_steps", "is required by gradual_warmup")),
 )
 
 
@@ -373,8 +351,6 @@ def test_bad_arguments_are_rejected(argv: list[str], expect: tuple[str, ...], cw
     assert not (cwd / "PWNED_SET").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="in process, cli._Parser.error shows sys.argv[1:] (the host "
-                   "program's arguments, e.g. pytest's) as the value, not the argv given to main()")
 def test_argument_errors_show_the_arguments_given_to_main(
         cwd: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", ["host-program", "--host-flag"])
@@ -453,11 +429,6 @@ def test_real_cli_rejects_cleanly_more(argv: list[str], expect: tuple[str, ...],
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="a ~500-byte YAML alias bomb (10 nested levels of 9 "
-                   "aliases) is expanded when the message is made: errors.Problem.__str__ builds "
-                   "the full repr before truncating it to 80 characters (three times: InputError's "
-                   "message, sweep._dedupe, cli.main), so `plan` does not answer within 20 s; "
-                   "8 levels (350 bytes) already take ~20 s and 460 MB")
 def test_alias_bomb_is_rejected_quickly(tmp_path: Path, cwd: Path) -> None:
     lines = ["a0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1]"]
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
@@ -468,4 +439,4 @@ def test_alias_bomb_is_rejected_quickly(tmp_path: Path, cwd: Path) -> None:
         rc, out, err = run_subprocess(["plan", str(bomb)], cwd, timeout=20, memory_bytes=2 << 30)
     except subprocess.TimeoutExpired:
         pytest.fail("plan did not answer within 20 s")
-    assert_rejected(rc, out, err, cwd, ("a9", "unknown key"))
+    assert_rejected(rc, out, err, cwd, ("too many values", "YAML aliases"))

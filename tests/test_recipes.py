@@ -362,11 +362,6 @@ def test_plan_verbose_lists_the_ignored_sections(
 # --- our own form -------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="a recipe in our own {optimizer, scheduler, training} form "
-                   "is detected as DeepSpeed (recipes.detect_kind: a mapping under scheduler), so "
-                   "the optimizer lr, every scheduler param and the whole training section are "
-                   "dropped SILENTLY: a sweep naming it plans warmup_steps 25000 (warmuplr's "
-                   "default) instead of 123 and the workload's batch 16 instead of 8, exit 0")
 def test_own_form_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     own = tmp_path / "own.yaml"
