@@ -34,7 +34,9 @@ def resolve(name: str) -> Factory:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise UnknownWorkloadError(f"workload {name!r}: cannot import {module_name!r} ({exc})")
+        raise UnknownWorkloadError(
+            f"workload {name!r}: cannot import {module_name!r} ({exc})"
+        ) from None
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise UnknownWorkloadError(f"workload {name!r}: {module_name!r} has no callable {attr!r}")
