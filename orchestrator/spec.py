@@ -39,7 +39,9 @@ class TrainingSpec(BaseModel):
     eval_every: int | None = Field(default=None, ge=1)  # updates
     eval_every_epochs: float | None = Field(default=None, gt=0)
     grad_clip: float | None = Field(default=None, gt=0)
-    checkpoint_every: int = Field(default=0, ge=0)  # updates; 0 = only at the end
+    #: updates between checkpoints; null (default) = at every eval, so a resumed trial repeats
+    #: no eval; 0 = only at the end
+    checkpoint_every: int | None = Field(default=None, ge=0)
     dtype: Literal["float32", "float64"] = "float32"
     divergence_threshold: float | None = Field(default=None, gt=0)
 

@@ -81,9 +81,11 @@ class SweepCallback(tune.Callback):
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         name = self.name(trial)
-        if self.status.get(name) in (None, "running"):
-            self.status[name] = "completed"
         last = self.curves.get(name, [{}])[-1]
+        if self.status.get(name) in (None, "running"):
+            # ended without a final status of its own: a scheduler (ASHA) stopped it early
+            total = trial.config["trial_config"]["trial"]["total_updates"]
+            self.status[name] = "completed" if last.get("update", 0) >= total else "stopped"
         dev = last.get("dev_loss")
         shown = f"dev_loss {dev:.4g} " if isinstance(dev, float) else ""
         self._say(f"{self.status[name]:<9} {name}  {shown}at epoch {last.get('epoch', 0):.3g}")

@@ -134,3 +134,28 @@ def test_unreachable_tracking_server_fails_fast_before_any_compute(tmp_path: Pat
     assert "Traceback" not in proc.stderr
     assert time.monotonic() - start < 60
     assert not (tmp_path / "scalesweep_runs").exists()
+
+
+def test_stop_at_target_ends_trials_early_as_stopped(tmp_path: Path) -> None:
+    proc = scalesweep("run", SMOKE, "--set", "stop_at_target=true",
+                      "--set", "target={metric: dev_loss, value: 0.3}",
+                      "--summary-json", "s.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((tmp_path / "s.json").read_text())
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    for t in summary:
+        assert t["status"] == "stopped"
+        run = client.get_run(t["mlflow_run_id"])
+        assert run.info.status == "FINISHED" and run.data.tags["status"] == "stopped"
+        last = client.get_metric_history(t["mlflow_run_id"], "dev_loss")[-1]
+        assert last.value <= 0.3 and last.step < t["total_updates"]
+        assert t["updates_to_target"] is not None and t["updates_to_target"] <= last.step
+
+
+def test_asha_search_ends_every_trial_with_a_final_status(tmp_path: Path) -> None:
+    proc = scalesweep("run", SMOKE, "--set", "search.scheduler=asha",
+                      "--summary-json", "s.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert {t["status"] for t in summary} <= {"completed", "stopped"}
+    assert len(summary) == 4
