@@ -81,8 +81,10 @@ def test_reports_cadence_keys_and_final_result() -> None:
     assert upe == 4
     for metrics, _ in reports:
         assert set(metrics) == {
-            "update", "samples_seen", "epoch", "wall_s", "train_loss", "dev_loss", "lr", "status"
+            "update", "samples_seen", "epoch", "wall_s", "train_loss", "dev_loss", "lr", "status",
+            "noise_scale",  # V = 4 > 1: the gradient noise scale comes for free
         }  # fmt: skip
+        assert isinstance(metrics["noise_scale"], float)
         assert metrics["samples_seen"] == metrics["update"] * config.global_batch == (metrics["update"] * 64)
         assert metrics["epoch"] == metrics["update"] / upe
         assert metrics["train_loss"] > 0 and metrics["dev_loss"] > 0
@@ -180,7 +182,9 @@ def test_interrupted_and_resumed_equals_uninterrupted_bit_for_bit(
         train(config, LocalWorld(), on_report=crash_after_checkpoint)
 
     resumed, resumed_final = _run(config, resume_from=saved, keep_final=tmp_path / "resumed")
-    # continues after its checkpoint: updates 4 and 6 are not reported again
+    # continues after its checkpoint: updates 4 and 6 are not reported again; the noise
+    # scale's moving averages come back from the checkpoint too
+    assert all("noise_scale" in m for m, _ in resumed)
     expected = [_without_time(m) for m, _ in uninterrupted if m["update"] > 6]
     assert [_without_time(m) for m, _ in resumed] == expected  # exact float equality
     assert _without_time(resumed_final) == _without_time(final)

@@ -62,6 +62,7 @@ class Progress:
     wall_s: float = 0.0  # loop wall time spent so far (start-up excluded)
     status: str = "running"  # "running" or the trial's final status
     last_report: dict[str, Any] = field(default_factory=dict)  # the last metrics reported
+    noise_scale: dict[str, Any] = field(default_factory=dict)  # NoiseScale.state(): its EMAs
 
 
 def due(config: TrialConfig, update: int) -> bool:

@@ -10,6 +10,14 @@ hybrids make the same updates up to the order in which float gradients are summe
 Reports (``on_report``) happen at every ``eval_every``-th update, at every checkpoint and at
 the end; each carries a full dev evaluation, because Tune refuses results that lack the
 metric it optimises and a checkpoint reaches Ray only through a report.
+
+With V > 1 each report also carries ``noise_scale``, the gradient noise scale B_simple
+(:mod:`trainables.noise_scale`) at that update, measured for free: the small batches are the
+V per-virtual-rank gradients (B_small = per_worker_batch * accum_grad samples each), the big
+one the all-reduced gradient (the global batch). A virtual rank's gradient is what its
+micro-batches added to the accumulated ``.grad``; the last virtual rank of a process is read
+just before the all-reduce (:meth:`World.before_reduce`). Its cost: one copy of the gradients,
+a few vector norms per virtual rank, and one float more in the all-reduce that sums the loss.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import math
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +38,7 @@ from trainables import checkpointing, schedules
 from trainables import workloads as workload_registry
 from trainables.checkpointing import Progress
 from trainables.config import TrialConfig
+from trainables.noise_scale import NoiseScale
 from trainables.sharding import Sharding
 from trainables.workloads.base import Workload
 from trainables.world import World
@@ -104,6 +113,12 @@ class _Trial:
         self.optimizer = build_optimizer(self.model.parameters(), config.optimizer)
         self.schedule = schedules.build(config.scheduler, float(config.optimizer["lr"]))
         self.progress = Progress()
+        # V = 1 has no small batch to compare the global one with
+        self.noise: NoiseScale | None = None
+        if config.world_size > 1:
+            b_small = config.per_worker_batch * config.accum_grad
+            self.noise = NoiseScale(b_small=b_small, b_big=config.global_batch)
+            self.probe = _GradProbe()
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -119,6 +134,8 @@ class _Trial:
             )
             if self.progress.status != "running":  # finished before the restart: nothing to do
                 return self._final(self.progress.last_report)
+            if self.noise is not None and self.progress.noise_scale:
+                self.noise = NoiseScale.from_state(self.progress.noise_scale)
         # Wrap after loading: DDP broadcasts rank 0's parameters when it wraps.
         ddp = self.world.wrap(self.model)
         ddp.train()
@@ -172,21 +189,42 @@ class _Trial:
         cfg = self.config
         self.optimizer.zero_grad(set_to_none=True)
         steps = [(v, m) for v in self.virtual_ranks for m in range(cfg.accum_grad)]
-        local = torch.zeros((), dtype=torch.float64, device=self.world.device)
+        # [summed loss, sum over this process's virtual ranks of |their .grad increment|^2]
+        local = torch.zeros(2, dtype=torch.float64, device=self.world.device)
+        noise = self.noise is not None
+        if noise:
+            self.probe.start()
         for i, (v, m) in enumerate(steps):
             indices = self.sharding.micro_batches(update, v)[m]
             batch = _to_device(self.workload.train_batch(indices), self.world.device)
             _reseed(self.world.device, cfg.seed, 0, update, v, m)
             last = i == len(steps) - 1  # only the last backward all-reduces
-            with contextlib.nullcontext() if last else self.world.no_sync(ddp):
+            with contextlib.nullcontext() if last else self.world.no_sync(ddp), (
+                self.world.before_reduce(ddp, self.probe.observe) if noise and last
+                else contextlib.nullcontext()
+            ):  # fmt: skip
                 per_sample = self.workload.loss(ddp, batch)
                 (per_sample.sum() * self.loss_weight).backward()
-            local += per_sample.detach().double().sum()
+            local[0] += per_sample.detach().double().sum()
+            if noise and not last and m == cfg.accum_grad - 1:  # virtual rank v is complete
+                self.probe.observe([(p, p.grad) for p in self.model.parameters() if p.grad is not None])
+        if noise:
+            local[1] = self.probe.sum_sq
+            # before clipping: the noise scale is a property of the gradients, not of the step
+            big_sq = _sum_sq(p.grad for p in self.model.parameters() if p.grad is not None)
         if cfg.grad_clip is not None:
             # On the all-reduced gradient: identical on every rank, as in the recipe.
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         self.optimizer.step()
-        return float(self.world.all_reduce_sum(local).item())
+        total = self.world.all_reduce_sum(local).cpu()
+        if self.noise is not None:
+            # Virtual rank v's increment is (P / V) g_v, its mean-gradient g_v times the loss
+            # weight P / global_batch times its B_small samples; so mean_v |g_v|^2 is
+            # (V / P^2) times the sum of the increments' squares over all V virtual ranks.
+            v, p = cfg.world_size, self.world.size
+            self.noise.update(g_small_sq=float(total[1]) * v / p**2, g_big_sq=float(big_sq))
+            self.progress.noise_scale = self.noise.state()
+        return float(total[0])
 
     # -- evaluation and reports ------------------------------------------------------------
 
@@ -226,6 +264,8 @@ class _Trial:
         }
         if momentum is not None:
             metrics["momentum"] = momentum
+        if self.noise is not None:
+            metrics["noise_scale"] = self.noise.value
         return metrics
 
     def _report(self, metrics: dict[str, Any], *, checkpoint: bool) -> None:
@@ -258,6 +298,44 @@ class _Trial:
 
     def _final(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
         return {**metrics, "train_seconds": self.progress.wall_s}
+
+
+class _GradProbe:
+    """Sum over virtual ranks of |the increment each adds to the accumulated gradient|^2.
+
+    Keeps one copy of the gradients (the accumulated gradient as the previous virtual rank
+    left it); a virtual rank's increment is the gradient as it leaves it minus that copy.
+    """
+
+    def __init__(self) -> None:
+        self.copy: dict[torch.Tensor, torch.Tensor] = {}  # parameter -> its earlier .grad
+        self.valid: set[torch.Tensor] = set()  # parameters whose copy is of this update
+        self.sum_sq = torch.zeros((), dtype=torch.float64)
+
+    def start(self) -> None:
+        """A new update: every accumulated gradient starts at zero."""
+        self.valid.clear()
+        self.sum_sq = torch.zeros((), dtype=torch.float64)
+
+    def observe(self, grads: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """``grads``: (parameter, accumulated gradient) pairs, all where one virtual rank ends."""
+        with torch.no_grad():
+            for param, grad in grads:
+                before = self.copy.get(param)
+                increment = grad - before if param in self.valid and before is not None else grad
+                self.sum_sq = self.sum_sq.to(grad.device) + _sum_sq([increment])
+                if before is None:
+                    self.copy[param] = before = torch.empty_like(grad)
+                before.copy_(grad)
+                self.valid.add(param)
+
+
+def _sum_sq(tensors: Iterable[torch.Tensor]) -> torch.Tensor:
+    """Sum of squares of every element, accumulated in float64."""
+    out = torch.zeros((), dtype=torch.float64)
+    for t in tensors:
+        out = out.to(t.device) + torch.linalg.vector_norm(t, dtype=torch.float64) ** 2
+    return out
 
 
 def _reseed(device: torch.device, *key: int) -> None:

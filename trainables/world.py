@@ -9,12 +9,16 @@ already set up). Ray-free on purpose: the Ray glue lives in :mod:`trainables.ray
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
+
+#: ``observe([(parameter, local gradient), ...])``: see :meth:`World.before_reduce`
+GradObserver = Callable[[Sequence[tuple[torch.Tensor, torch.Tensor]]], None]
 
 
 class World(Protocol):
@@ -43,6 +47,14 @@ class World(Protocol):
 
     def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[None]:
         """Backward passes inside accumulate locally and are not all-reduced."""
+        ...
+
+    def before_reduce(
+        self, model: torch.nn.Module, observe: GradObserver
+    ) -> contextlib.AbstractContextManager[None]:
+        """The backward that all-reduces inside this context hands ``observe`` this process's
+        accumulated gradient just before the all-reduce, as (parameter, gradient) pairs, in one
+        or several calls (DDP: one per bucket). Costs no extra communication."""
         ...
 
     def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -81,6 +93,11 @@ class LocalWorld:
     def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
 
+    @contextlib.contextmanager
+    def before_reduce(self, model: torch.nn.Module, observe: GradObserver) -> Iterator[None]:
+        yield  # nothing is reduced: the gradient after the backward is the local one
+        observe([(p, p.grad) for p in model.parameters() if p.grad is not None])
+
     def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor
 
@@ -105,6 +122,7 @@ class DistributedWorld:
         self._device = torch.device(device)
         self._rank = dist.get_rank()
         self._size = dist.get_world_size()
+        self._observe: GradObserver | None = None
 
     @property
     def rank(self) -> int:
@@ -122,7 +140,18 @@ class DistributedWorld:
         device_ids = [self._device] if self._device.type == "cuda" else None
         # DDP broadcasts rank 0's parameters here; every rank already built the same model
         # from the same seed, so this only guards against a workload that breaks that rule.
-        return DistributedDataParallel(model, device_ids=device_ids)
+        ddp = DistributedDataParallel(model, device_ids=device_ids)
+        # PyTorch's own allreduce hook (same arithmetic as DDP's built-in: divide by P, then
+        # sum), preceded by a look at the local gradients when before_reduce asks for one.
+        ddp.register_comm_hook(None, self._comm_hook)
+        return ddp
+
+    def _comm_hook(self, state, bucket):  # type: ignore[no-untyped-def]
+        # Unannotated on purpose: DDP checks the hook's annotations against the real classes,
+        # and `from __future__ import annotations` would make them strings.
+        if self._observe is not None:
+            self._observe(list(zip(bucket.parameters(), bucket.gradients(), strict=True)))
+        return allreduce_hook(state, bucket)
 
     def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
         return model.module if isinstance(model, DistributedDataParallel) else model
@@ -131,6 +160,18 @@ class DistributedWorld:
         if isinstance(model, DistributedDataParallel):
             return _no_sync(model)
         return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def before_reduce(self, model: torch.nn.Module, observe: GradObserver) -> Iterator[None]:
+        if not isinstance(model, DistributedDataParallel):  # not wrapped: nothing is reduced
+            yield
+            observe([(p, p.grad) for p in model.parameters() if p.grad is not None])
+            return
+        self._observe = observe
+        try:
+            yield
+        finally:
+            self._observe = None
 
     def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         out = tensor.to(self._device).clone()
