@@ -18,7 +18,7 @@ from orchestrator.errors import InputError, Problem
 from orchestrator.plan import Plan, PlanRow, make_plan
 from orchestrator.summary import SUMMARY_METRICS, summarize
 from orchestrator.sweep import Sweep, load_sweep
-from orchestrator.tracking import SweepTracker, check_reachable
+from orchestrator.tracking import SweepTracker, check_reachable, curve_metrics
 
 STATE_FILE = "scalesweep.json"
 JOURNAL = "metrics.journal.jsonl"
@@ -76,6 +76,11 @@ def _connect(address: str | None, verbose: bool) -> None:
     if ray.is_initialized():
         return
     if address:
+        from orchestrator.submit import enable_token_auth
+
+        # Ray presents its auth token for "auto" by itself, for an explicit address only in
+        # token mode: turn that on when the user gave a token (see orchestrator.submit)
+        enable_token_auth(address)
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=verbose)
     else:
         ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=verbose,
@@ -92,13 +97,21 @@ def _check_feasible(plan: Plan) -> None:
 
 def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_uri: str,
               summary_json: str | None = None, verbose: bool = False) -> Outcome:
+    if address and address.startswith("ray://"):
+        # a Ray Client driver cannot host the sweep; its driver runs on the head instead
+        from orchestrator.submit import run_via_client
+
+        return run_via_client(path, overrides=overrides, address=address, tracking_uri=tracking_uri,
+                              summary_json=summary_json, verbose=verbose)
     sweep = load_sweep(path, overrides)
     check_reachable(tracking_uri)
     _connect(address, verbose)
     from orchestrator.cluster import connected_cluster
+    from orchestrator.storage_check import check_shared_storage
 
     plan = make_plan(sweep, connected_cluster())
     _check_feasible(plan)
+    check_shared_storage(storage_root())  # multi-node: every node must see it (exit 2 if not)
     tracker = SweepTracker(tracking_uri, sweep.spec.name)
     parent_id = tracker.start_parent(_parent_params(plan), {"sweep_file": str(Path(path).resolve())})
     sweep_dir = storage_root() / f"{sweep.spec.name}-{parent_id[:8]}"
@@ -133,10 +146,16 @@ def resume_sweep(name_or_dir: str, *, address: str | None, tracking_uri: str | N
     uri = tracking_uri or state["tracking_uri"]
     sweep = load_sweep(state["sweep_file"], state["overrides"])
     check_reachable(uri)
-    _connect(address or state.get("address"), verbose)
+    address = address or state.get("address")
+    if address and address.startswith("ray://"):
+        raise InputError("resume", [Problem("--address", address, "resume runs where the sweep's "
+                                            "state is: on the head, with --address auto")])
+    _connect(address, verbose)
     from orchestrator.cluster import connected_cluster
+    from orchestrator.storage_check import check_shared_storage
 
     plan = make_plan(sweep, connected_cluster())
+    check_shared_storage(sweep_dir)
     tracker = SweepTracker(uri, sweep.spec.name, journal=sweep_dir / JOURNAL)
     parent_id = state["parent_run_id"]
     existing = tracker.children(parent_id)
@@ -164,8 +183,8 @@ def _parent_params(plan: Plan) -> dict[str, Any]:
 
 def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path, uri: str,
              summary_json: str | None, existing: dict[str, Any]) -> Outcome:
-    from orchestrator.tune_callback import run_status
-    from orchestrator.tune_launch import launch
+    from orchestrator.tune_callback import kept, run_status
+    from orchestrator.tune_launch import launch, resume_checkpoint
 
     sweep = plan.sweep
     rows = {r.name: r for r in plan.rows}
@@ -195,6 +214,15 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
         if trial is not None:
             curves.setdefault(trial, []).append({"update": entry["step"], **entry["metrics"]})
     todo = [r for r in plan.rows if r.name not in done]
+    # the eval a trial's checkpoint was taken with may have died with the driver before it was
+    # logged; the resumed trial starts after it, so log it from the checkpoint itself
+    for row in todo:
+        run = existing.get(row.name)
+        ckpt = resume_checkpoint(sweep_dir, row) if run is not None else None
+        report = _checkpoint_report(ckpt) if ckpt else None
+        if run is not None and report and tracker.add_result(
+                str(run.info.run_id), int(report["update"]), curve_metrics(report)):
+            curves.setdefault(row.name, []).append(kept(report))
     if done:
         print(f"{len(done)} trials already finished (left as they are); running {len(todo)}")
     callback = None
@@ -253,6 +281,16 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
         Path(summary_json).write_text(json.dumps(trials, indent=1, default=str))
     (sweep_dir / "summary.json").write_text(json.dumps(trials, indent=1, default=str))
     return outcome
+
+
+def _checkpoint_report(checkpoint: str) -> dict[str, Any] | None:
+    """The metrics reported together with a checkpoint (its meta.json), if readable."""
+    try:
+        meta = json.loads((Path(checkpoint) / "meta.json").read_text())
+        report = meta["progress"]["last_report"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return report if isinstance(report, dict) and "update" in report else None
 
 
 def _history(tracker: SweepTracker, run_id: str) -> list[dict[str, Any]]:

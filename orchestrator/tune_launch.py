@@ -11,7 +11,7 @@ from ray import tune
 
 from orchestrator.plan import Plan, PlanRow
 from orchestrator.tracking import SweepTracker
-from orchestrator.trial_driver import run_trial, trial_resources
+from orchestrator.trial_driver import latest_checkpoint, run_trial, trial_resources
 from orchestrator.tune_callback import SweepCallback
 from trainables.config import TrialConfig
 
@@ -37,9 +37,7 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
     if not rows:
         return callback
     res = spec.resources
-    # ddp trials find their own (Ray Train keeps them under storage_path); simulate ones live in Tune's
-    resume = {r.name: _latest_checkpoint(sweep_dir, r.name) if r.backend == "simulate" else None
-              for r in rows}
+    resume = {r.name: resume_checkpoint(sweep_dir, r) for r in rows}
     configs = [{"trial": r.trial.model_dump(mode="json"),
                 "storage_path": str(sweep_dir / "train"),
                 "max_failures": spec.max_failures,
@@ -86,7 +84,11 @@ def _trial_name(trial: Any) -> str:
     return str(trial.config["trial_config"]["trial"]["name"])
 
 
-def _latest_checkpoint(sweep_dir: Path, name: str) -> str | None:
-    """The newest checkpoint an earlier (killed) run of this sweep left for trial ``name``."""
-    found = sorted(sweep_dir.glob(f"tune*/{name}/checkpoint_*"), key=lambda p: p.stat().st_mtime)
+def resume_checkpoint(sweep_dir: Path, row: PlanRow) -> str | None:
+    """The checkpoint an earlier (killed) run of this sweep left for ``row``, if any: simulate
+    trials checkpoint through Tune (``tune*/<name>/``), ddp ones through Ray Train."""
+    if row.backend == "ddp":
+        return latest_checkpoint(sweep_dir / "train", row.trial)
+    found = sorted(sweep_dir.glob(f"tune*/{row.name}/checkpoint_*"),
+                   key=lambda p: p.stat().st_mtime)
     return str(found[-1]) if found else None
