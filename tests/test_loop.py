@@ -254,3 +254,19 @@ def test_world_size_16_mini_asr_simulates_with_a_quarter_of_the_updates_per_epoc
     assert (upe16, upe4) == (8, 32) == (updates_per_epoch(512, 16, 4), updates_per_epoch(512, 4, 4))
     assert final16["samples_seen"] == 2 * 64 and final16["status"] == "completed"
     assert {"dev_loss", "dev_ter"} <= set(final16)
+
+
+def test_batches_move_to_an_accelerator_whatever_their_container() -> None:
+    # "meta" stands in for a GPU here: every tensor must move, every container keep its type
+    from typing import NamedTuple
+
+    from trainables.loop import _to_device
+
+    class Batch(NamedTuple):
+        x: torch.Tensor
+        lengths: list[torch.Tensor]
+
+    moved = _to_device({"b": Batch(torch.ones(2), [torch.zeros(1)]), "n": 3},
+                       torch.device("meta"))
+    assert isinstance(moved["b"], Batch) and moved["n"] == 3
+    assert moved["b"].x.device.type == "meta" and moved["b"].lengths[0].device.type == "meta"

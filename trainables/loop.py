@@ -359,6 +359,8 @@ def _to_device(batch: Any, device: torch.device) -> Any:
         return batch.to(device, non_blocking=True)
     if isinstance(batch, Mapping):
         return {k: _to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a NamedTuple takes fields
+        return type(batch)(*(_to_device(v, device) for v in batch))
     if isinstance(batch, (list, tuple)):
         return type(batch)(_to_device(v, device) for v in batch)
     return batch
