@@ -223,6 +223,9 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
         stop = StopAtTarget(metric=spec.target.metric, value=spec.target.value,
                             mode="max" if _higher_is_better(sweep) else "min")
     optimizer = {**settings.optimizer, "lr": lr}
+    if combo["scaling_rule"] == "sqrt_adam":
+        optimizer, adam_notes = _sqrt_adam(sweep, combo, optimizer, sched, gb, ref_gb)
+        notes.extend(adam_notes)
     trial = TrialConfig(
         name=name, workload=spec.workload.name, workload_options=dict(spec.workload.options),
         world_size=ws, physical_workers=workers, backend=backend,  # type: ignore[arg-type]
@@ -243,6 +246,20 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
         physical_workers=workers, accum_grad=accum, per_worker_batch=batch, feasible=feasible,
         reason=reason, trial=trial, notes=notes,
     )
+
+
+def _sqrt_adam(sweep: Sweep, combo: dict[str, Any], optimizer: dict[str, Any],
+               sched: dict[str, Any], gb: int, ref_gb: int) -> tuple[dict[str, Any], list[str]]:
+    """Malladi et al.'s betas and eps for the sqrt_adam rule (its lr came with the others')."""
+    try:
+        if schedules.build(sched, float(optimizer["lr"])).momentum(1) is not None:
+            raise ValueError(f"sqrt_adam scales Adam's betas, but the {sched['type']} schedule "
+                             "sets beta1 (and beta2 = 0.99) at every update; use another rule or "
+                             "schedule")
+        return scaling.adam_hyperparameters(optimizer, gb, ref_gb)
+    except ValueError as exc:  # its own field: make_plan would file a ValueError under warmup
+        raise InputError(sweep.source, [Problem("axes.scaling_rule", "sqrt_adam",
+                                                f"{exc} (trial {_short_combo(combo)})")]) from None
 
 
 def _higher_is_better(sweep: Sweep) -> bool:

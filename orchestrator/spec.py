@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 STRICT = ConfigDict(strict=True, extra="forbid", frozen=True, allow_inf_nan=False)
 
 Backend = Literal["ddp", "simulate", "auto"]
-ScalingRule = Literal["none", "linear", "sqrt"]
+ScalingRule = Literal["none", "linear", "sqrt", "sqrt_adam"]
 WarmupRuleName = Literal["fixed", "scaled"]
 #: the axes every study has; any other axis is a dotted path into optimizer/scheduler
 FIXED_AXES = ("world_size", "warmup_rule", "scaling_rule", "seed")

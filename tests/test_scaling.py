@@ -74,10 +74,59 @@ def test_explicit_warmup_needs_a_warmup_param_and_a_valid_result() -> None:
 
 
 def test_lr_factor_values() -> None:
-    assert scaling.SCALING_RULES == ("none", "linear", "sqrt")
-    assert [scaling.lr_factor(r, 512, 128) for r in scaling.SCALING_RULES] == [1.0, 4.0, 2.0]
+    assert scaling.SCALING_RULES == ("none", "linear", "sqrt", "sqrt_adam")
+    assert [scaling.lr_factor(r, 512, 128) for r in scaling.SCALING_RULES] == [1.0, 4.0, 2.0, 2.0]
     assert scaling.lr_factor("sqrt", 64, 128) == math.sqrt(0.5)  # below the reference batch
     assert scaling.lr_factor("linear", 128, 128) == 1.0
+
+
+@pytest.mark.parametrize(("optimizer", "gb", "ref"), [
+    ({"type": "sgd", "lr": 0.1}, 512, 128), ({"lr": 0.1}, 512, 128),
+    ({"type": "adam", "lr": 0.1}, 0, 128), ({"type": "adam", "lr": 0.1}, 512, 1.5),
+])
+def test_adam_hyperparameters_rejects_bad_arguments(optimizer: dict[str, Any], gb: Any,
+                                                    ref: Any) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        scaling.adam_hyperparameters(optimizer, gb, ref)
+
+
+@pytest.mark.parametrize(("betas", "gb", "which"), [
+    ((0.9, 0.999), 16 * 128, "beta1 = 1 - k(1 - beta1) = 1 - 16 * (1 - 0.9) = -0.6"),
+    ((0.9, 0.999), 10 * 128, "beta1"),  # exactly 0 (2e-16 in floats) is no beta either
+    ((0.5, 0.999), 2000 * 128, "beta1"),
+    ((0.9999, 0.999), 1000 * 128, "beta2"),  # beta2 -> 0 at k = 1000, beta1 -> 0.9
+])
+def test_sqrt_adam_rejects_betas_that_reach_zero(betas: tuple[float, float], gb: int,
+                                                 which: str) -> None:
+    with pytest.raises(ValueError, match=r"sqrt_adam: .*<= 0.*k < 1 / \(1 - beta") as info:
+        scaling.adam_hyperparameters({"type": "adam", "lr": 1e-3, "betas": betas}, gb, 128)
+    assert which in str(info.value)
+
+
+def test_sqrt_adam_hand_computed() -> None:
+    """Malladi et al. 2022, k = B/B0: lr x sqrt(k), beta -> 1 - k(1 - beta), eps -> eps/sqrt(k)."""
+    # torch's defaults (0.9, 0.999), 1e-8 at k = 4: (0.6, 0.996), 5e-9; the lr is lr_factor's
+    out, notes = scaling.adam_hyperparameters({"type": "adam", "lr": 0.004}, 512, 128)
+    assert out["type"] == "adam" and out["lr"] == 0.004
+    assert out["betas"] == pytest.approx([0.6, 0.996], abs=1e-15)
+    assert out["eps"] == pytest.approx(5e-9, rel=1e-15)
+    assert scaling.lr_factor("sqrt_adam", 512, 128) == 2.0
+    assert notes == ["optimizer.betas (0.9, 0.999) -> (0.6, 0.996) (1 - k(1 - beta); sqrt_adam, k = 4)",
+                     "optimizer.eps 1e-08 -> 5e-09 (eps / sqrt(k); sqrt_adam, k = 4)"]
+    # a WeNet-style Adam (0.9, 0.98), eps 1e-9, 4 -> 16 GPUs: (0.6, 0.92), 5e-10
+    out, _ = scaling.adam_hyperparameters(
+        {"type": "adamw", "lr": 0.002, "betas": [0.9, 0.98], "eps": 1e-9, "weight_decay": 0.01},
+        16 * 16, 4 * 16)
+    assert out["betas"] == pytest.approx([0.6, 0.92], abs=1e-15)
+    assert out["eps"] == pytest.approx(5e-10, rel=1e-15)
+    assert out["weight_decay"] == 0.01
+    # below the reference (k = 1/2): betas closer to 1, eps larger
+    out, _ = scaling.adam_hyperparameters({"type": "adam", "lr": 1e-3}, 64, 128)
+    assert out["betas"] == pytest.approx([0.95, 0.9995], abs=1e-15)
+    assert out["eps"] == pytest.approx(1e-8 * math.sqrt(2), rel=1e-15)
+    # at the reference nothing changes (so the plan merges it with the other rules' trial)
+    assert scaling.adam_hyperparameters({"type": "adam", "lr": 1e-3}, 128, 128) == (
+        {"type": "adam", "lr": 1e-3}, [])
 
 
 def test_step_factor_values() -> None:

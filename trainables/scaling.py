@@ -3,7 +3,9 @@
 With k = B / B0 (global batch over the reference global batch where lr and warmup were tuned):
 
 - lr rules: ``none`` keeps lr0, ``linear`` gives k * lr0 (Goyal et al. 2017), ``sqrt`` gives
-  sqrt(k) * lr0 (Krizhevsky 2014; Malladi et al. 2022 for Adam).
+  sqrt(k) * lr0 (Krizhevsky 2014; Malladi et al. 2022 for Adam), ``sqrt_adam`` is Malladi et
+  al.'s full rule for Adam: sqrt(k) * lr0 together with beta_i -> 1 - k (1 - beta_i) and
+  eps -> eps / sqrt(k) (:func:`adam_hyperparameters` maps the optimizer's betas and eps).
 - warmup rules: ``fixed`` keeps every count of updates, ``scaled`` multiplies them by B0 / B so
   the schedule covers the same samples (the same epochs), an int sets the warmup param outright.
 
@@ -19,10 +21,14 @@ from typing import Any, Literal
 
 from trainables.schedules import SCHEDULE_TYPES, canonical_name, validate
 
-__all__ = ["SCALING_RULES", "ScalingRule", "WarmupRule", "apply", "lr_factor", "step_factor"]
+__all__ = ["SCALING_RULES", "ScalingRule", "WarmupRule", "adam_hyperparameters", "apply",
+           "lr_factor", "step_factor"]
 
-ScalingRule = Literal["none", "linear", "sqrt"]
-SCALING_RULES: tuple[str, ...] = ("none", "linear", "sqrt")
+ScalingRule = Literal["none", "linear", "sqrt", "sqrt_adam"]
+SCALING_RULES: tuple[str, ...] = ("none", "linear", "sqrt", "sqrt_adam")
+#: torch.optim.Adam's defaults, which sqrt_adam scales when the optimizer does not set them
+ADAM_DEFAULTS: dict[str, Any] = {"betas": (0.9, 0.999), "eps": 1e-8}
+ADAM_TYPES = ("adam", "adamw")
 WarmupRule = Literal["fixed", "scaled"] | int
 WARMUP_RULES: tuple[str, ...] = ("fixed", "scaled")
 
@@ -47,7 +53,50 @@ def lr_factor(rule: str, global_batch: int, reference_global_batch: int) -> floa
         raise ValueError(f"rule must be one of {', '.join(SCALING_RULES)}, but got {rule=}")
     _check_batches(global_batch, reference_global_batch)
     k = global_batch / reference_global_batch
-    return {"none": 1.0, "linear": k, "sqrt": math.sqrt(k)}[rule]
+    return {"none": 1.0, "linear": k, "sqrt": math.sqrt(k), "sqrt_adam": math.sqrt(k)}[rule]
+
+
+def adam_hyperparameters(
+    optimizer: Mapping[str, Any], global_batch: int, reference_global_batch: int
+) -> tuple[dict[str, Any], list[str]]:
+    """Malladi et al. (2022)'s square-root rule for Adam, beyond the lr: with k = B / B0,
+    beta_i -> 1 - k (1 - beta_i) and eps -> eps / sqrt(k). The lr itself (sqrt(k) * lr0) is
+    :func:`lr_factor`'s part, applied with the schedule's by :func:`apply`.
+
+    ``optimizer`` is ``{"type": "adam" | "adamw", ...}``; betas and eps left out are torch's
+    defaults (0.9, 0.999) and 1e-8. Returns (the optimizer with betas and eps set, notes with
+    both numbers). Raises ValueError for a non-Adam optimizer, and where k is so large that a
+    beta would reach 0 or below (k >= 1 / (1 - beta)): the SDE approximation behind the rule
+    no longer holds there, and clamping would silently be another rule.
+    """
+    _check_batches(global_batch, reference_global_batch)
+    kind = str(optimizer.get("type", "")).lower()
+    if kind not in ADAM_TYPES:
+        raise ValueError(f"sqrt_adam scales Adam's betas and eps, so optimizer.type must be one "
+                         f"of {ADAM_TYPES}, but got {kind!r}")
+    k = global_batch / reference_global_batch
+    if k == 1:  # the reference itself: the same trial as every other rule's
+        return dict(optimizer), []
+    betas = tuple(float(b) for b in optimizer.get("betas", ADAM_DEFAULTS["betas"]))
+    eps = float(optimizer.get("eps", ADAM_DEFAULTS["eps"]))
+    new_betas = tuple(1.0 - k * (1.0 - b) for b in betas)
+    # <= 0, rounding included: 1 - 10 * (1 - 0.9) is 2e-16 in floats, and means 0
+    bad = [(i, b, nb) for i, (b, nb) in enumerate(zip(betas, new_betas, strict=True))
+           if nb <= 0 or math.isclose(k * (1.0 - b), 1.0, rel_tol=1e-9)]
+    if bad:
+        i, b, nb = bad[0]
+        raise ValueError(
+            f"sqrt_adam: beta{i + 1} = 1 - k(1 - beta{i + 1}) = 1 - {k:g} * (1 - {b:g}) = {nb:.6g} "
+            f"<= 0 at global_batch({global_batch}) / reference_global_batch"
+            f"({reference_global_batch}) = k({k:g}); the rule holds only for k < "
+            f"1 / (1 - beta{i + 1}) = {1.0 / (1.0 - b):g}: tune at a larger reference batch")
+    new_eps = eps / math.sqrt(k)
+    out = {**optimizer, "betas": [*new_betas], "eps": new_eps}
+    why = f"sqrt_adam, k = {k:g}"
+    notes = [f"optimizer.betas ({', '.join(_fmt(b) for b in betas)}) -> "
+             f"({', '.join(_fmt(b) for b in new_betas)}) (1 - k(1 - beta); {why})",
+             f"optimizer.eps {_fmt(eps)} -> {_fmt(new_eps)} (eps / sqrt(k); {why})"]
+    return out, notes
 
 
 def step_factor(rule: WarmupRule, global_batch: int, reference_global_batch: int) -> float:
