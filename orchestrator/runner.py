@@ -178,6 +178,7 @@ def _parent_params(plan: Plan) -> dict[str, Any]:
         "trials": len(plan.rows), "backend": spec.backend, "search": spec.search.type,
         "reference_world_size": plan.sweep.reference_world_size,
         "recipe": spec.recipe,
+        **({"projection": spec.projection.model_dump(mode="json")} if spec.projection else {}),
     }
 
 

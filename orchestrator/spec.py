@@ -6,7 +6,7 @@ a world size and ``true`` is not a number; the cross-field rules live in ``orche
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -137,6 +137,17 @@ class Axes(BaseModel):
         return dict(self.model_extra or {})
 
 
+class ProjectionSpec(BaseModel):
+    """Measured seconds per epoch of the real job per world size, so the report can project
+    every trial's epochs to target onto that cluster's wall clock."""
+
+    model_config = STRICT
+    #: world size (an integer key) -> seconds per epoch measured there
+    seconds_per_epoch: dict[Annotated[int, Field(ge=1)], Annotated[float, Field(gt=0)]] = Field(
+        min_length=1)
+    label: str = Field(min_length=1)  # where the timings come from, shown beside the projection
+
+
 class SweepSpec(BaseModel):
     model_config = STRICT
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -158,6 +169,7 @@ class SweepSpec(BaseModel):
     stop_at_target: bool = False
     max_failures: int = Field(default=2, ge=0)
     storage_path: str | None = None
+    projection: ProjectionSpec | None = None
 
     @field_validator("physical_workers")
     @classmethod

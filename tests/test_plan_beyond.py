@@ -59,3 +59,33 @@ def test_sqrt_adam_trial_carries_scaled_lr_betas_and_eps() -> None:
     assert "ws4-warmup300-sqrt_adam" not in rows
     assert rows["ws4-warmup300-none"].also == [
         {"world_size": 4, "warmup_rule": "scaled", "scaling_rule": "sqrt_adam", "seed": 0}]
+
+
+# --- projection ---------------------------------------------------------------------------
+
+
+def test_projection_is_validated_all_at_once() -> None:
+    bad = "projection={seconds_per_epoch: {'4': 407.17, 0: 5, 16: -1, 8: .nan}, label: ''}"
+    with pytest.raises(InputError) as info:
+        plan_of("wenet_4v16.yaml", bad)
+    message = info.value.message()
+    for part in ("seconds_per_epoch.4 = '4': Input should be a valid integer",
+                 "seconds_per_epoch[0] = 0: Input should be greater than or equal to 1",
+                 "seconds_per_epoch[16] = -1: Input should be greater than 0",
+                 "seconds_per_epoch[8] = nan", "projection.label = ''"):
+        assert part in message
+    with pytest.raises(InputError, match="at least 1 item"):
+        plan_of("wenet_4v16.yaml", "projection={seconds_per_epoch: {}, label: x}")
+
+
+def test_projection_is_a_json_parent_param() -> None:
+    from orchestrator.runner import _parent_params
+    from orchestrator.tracking import _param_str
+
+    plan = plan_of("wenet_4v16.yaml")
+    projection = plan.sweep.spec.projection
+    assert projection is not None and projection.seconds_per_epoch == {4: 407.17, 8: 204.36, 16: 121.7}
+    logged = json.loads(_param_str(_parent_params(plan)["projection"]))
+    assert logged == {"seconds_per_epoch": {"4": 407.17, "8": 204.36, "16": 121.7},
+                      "label": "WeNet AISHELL conformer, 8-GPU nodes (blog)"}
+    assert "projection" not in _parent_params(plan_of("smoke.yaml"))
