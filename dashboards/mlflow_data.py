@@ -7,6 +7,7 @@ orchestrator. ``Study.trials`` has one row per child run; ``Study.history`` has 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,8 +36,16 @@ SUMMARY_METRICS = (
 )
 #: The clocks a curve can be read on; the report plots against any of them.
 AXIS_METRICS = ("samples_seen", "epoch", "wall_s")
-HISTORY_METRICS = ("dev_loss", "train_loss", "lr", *AXIS_METRICS)
+HISTORY_METRICS = ("dev_loss", "train_loss", "lr", "noise_scale", *AXIS_METRICS)
 _RUN_STATUS = {"FINISHED": "completed", "FAILED": "failed", "KILLED": "stopped"}
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The sweep file's ``projection``: seconds per epoch measured on a real cluster."""
+
+    label: str
+    seconds_per_epoch: dict[int, float]  # world size -> seconds
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,18 @@ class Study:
     @property
     def baseline_trial(self) -> str | None:
         return self.parent_params.get("baseline_trial") or None
+
+    @property
+    def projection(self) -> Projection | None:
+        """The parent's ``projection`` param (JSON), or None when the sweep had none."""
+        raw = self.parent_params.get("projection")
+        if raw in (None, "", "None", "null"):
+            return None
+        data = json.loads(str(raw))
+        return Projection(
+            label=str(data["label"]),
+            seconds_per_epoch={int(k): float(v) for k, v in data["seconds_per_epoch"].items()},
+        )
 
     def curve(self, run_id: str, metric: str) -> list[EvalPoint]:
         """The run's evaluations of ``metric`` on every clock (NaN where a clock is missing)."""

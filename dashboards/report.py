@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from dashboards.mlflow_data import Study, load_study
+from dashboards.mlflow_data import Projection, Study, load_study
 from trainables.convergence import (
     Crossing,
     best_value,
@@ -43,6 +43,9 @@ FLOAT_COLUMNS = frozenset(
     (*CROSSING_COLUMNS, "speedup_vs_baseline", "scaling_efficiency", "best_dev_loss",
      "final_dev_loss")
 )  # fmt: skip
+#: epochs_to_target x the projection's seconds per epoch at the trial's world size; present
+#: only when the sweep has a projection, right after the measured seconds_to_target
+PROJECTED = "projected_seconds_to_target"
 
 
 X_LABELS = {
@@ -93,8 +96,23 @@ def convergence_table(study: Study) -> pd.DataFrame:
         rows.append({k: _value(v) if k in FLOAT_COLUMNS else v for k, v in row.items()})
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     _fill_speedups(table, study.baseline_trial)
+    projection = study.projection
+    if projection is not None:
+        table.insert(table.columns.get_loc("seconds_to_target") + 1, PROJECTED,
+                     projected_seconds(table, projection))
     table = table.sort_values(["epochs_to_target", "trial_name"], na_position="last")
     return table.reset_index(drop=True)
+
+
+def projected_seconds(table: pd.DataFrame, projection: Projection) -> pd.Series:
+    """epochs_to_target x seconds per epoch at the row's world size; NaN where the trial never
+    reached the target or the projection has no timing for its world size."""
+    values = []
+    for _, row in table.iterrows():
+        epochs, ws = _value(row["epochs_to_target"]), _value(row["world_size"])
+        per_epoch = None if ws is None else projection.seconds_per_epoch.get(int(ws))
+        values.append(math.nan if epochs is None or per_epoch is None else epochs * per_epoch)
+    return pd.Series(values, index=table.index, dtype="float64")
 
 
 def _crossing(row: pd.Series) -> Crossing | None:
@@ -183,6 +201,41 @@ def plot_epochs_to_target(table: pd.DataFrame) -> Figure:
     return fig
 
 
+def plot_projected_time(table: pd.DataFrame, projection: Projection) -> Figure:
+    """Measured seconds to target (this run's machine) beside the projected time to target on
+    the projection's cluster (hours, or minutes below two hours), per (world size, scaling
+    rule, warmup rule)."""
+    keys = ["world_size", "scaling_rule", "warmup_rule"]
+    groups = table.groupby(keys, dropna=False, sort=True)[["seconds_to_target", PROJECTED]].mean()
+    fig = Figure(figsize=(max(8.0, 1.2 * len(groups) + 3), 4.8), layout="constrained")
+    labels = [f"ws{ws}\n{rule}\n{warm}" for ws, rule, warm in groups.index]
+    longest = groups[PROJECTED].max()
+    unit, unit_name = (3600.0, "hours") if longest >= 7200 else (60.0, "minutes")
+    panels = [
+        ("seconds_to_target", 1.0, "measured seconds to target (this run)", "tab:gray",
+         "measured here"),
+        (PROJECTED, unit, f"projected {unit_name} to target", "tab:orange",
+         f"projected (from {projection.label})"),
+    ]  # fmt: skip
+    for i, (col, unit, ylabel, color, title) in enumerate(panels):
+        ax = fig.add_subplot(1, 2, i + 1)
+        values = groups[col]
+        bars = ax.bar(range(len(groups)), [0.0 if pd.isna(v) else v / unit for v in values],
+                      color=color)
+        for bar, v in zip(bars, values, strict=True):
+            text = "—" if pd.isna(v) else f"{v / unit:.3g}"
+            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center", va="bottom", fontsize="small")
+        ax.set_xticks(range(len(groups)), labels, fontsize="small")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize="medium")
+        ax.grid(axis="y", alpha=0.3)
+    timings = ", ".join(f"{ws} workers {s:g} s" for ws, s in sorted(projection.seconds_per_epoch.items()))
+    fig.suptitle(f"wall time to target: projected = epochs to target × seconds per epoch "
+                 f"({timings})", fontsize="small")
+    return fig
+
+
 def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
@@ -202,7 +255,14 @@ def report_figures(study: Study, table: pd.DataFrame) -> dict[str, Figure]:
         for x in ("epoch", "samples_seen", "step", "wall_s")
     }  # fmt: skip
     out["lr_vs_epoch"] = plot_curves(study.history, "lr", "epoch", order=order)
+    if "noise_scale" in study.history and study.history["noise_scale"].notna().any():
+        out["noise_scale_vs_epoch"] = plot_curves(
+            study.history, "noise_scale", "epoch", order=order,
+            title="gradient noise scale B_simple (EMA) vs epoch")
     out["epochs_to_target"] = plot_epochs_to_target(table)
+    projection = study.projection
+    if projection is not None:
+        out["projected_time_to_target"] = plot_projected_time(table, projection)
     return out
 
 
@@ -223,7 +283,24 @@ def render_html(study: Study, table: pd.DataFrame, pngs: dict[str, bytes]) -> st
     goal = "not set" if target is None else f"{study.target_metric} {sign} {target:g}"
     if study.target_smoothing:
         goal += f" (EMA smoothing {study.target_smoothing:g})"
-    body = table.map(_cell).to_html(index=False, escape=True, classes="trials")
+    shown = table.map(_cell)
+    projection = study.projection
+    about_projection = ""
+    if projection is not None:
+        label = f"projected (from {projection.label})"
+        shown = shown.rename(columns={PROJECTED: f"{PROJECTED} — {label}"})
+        missing = sorted({int(ws) for ws in table["world_size"].dropna()}
+                         - set(projection.seconds_per_epoch))
+        timings = ", ".join(f"{ws} workers: {s:g} s"
+                            for ws, s in sorted(projection.seconds_per_epoch.items()))
+        about_projection = (
+            f"<p><b>{html.escape(label)}</b>: {PROJECTED} = epochs_to_target × the seconds per "
+            f"epoch measured there ({html.escape(timings)}). A projection, not a measurement: it "
+            "assumes this study's epochs to target carry over to that job. seconds_to_target is "
+            "this run's own wall time."
+            + (f" No timing for world size(s) {', '.join(map(str, missing))}: shown as —."
+               if missing else "") + "</p>")
+    body = shown.to_html(index=False, escape=True, classes="trials")
     images = "\n".join(
         f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,'
         f'{base64.b64encode(png).decode("ascii")}"><figcaption>{html.escape(name)}'
@@ -249,6 +326,7 @@ target: <b>{e(goal)}</b> · baseline trial: {e(study.baseline_trial or "none")}<
 2019); speedup_by_epochs is the same on the epoch clock; scaling efficiency is the updates
 speedup over the global-batch ratio (1 = perfect). Trials that never reached the target show
 "—" and are listed last.</p>
+{about_projection}
 {body}
 {images}
 </body></html>

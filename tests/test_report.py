@@ -15,7 +15,7 @@ from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
 from dashboards.mlflow_data import load_study
-from dashboards.report import build_report, convergence_table
+from dashboards.report import PROJECTED, build_report, convergence_table
 
 DATASET = 12800  # samples; updates_per_epoch = DATASET // global_batch
 PER_WORKER_BATCH = 16
@@ -75,9 +75,17 @@ VALUE_COLUMNS = ["updates_to_target", "samples_to_target", "epochs_to_target",
                  "speedup_by_epochs", "best_dev_loss", "final_dev_loss"]  # fmt: skip
 
 
+PROJECTION = {"seconds_per_epoch": {"4": 407.17, "16": 121.7}, "label": "WeNet AISHELL (blog)"}
+# epochs_to_target x seconds per epoch at the trial's world size (from EXPECTED)
+EXPECTED_PROJECTED = {"ws4-warmup400-none": 2.5 * 407.17, "ws16-warmup100-linear": 2.25 * 121.7,
+                      "ws16-warmup400-none": 4.0 * 121.7, "ws16-warmup400-linear": None}
+
+
 def _log_study(
-    client: MlflowClient, experiment: str, *, summary: bool, start: int, tamper: bool = False
+    client: MlflowClient, experiment: str, *, summary: bool, start: int, tamper: bool = False,
+    beyond: bool = False,
 ) -> str:
+    """``beyond``: the parent has a projection and the trials log noise_scale at each eval."""
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
     parent = client.create_run(exp_id, start_time=start, run_name="sweep", tags={"scalesweep.role": "parent"})
@@ -85,6 +93,7 @@ def _log_study(
     client.log_batch(pid, params=[
         Param("target_metric", "dev_loss"), Param("target_value", str(TARGET)),
         Param("target_mode", "min"), Param("baseline_trial", TRIALS[0].name),
+        *([Param("projection", json.dumps(PROJECTION))] if beyond else []),
     ])  # fmt: skip
     for i, t in enumerate(TRIALS):
         run = client.create_run(exp_id, start_time=start + 1 + i, run_name=t.name, tags={
@@ -110,6 +119,8 @@ def _log_study(
             }  # fmt: skip
             if step % t.eval_every == 0:
                 clocks["dev_loss"] = t.dev_loss[step // t.eval_every]
+                if beyond:
+                    clocks["noise_scale"] = 40.0 + step / 10
             metrics += [Metric(k, v, start + step, step) for k, v in clocks.items()]
         if summary:
             names = [*VALUE_COLUMNS[:6], "best_dev_loss", "final_dev_loss"]
@@ -141,7 +152,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     client = MlflowClient(tracking_uri=uri)
     # An older sweep of the same study: load_study(experiment=...) must pick the newer one.
     old = _log_study(client, "wenet-4v16", summary=True, start=1_000, tamper=True)
-    _log_study(client, "wenet-4v16", summary=True, start=2_000_000)
+    _log_study(client, "wenet-4v16", summary=True, start=2_000_000, beyond=True)
     _log_study(client, "wenet-4v16-nosummary", summary=False, start=3_000_000)
     yield Store(uri, old)
 
@@ -202,6 +213,21 @@ def test_table_order_and_values_from_logged_summaries(store: Store) -> None:
     assert row["warmup_epochs"] == 2.0 and row["peak_lr"] == pytest.approx(4e-3)
 
 
+def test_projection_column_and_noise_scale_history(store: Store) -> None:
+    study = load_study(store.uri, experiment="wenet-4v16")
+    assert study.projection is not None and study.projection.seconds_per_epoch == {4: 407.17, 16: 121.7}
+    table = convergence_table(study)
+    cols = list(table.columns)
+    assert cols[cols.index("seconds_to_target") + 1] == PROJECTED
+    got = {r["trial_name"]: None if pd.isna(r[PROJECTED]) else r[PROJECTED] for _, r in table.iterrows()}
+    assert got == pytest.approx(EXPECTED_PROJECTED)
+    hist = study.history.set_index(["trial_name", "step"])
+    assert hist.loc[("ws16-warmup400-none", 50), "noise_scale"] == 45.0
+    # a sweep without a projection has no such column
+    older = load_study(store.uri, parent_run_id=store.tampered_parent)
+    assert older.projection is None and PROJECTED not in convergence_table(older)
+
+
 def test_logged_summary_wins_over_history(store: Store) -> None:
     table = convergence_table(load_study(store.uri, parent_run_id=store.tampered_parent))
     assert table.set_index("trial_name").loc["ws4-warmup400-none", "epochs_to_target"] == 99.0
@@ -230,7 +256,8 @@ def test_build_report_writes_self_contained_files(store: Store, tmp_path: Path) 
     paths = build_report(store.uri, experiment="wenet-4v16", out_dir=tmp_path / "report")
     assert set(paths.figures) == {
         "dev_loss_vs_epoch", "dev_loss_vs_samples_seen", "dev_loss_vs_step",
-        "dev_loss_vs_wall_s", "lr_vs_epoch", "epochs_to_target",
+        "dev_loss_vs_wall_s", "lr_vs_epoch", "epochs_to_target", "noise_scale_vs_epoch",
+        "projected_time_to_target",
     }  # fmt: skip
     for png in paths.figures.values():
         assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
@@ -242,6 +269,8 @@ def test_build_report_writes_self_contained_files(store: Store, tmp_path: Path) 
     assert len(parser.refs) == len(paths.figures)
     assert all(k == "src" and v.startswith("data:image/png;base64,") for _, k, v in parser.refs)
     assert "wenet-4v16" in page and "dev_loss ≤ 1" in page and "—" in page
+    assert f"{PROJECTED} — projected (from WeNet AISHELL (blog))" in page
+    assert "4 workers: 407.17 s, 16 workers: 121.7 s" in page
     assert page.index("ws16-warmup100-linear") < page.index("ws16-warmup400-linear")
     csv = pd.read_csv(paths.csv)
     assert list(csv["trial_name"]) == ORDER
