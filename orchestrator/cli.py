@@ -66,6 +66,15 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--tracking-uri")
     report.add_argument("--out", default=None, help="directory (default reports/<study>)")
 
+    advise = sub.add_parser("advise", help="critical batch (fit of updates to target vs batch), "
+                            "noise scale, and the lr and warmup rules to use at a world size")
+    which = advise.add_mutually_exclusive_group(required=True)
+    which.add_argument("--experiment")
+    which.add_argument("--run-id")
+    advise.add_argument("--world-size", type=int, help="recommend for this world size "
+                        "(default: the largest in the study)")
+    advise.add_argument("--tracking-uri")
+
     ui = sub.add_parser("ui", help="the MLflow UI on the default store, on 127.0.0.1")
     ui.add_argument("--tracking-uri")
     ui.add_argument("--port", type=int, default=5000)
@@ -181,6 +190,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_advise(args: argparse.Namespace) -> int:
+    from dashboards.advice import load_advice, render
+
+    if args.world_size is not None and args.world_size < 1:
+        raise InputError("--world-size", [Problem("--world-size", args.world_size, "must be at least 1")])
+    advice = load_advice(tracking_uri(args.tracking_uri), experiment=args.experiment,
+                         parent_run_id=args.run_id, world_size=args.world_size)
+    print(render(advice))
+    return EXIT_OK
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     from orchestrator.ui import serve
 
@@ -188,7 +208,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"plan": cmd_plan, "lr": cmd_lr, "run": cmd_run, "submit": cmd_submit,
-            "resume": cmd_resume, "report": cmd_report, "ui": cmd_ui}
+            "resume": cmd_resume, "report": cmd_report, "advise": cmd_advise, "ui": cmd_ui}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
