@@ -256,8 +256,8 @@ def render(advice: Advice) -> str:
         if env.fit is not None and not env.problems and math.isfinite(env.fit.b_crit):
             ratio = env.fit.b_crit / a.noise_scale
             lines.append(f"  B_crit ({BEST}) = {env.fit.b_crit:.4g} = {ratio:.2g} x B_simple "
-                         "(McCandlish et al.: the two agree within a factor of a few; B_simple "
-                         "ignores curvature)")
+                         "(McCandlish et al.: they agree only roughly, often within an order of "
+                         "magnitude; B_simple ignores curvature)")
         else:
             lines.append(f"  B_crit ({BEST}) cannot be compared with it: the fit is not "
                          "trustworthy (see above)")
