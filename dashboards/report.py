@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -167,6 +168,11 @@ def plot_curves(
             ax.plot(rows[x], rows[y], marker=marker, markersize=3, linewidth=1.2, label=name)
     if target is not None:
         ax.axhline(target, color="black", linestyle="--", linewidth=0.8, label=f"target {target:g}")
+    values = [float(v) for line in ax.lines for v in np.asarray(line.get_ydata(), dtype=float)]
+    if "loss" in y and values and min(values) > 0 and max(values) / min(values) > 10:
+        # early losses are 10-100x the converged ones: on a linear axis every curve looks
+        # the same near the target, which is where the comparison is
+        ax.set_yscale("log")
     ax.set_xlabel(X_LABELS.get(x, x))
     ax.set_ylabel(y)
     ax.set_title(title or f"{y} vs {X_LABELS.get(x, x)}")
