@@ -50,7 +50,7 @@ PROJECT_ROOT: Path | None = (
     if (Path(__file__).resolve().parents[1] / "pyproject.toml").is_file() else None)
 PACKAGES = ("orchestrator", "trainables", "dashboards")
 #: never shipped: environments, VCS, local MLflow stores, sweep state, reports, caches
-EXCLUDES = (".venv", "venv", ".git", "mlflow.db", "mlruns", "mlartifacts", "scalesweep_runs",
+EXCLUDES = (".venv", "venv", ".git", "mlflow.db", "mlflow.db-*", "mlruns", "mlartifacts", "scalesweep_runs",
             "reports", "test-artifacts", "__pycache__", ".mypy_cache", ".ruff_cache",
             ".pytest_cache", "*.egg-info", "build", "dist", ".ipynb_checkpoints", "*.pyc")
 STAGE = "_scalesweep_submit"  # inside the shipped tree: sweep/recipe files from elsewhere
@@ -134,15 +134,29 @@ def _inside(path: Path, root: Path | None) -> Path | None:
         return None
 
 
+def _copy_file(src: str, dst: str) -> None:
+    # a file that vanishes while we copy (a sqlite journal, an editor's swap file) was never
+    # part of the project
+    with contextlib.suppress(FileNotFoundError):
+        shutil.copy2(src, dst)
+
+
 def _copy_project(dest: Path) -> None:
     ignore = shutil.ignore_patterns(*EXCLUDES)
     if PROJECT_ROOT is not None:
-        shutil.copytree(PROJECT_ROOT, dest, ignore=ignore)
-        return
+        for attempt in range(3):  # others may be writing in the checkout while we copy it
+            try:
+                shutil.copytree(PROJECT_ROOT, dest, ignore=ignore, copy_function=_copy_file)
+                return
+            except shutil.Error:
+                shutil.rmtree(dest, ignore_errors=True)
+                if attempt == 2:
+                    raise
     dest.mkdir(parents=True)
     for name in PACKAGES:  # a plain install: the packages are all there is to ship
         module = __import__(name)
-        shutil.copytree(Path(module.__file__ or "").parent, dest / name, ignore=ignore)
+        shutil.copytree(Path(module.__file__ or "").parent, dest / name, ignore=ignore,
+                        copy_function=_copy_file)
 
 
 @contextlib.contextmanager
@@ -411,6 +425,18 @@ def run_via_client(path: str, *, overrides: list[str], address: str, tracking_ur
 def _run_on_head(sweep: str, overrides: list[str], tracking_uri: str, verbose: bool) -> Any:
     from orchestrator.runner import run_sweep
 
-    # already inside the cluster: run_sweep's connect is a no-op here
-    return run_sweep(sweep, overrides=overrides, address=None, tracking_uri=tracking_uri,
-                     verbose=verbose)
+    # A Ray worker's stdout/stderr are Ray's flushing wrappers around files opened "a", and
+    # Tune pickles its callbacks (ours keeps sys.stdout) when it starts: cloudpickle can pickle
+    # sys.stdout itself, not a wrapper of it. So the plain files, line-buffered, for this run.
+    saved = sys.stdout, sys.stderr
+    for name in ("stdout", "stderr"):
+        inner = getattr(getattr(sys, name), "stream", None)
+        if inner is not None and hasattr(inner, "reconfigure"):
+            inner.reconfigure(line_buffering=True)
+            setattr(sys, name, inner)
+    try:
+        # already inside the cluster: run_sweep's connect is a no-op here
+        return run_sweep(sweep, overrides=overrides, address=None, tracking_uri=tracking_uri,
+                         verbose=verbose)
+    finally:
+        sys.stdout, sys.stderr = saved
