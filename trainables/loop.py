@@ -16,8 +16,9 @@ With V > 1 each report also carries ``noise_scale``, the gradient noise scale B_
 V per-virtual-rank gradients (B_small = per_worker_batch * accum_grad samples each), the big
 one the all-reduced gradient (the global batch). A virtual rank's gradient is what its
 micro-batches added to the accumulated ``.grad``; the last virtual rank of a process is read
-just before the all-reduce (:meth:`World.before_reduce`). Its cost: one copy of the gradients,
-a few vector norms per virtual rank, and one float more in the all-reduce that sums the loss.
+just before the all-reduce (:meth:`World.before_reduce`). Its cost: one copy of the gradients
+(none when each process plays one virtual rank), a few vector norms per virtual rank, and one
+float more in the all-reduce that already sums the loss (no extra collective).
 """
 
 from __future__ import annotations
@@ -200,7 +201,7 @@ class _Trial:
             _reseed(self.world.device, cfg.seed, 0, update, v, m)
             last = i == len(steps) - 1  # only the last backward all-reduces
             with contextlib.nullcontext() if last else self.world.no_sync(ddp), (
-                self.world.before_reduce(ddp, self.probe.observe) if noise and last
+                self.world.before_reduce(ddp, self.probe.observe_last) if noise and last
                 else contextlib.nullcontext()
             ):  # fmt: skip
                 per_sample = self.workload.loss(ddp, batch)
@@ -317,17 +318,24 @@ class _GradProbe:
         self.valid.clear()
         self.sum_sq = torch.zeros((), dtype=torch.float64)
 
-    def observe(self, grads: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
-        """``grads``: (parameter, accumulated gradient) pairs, all where one virtual rank ends."""
+    def observe(self, grads: Sequence[tuple[torch.Tensor, torch.Tensor]], keep: bool = True) -> None:
+        """``grads``: (parameter, accumulated gradient) pairs, all where one virtual rank ends;
+        ``keep``: copy them for the next virtual rank of this process (there is one)."""
         with torch.no_grad():
             for param, grad in grads:
-                before = self.copy.get(param)
-                increment = grad - before if param in self.valid and before is not None else grad
+                before = self.copy.get(param) if param in self.valid else None
+                increment = grad if before is None else grad - before
                 self.sum_sq = self.sum_sq.to(grad.device) + _sum_sq([increment])
-                if before is None:
-                    self.copy[param] = before = torch.empty_like(grad)
-                before.copy_(grad)
-                self.valid.add(param)
+                if keep:
+                    if param not in self.copy:
+                        self.copy[param] = torch.empty_like(grad)
+                    self.copy[param].copy_(grad)
+                    self.valid.add(param)
+
+    def observe_last(self, grads: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """The process's last virtual rank: nothing follows, so nothing is copied (one virtual
+        rank per process, P = V, needs no copy at all)."""
+        self.observe(grads, keep=False)
 
 
 def _sum_sq(tensors: Iterable[torch.Tensor]) -> torch.Tensor:
