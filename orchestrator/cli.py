@@ -105,7 +105,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         import ray
 
         from orchestrator.cluster import connected_cluster
+        from orchestrator.submit import enable_token_auth
 
+        enable_token_auth(args.address)
         ray.init(address=args.address, logging_level=logging.ERROR, log_to_driver=False)
         cluster = connected_cluster()
     plan = make_plan(sweep, cluster)

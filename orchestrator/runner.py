@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,8 +39,11 @@ class Outcome:
         return 1 if any(t["status"] == "failed" for t in self.trials) else 0
 
 
-def storage_root() -> Path:
-    return Path(os.environ.get("SCALESWEEP_STORAGE", "scalesweep_runs")).resolve()
+def storage_root(sweep: Sweep | None = None) -> Path:
+    """Where sweep state, Tune and Train checkpoints go: the sweep's ``storage_path``, else
+    ``SCALESWEEP_STORAGE``, else ./scalesweep_runs (a path every node must see on a cluster)."""
+    configured = sweep.spec.storage_path if sweep is not None else None
+    return Path(configured or os.environ.get("SCALESWEEP_STORAGE", "scalesweep_runs")).resolve()
 
 
 def trial_params(row: PlanRow, sweep: Sweep) -> dict[str, Any]:
@@ -111,13 +115,21 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
 
     plan = make_plan(sweep, connected_cluster())
     _check_feasible(plan)
-    check_shared_storage(storage_root())  # multi-node: every node must see it (exit 2 if not)
+    check_shared_storage(storage_root(sweep))  # multi-node: every node must see it (exit 2 if not)
     tracker = SweepTracker(tracking_uri, sweep.spec.name)
     parent_id = tracker.start_parent(_parent_params(plan), {"sweep_file": str(Path(path).resolve())})
-    sweep_dir = storage_root() / f"{sweep.spec.name}-{parent_id[:8]}"
+    sweep_dir = storage_root(sweep) / f"{sweep.spec.name}-{parent_id[:8]}"
     sweep_dir.mkdir(parents=True, exist_ok=True)
     tracker.journal = sweep_dir / JOURNAL
-    state = {"sweep_file": str(Path(path).resolve()), "overrides": list(overrides),
+    # resume reads the sweep (and its recipe) from these copies: the originals may be gone
+    # (a submitted job's working dir) or edited by the time a crashed sweep is resumed
+    shutil.copyfile(path, sweep_dir / "sweep.yaml")
+    saved_overrides = list(overrides)
+    if sweep.recipe is not None:
+        recipe_copy = sweep_dir / f"recipe{Path(sweep.recipe.source).suffix}"
+        shutil.copyfile(sweep.recipe.source, recipe_copy)
+        saved_overrides.append(f"recipe={recipe_copy}")
+    state = {"sweep_file": str(sweep_dir / "sweep.yaml"), "overrides": saved_overrides,
              "tracking_uri": tracking_uri, "parent_run_id": parent_id,
              "experiment": sweep.spec.name, "address": address}
     (sweep_dir / STATE_FILE).write_text(json.dumps(state, indent=1))

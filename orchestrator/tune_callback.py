@@ -35,7 +35,7 @@ class SweepCallback(tune.Callback):
         self.run_ids: dict[str, str] = {}
         self.status: dict[str, str] = {}
         self.errors: dict[str, str] = {}
-        self.out = out or sys.stdout
+        self.out = out  # None: whatever sys.stdout is when we print (it may be rewrapped)
         self.progress_every_s = progress_every_s
         self._last_progress = time.monotonic()
         self._started = time.monotonic()
@@ -46,8 +46,9 @@ class SweepCallback(tune.Callback):
 
     def _say(self, text: str) -> None:
         elapsed = time.monotonic() - self._started
-        self.out.write(f"[{elapsed:6.0f}s] {text}\n")
-        self.out.flush()
+        out = self.out or sys.stdout
+        out.write(f"[{elapsed:6.0f}s] {text}\n")
+        out.flush()
 
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         name = self.name(trial)
