@@ -11,11 +11,12 @@ mlflow/server/js/src/experiment-tracking/components/experiment-page; see docs/ml
   orderByKey === 'attributes.start_time'``);
 - the charts draw only the first 10 rows unless the "runs visibility" mode is "show all", and
   that mode lives in per-browser UI state, not in the URL. A *saved view* (an experiment tag
-  ``mlflow.sharedViewState.<id>``, what the UI's "Save & share view" writes) carries both the
+  ``mlflow.sharedViewState.<id>``, what the UI's Views > "Save as new view" writes) carries the
   sort and the visibility mode, and ``viewStateShareKey=<id>`` in the URL applies it.
 
-So ``ensure_view`` writes one saved view per study, and the URL opens it. Where the view
-cannot be written, the plain URL (chart view, flat, sorted by name) still shows up to 9 trials.
+So ``ensure_view`` writes one saved view per study (and gives the trials distinct colours:
+MLflow's hash of the run id often paints two trials alike), and the URL opens it. Where the
+view cannot be written, the plain URL (chart view, flat, sorted by name) still charts 9 trials.
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ VIEW_STATE: dict[str, Any] = {
     "orderByAsc": True,
     "runsHiddenMode": "SHOW_ALL",  # chart every run, not only the first 10 rows
 }
+#: MLflow colours a run by a hash of its id (neighbours often look alike) unless the run has
+#: this tag, which is what picking a colour in the runs list writes
+RUN_COLOR_TAG = "mlflow.runColor"
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
+           "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5")
 
 
 def runs_url(base: str, experiment_id: str | None, view: str | None = VIEW_ID) -> str:
@@ -79,18 +86,39 @@ def view_tag_value(created_ms: int) -> str:
 
 
 def ensure_view(uri: str, experiment_id: str) -> bool:
-    """Write (or refresh) the study's saved view; False when the store refuses it."""
+    """Write (or refresh) the study's saved view and colour its trials apart.
+
+    False when the store refuses the view (then use ``runs_url(..., view=None)``).
+    """
     from mlflow.tracking import MlflowClient
 
     try:
         client = MlflowClient(uri)
         current = client.get_experiment(experiment_id).tags.get(VIEW_TAG)
-        if current is not None and _view_state(current) == VIEW_STATE:
-            return True
-        client.set_experiment_tag(experiment_id, VIEW_TAG, view_tag_value(int(time.time() * 1000)))
-        return True
+        if current is None or _view_state(current) != VIEW_STATE:
+            client.set_experiment_tag(experiment_id, VIEW_TAG,
+                                      view_tag_value(int(time.time() * 1000)))
     except Exception:
         return False
+    with contextlib.suppress(Exception):  # colours are a nicety; the view works without them
+        color_trials(client, experiment_id)
+    return True
+
+
+def color_trials(client: Any, experiment_id: str) -> None:
+    """Give every trial without a colour one from PALETTE, unused ones first, in name order.
+
+    A colour already set (by an earlier call, or picked by hand in the UI) is kept.
+    """
+    from orchestrator.tracking import ROLE_TAG
+
+    trials = client.search_runs([experiment_id], f"tags.`{ROLE_TAG}` = 'trial'", max_results=5000)
+    used = {r.data.tags[RUN_COLOR_TAG] for r in trials if RUN_COLOR_TAG in r.data.tags}
+    todo = sorted((r for r in trials if RUN_COLOR_TAG not in r.data.tags),
+                  key=lambda r: (r.info.run_name or "", r.info.start_time or 0))
+    colors = [c for c in PALETTE if c not in used] + list(PALETTE)
+    for k, run in enumerate(todo):
+        client.set_tag(run.info.run_id, RUN_COLOR_TAG, colors[k % len(colors)])
 
 
 def _view_state(tag_value: str) -> Any:
@@ -143,8 +171,9 @@ def serve(uri: str, port: int) -> int:
     if not uri.startswith(("http://", "https://")):
         for eid, name in studies(uri):
             print(f"  {name}: {study_url(uri, base, eid)}", flush=True)
+    # one worker: a personal UI needs no more, and it starts in half the time on a small machine
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
-           "--host", HOST, "--port", str(port)]
+           "--host", HOST, "--port", str(port), "--workers", "1"]
     # its own session, so that stopping it reaches the uvicorn workers it spawns
     proc = subprocess.Popen(cmd, env=os.environ.copy(), start_new_session=True)
 
@@ -164,20 +193,11 @@ def serve(uri: str, port: int) -> int:
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the server's process group, then SIGKILL whatever is left of it."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
+    """Stop ``mlflow ui`` (it stops its uvicorn workers), then SIGKILL what is left of its group."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
     with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(proc.pid, 0)  # anyone of the group left?
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)
+        proc.wait(timeout=15)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

@@ -1,0 +1,358 @@
+"""`scalesweep ui` in a real browser: the URL that `run` and `ui` print lands on one dev_loss
+line per trial, and the x-axis can be switched to `epoch` (docs/mlflow_ui.md).
+
+Headless Debian chromium (scripts/install_browser.sh) driven by Playwright against a real
+finished smoke sweep and a real `scalesweep ui` on 127.0.0.1. Screenshots go to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.ui import VIEW_ID, VIEW_TAG, runs_url, view_tag_value
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "sweeps" / "smoke.yaml"
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+TRIALS = {"ws2-warmup20-none", "ws4-warmup20-none", "ws4-warmup20-linear", "ws4-warmup20-sqrt"}
+CARD = '[data-testid="experiment-view-compare-runs-card"]'
+#: the runs that the line chart titled `title` draws (traces with points), their x and colours,
+#: and its x-axis title
+CHART_JS = """(title) => {
+  const h = Array.from(document.querySelectorAll('CARD h4')).find(e => e.getAttribute('title') === title);
+  const gd = h && h.closest('CARD').querySelector('.js-plotly-plot');
+  if (!gd || !gd.data || !gd.layout) return null;
+  const drawn = gd.data.filter(t => (t.y || []).length > 0);
+  return {names: [...new Set(drawn.map(t => t.name))], xaxis: gd.layout.xaxis.title.text,
+          x: Object.fromEntries(drawn.map(t => [t.name, t.x])),
+          colors: Object.fromEntries(drawn.filter(t => t.hoverinfo !== 'skip')
+                                          .map(t => [t.name, (t.marker || {}).color]))};
+}""".replace("CARD", CARD)
+
+
+# -- unit: the URL itself ----------------------------------------------------------------------
+
+def test_runs_url_opens_the_saved_view_in_chart_mode() -> None:
+    url = runs_url("http://127.0.0.1:5000", "7")
+    assert url.startswith("http://127.0.0.1:5000/#/experiments/7/runs?")
+    assert "workflowType=machine_learning" in url and "compareRunsMode=CHART" in url
+    assert f"viewStateShareKey={VIEW_ID}" in url
+    assert "orderByKey" not in url  # search facets in the URL would make MLflow ignore the view
+    plain = runs_url("http://127.0.0.1:5000", "7", view=None)
+    assert "viewStateShareKey" not in plain and "orderByKey=tags.%60mlflow.runName%60" in plain
+    assert runs_url("http://h:1", None) == "http://h:1"
+
+
+def test_view_tag_is_the_envelope_mlflow_reads() -> None:
+    env = json.loads(view_tag_value(123))
+    assert env["createdAt"] == 123 and isinstance(env["name"], str)
+    state = json.loads(env["state"])
+    assert state["runsHiddenMode"] == "SHOW_ALL"
+    assert state["orderByKey"] != "attributes.start_time"  # that sort nests the trials
+    assert VIEW_TAG.endswith(f".{VIEW_ID}") and VIEW_TAG.startswith("mlflow.sharedViewState.")
+
+
+@pytest.mark.slow  # an MLflow sqlite store
+def test_ensure_view_writes_the_view_once_and_colours_trials_apart(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from orchestrator.ui import PALETTE, RUN_COLOR_TAG, ensure_view
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    eid = client.create_experiment("s")
+    parent = client.create_run(eid, run_name="s", tags={"scalesweep.role": "parent"}).info.run_id
+    runs = {name: client.create_run(eid, run_name=name, tags={
+        "scalesweep.role": "trial", "mlflow.parentRunId": parent}).info.run_id for name in "cab"}
+    client.set_tag(runs["c"], RUN_COLOR_TAG, PALETTE[0])  # picked by hand: kept, and not reused
+    assert ensure_view(uri, eid)
+    tag = client.get_experiment(eid).tags[VIEW_TAG]
+    assert json.loads(json.loads(tag)["state"])["runsHiddenMode"] == "SHOW_ALL"
+    colors = {n: client.get_run(r).data.tags[RUN_COLOR_TAG] for n, r in runs.items()}
+    assert colors == {"c": PALETTE[0], "a": PALETTE[1], "b": PALETTE[2]}
+    assert RUN_COLOR_TAG not in client.get_run(parent).data.tags
+    assert ensure_view(uri, eid)  # idempotent: same tag value, same colours
+    assert client.get_experiment(eid).tags[VIEW_TAG] == tag
+
+
+# -- browser -----------------------------------------------------------------------------------
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env.update(RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1")
+    return env
+
+
+def _scalesweep() -> list[str]:
+    exe = ROOT / ".venv" / "bin" / "scalesweep"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "orchestrator"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(proc: subprocess.Popen[Any]) -> None:
+    """Stop a process started in its own session, with everything it spawned."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=20)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    with contextlib.suppress(ProcessLookupError):  # stragglers of the group once the leader is gone
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+@dataclass
+class Study:
+    cwd: Path
+    uri: str
+    experiment: str
+    experiment_id: str
+    parent: tuple[str, str]            # (run id, run name)
+    trials: dict[str, str]             # run name -> run id
+    run_output: str
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    if not Path(CHROMIUM).exists():
+        subprocess.run(["bash", str(ROOT / "scripts" / "install_browser.sh")], check=False,
+                       timeout=900)
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing and scripts/install_browser.sh could not install it")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def study(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Study:
+    from mlflow.tracking import MlflowClient
+
+    cwd = tmp_path_factory.mktemp("ui")
+    proc = subprocess.Popen([*_scalesweep(), "run", str(SMOKE)], cwd=cwd, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        _stop(proc)
+    assert proc.returncode == 0, out
+    uri = f"sqlite:///{cwd / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("smoke")
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id], max_results=100)
+    parents = [r for r in runs if r.data.tags.get("scalesweep.role") == "parent"]
+    assert len(parents) == 1
+    trials = {r.info.run_name: r.info.run_id for r in runs
+              if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id}
+    assert set(trials) == TRIALS
+    return Study(cwd, uri, exp.name, exp.experiment_id,
+                 (parents[0].info.run_id, parents[0].info.run_name), trials, out)
+
+
+@pytest.fixture(scope="module")
+def ui_base(study: Study) -> Iterator[str]:
+    port = _free_port()
+    log = (study.cwd / "ui.log").open("w")
+    proc = subprocess.Popen([*_scalesweep(), "ui", "--port", str(port)], cwd=study.cwd,
+                            env=_env(), stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        end = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=2):
+                    break
+            except OSError:
+                assert proc.poll() is None, (study.cwd / "ui.log").read_text()
+                assert time.monotonic() < end, "scalesweep ui did not answer in 180 s"
+                time.sleep(0.5)
+        yield base
+    finally:
+        _stop(proc)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: str) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+    try:
+        yield ctx.new_page()
+    finally:
+        ctx.close()
+
+
+def _shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name))
+
+
+def _open(page: Any, url: str, lines: int = len(TRIALS)) -> dict[str, Any]:
+    """Open `url` and wait until the dev_loss line chart has drawn `lines` lines (or 60 s)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page.goto(url)
+    page.locator(f'{CARD} h4[title="dev_loss"]').wait_for(timeout=90_000)
+    with contextlib.suppress(PlaywrightTimeout):  # then the caller's assert names what is missing
+        page.wait_for_function(f"(t) => {{ const c = ({CHART_JS})(t); "
+                               f"return c && c.names.length >= {lines}; }}",
+                               arg="dev_loss", timeout=60_000)
+    chart: dict[str, Any] = page.evaluate(CHART_JS, "dev_loss")
+    return chart
+
+
+def _epochs_at_dev_evals(study: Study, run_id: str) -> list[float]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(study.uri)
+    epoch = {m.step: m.value for m in client.get_metric_history(run_id, "epoch")}
+    return sorted(epoch[m.step] for m in client.get_metric_history(run_id, "dev_loss"))
+
+
+@pytest.mark.slow
+def test_run_and_ui_print_the_url(study: Study, ui_base: str) -> None:
+    assert runs_url("http://127.0.0.1:5000", study.experiment_id) in study.run_output
+    ui_log = (study.cwd / "ui.log").read_text()
+    assert runs_url(ui_base, study.experiment_id) in ui_log
+    assert re.search(r"127\.0\.0\.1:\d+", ui_log)
+
+
+@pytest.mark.slow
+def test_url_lands_on_one_dev_loss_line_per_trial(study: Study, ui_base: str, page: Any) -> None:
+    chart = _open(page, runs_url(ui_base, study.experiment_id))
+    _shot(page, "ui_runs_chart.png")
+    # the study, its sweep (parent run) and every trial are on the page
+    assert page.get_by_test_id("experiment-link").inner_text().strip() == study.experiment
+    parent_id, parent_name = study.parent
+    assert page.locator(f'a[href*="/runs/{parent_id}"]').first.inner_text().strip() == parent_name
+    for name, run_id in study.trials.items():
+        link = page.locator(f'a[href*="/runs/{run_id}"]').first
+        assert link.is_visible() and link.inner_text().strip() == name
+    # the dev_loss chart: one line per trial, nothing else drawn, x-axis in optimizer updates
+    assert page.locator(f'{CARD} h4[title="dev_loss"]').is_visible()
+    assert sorted(chart["names"]) == sorted(TRIALS)
+    assert chart["xaxis"] == "Step"
+    assert len(set(chart["colors"].values())) == len(TRIALS)  # told apart at a glance
+
+
+@pytest.mark.slow
+def test_plain_url_without_the_saved_view_still_draws_every_trial(study: Study, ui_base: str,
+                                                                  page: Any) -> None:
+    chart = _open(page, runs_url(ui_base, study.experiment_id, view=None))
+    _shot(page, "ui_runs_chart_plain_url.png")
+    assert sorted(chart["names"]) == sorted(TRIALS)
+
+
+@pytest.mark.slow
+def test_chart_configure_dialog_puts_epoch_on_the_x_axis(study: Study, ui_base: str,
+                                                         page: Any) -> None:
+    _open(page, runs_url(ui_base, study.experiment_id))
+    card = page.locator(CARD).filter(has=page.locator('h4[title="dev_loss"]')).first
+    card.get_by_test_id("experiment-view-compare-runs-card-menu").click()
+    page.get_by_role("menuitem", name="Configure").click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_role("radio", name="Metric").check()
+    dialog.get_by_role("combobox").first.click()  # "Select metric"
+    page.keyboard.type("epoch")
+    option = page.locator('.du-bois-light-select-item-option[title="epoch"]')
+    option.click()
+    _shot(page, "ui_configure_dialog_epoch.png")
+    dialog.get_by_role("button", name="Save changes").click()
+    page.wait_for_function(f"(t) => {{ const c = ({CHART_JS})(t); return c && c.xaxis === 'epoch'; }}",
+                           arg="dev_loss", timeout=30_000)
+    chart = page.evaluate(CHART_JS, "dev_loss")
+    _shot(page, "ui_runs_chart_epoch.png")
+    assert sorted(chart["names"]) == sorted(TRIALS)
+    for name, run_id in study.trials.items():  # each line's x is the trial's epoch at each eval
+        assert sorted(chart["x"][name]) == pytest.approx(_epochs_at_dev_evals(study, run_id))
+
+
+@pytest.mark.slow
+def test_chart_settings_put_samples_seen_on_the_x_axis_of_every_chart(study: Study, ui_base: str,
+                                                         page: Any) -> None:
+    _open(page, runs_url(ui_base, study.experiment_id))
+    page.get_by_role("button", name="Configure charts").click()  # the gear beside the search box
+    page.get_by_role("menuitem", name="Metric").hover()
+    page.get_by_role("menuitemcheckbox", name="samples_seen", exact=True).click()
+    page.keyboard.press("Escape")
+    for title in ("dev_loss", "epoch", "lr"):  # the line charts on screen (the rest render lazily)
+        page.wait_for_function(f"(t) => {{ const c = ({CHART_JS})(t); "
+                               "return c && c.xaxis === 'samples_seen' && c.names.length > 0; }",
+                               arg=title, timeout=30_000)
+        assert sorted(page.evaluate(CHART_JS, title)["names"]) == sorted(TRIALS)
+    _shot(page, "ui_runs_chart_samples_seen.png")
+
+
+@pytest.mark.slow
+def test_saved_view_charts_every_trial_beyond_the_first_ten_rows(study: Study, ui_base: str,
+                                                                 page: Any, browser: Any) -> None:
+    """Without the view MLflow charts the first 10 rows only; a study of 18 trials shows all."""
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    from orchestrator.ui import ensure_view
+
+    client = MlflowClient(study.uri)
+    eid = client.create_experiment("ui-many-trials")
+    parent = client.create_run(eid, run_name="ui-many-trials",
+                               tags={"scalesweep.role": "parent"}).info.run_id
+    names = {f"ws{ws}-warmup{w}-{rule}" for ws in (4, 16) for w in ("fixed", "scaled", "19")
+             for rule in ("none", "linear", "sqrt")}
+    now = int(time.time() * 1000)
+    for k, name in enumerate(sorted(names)):
+        run_id = client.create_run(eid, run_name=name, tags={
+            "scalesweep.role": "trial", "mlflow.parentRunId": parent}).info.run_id
+        client.log_batch(run_id, metrics=[Metric("dev_loss", 1.0 / (step + k), now, step)
+                                          for step in range(1, 11)])
+        client.set_terminated(run_id)
+    client.set_terminated(parent)
+    assert ensure_view(study.uri, eid)
+    chart = _open(page, runs_url(ui_base, eid), lines=len(names))
+    _shot(page, "ui_runs_chart_18_trials.png")
+    assert sorted(chart["names"]) == sorted(names)
+    assert len(set(chart["colors"].values())) == len(names)
+    # the plain URL (no view; a fresh browser) hits MLflow's cap: the parent and 9 trials
+    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+    try:
+        plain = _open(ctx.new_page(), runs_url(ui_base, eid, view=None), lines=9)
+    finally:
+        ctx.close()
+    assert 0 < len(plain["names"]) < len(names)
