@@ -3,6 +3,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/env.sh"
+bash "$root/scripts/install_browser.sh"  # Debian's chromium for the MLflow UI browser test
 cd "$root"
 .venv/bin/ruff check .
 .venv/bin/mypy
