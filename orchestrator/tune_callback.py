@@ -7,6 +7,7 @@ never sent again.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -137,6 +138,12 @@ def run_status(status: str) -> str:
 
 
 def _error(trial: Any) -> str:
-    text = str(getattr(trial, "error_msg", None) or getattr(trial, "status", "") or "error")
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else "error"
+    """The last line of the trial's error (Tune keeps the traceback in its error file)."""
+    text = ""
+    with contextlib.suppress(Exception):  # storage unreadable: use what the trial holds
+        text = str(trial.get_error() or "")
+    text = text or str(getattr(trial, "error_msg", None) or "error")
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    # the exception line, not Ray's framing ("ray::...", "The actor died ...")
+    useful = [ln for ln in lines if "Error" in ln and not ln.startswith(("ray::", "File "))]
+    return (useful or lines or ["error"])[-1][:300]

@@ -1,0 +1,34 @@
+"""A workload that fails on purpose for one seed: the fault tests' "trial that fails every time"."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from trainables.workloads.base import Workload
+from trainables.workloads.mlp_regression import make as make_mlp
+
+
+class _FailsOnSeed:
+    def __init__(self, inner: Workload, fail_seed: int) -> None:
+        self._inner = inner
+        self._fail_seed = fail_seed
+        self.metrics = inner.metrics
+        self.defaults = inner.defaults
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def build_model(self) -> torch.nn.Module:
+        # the loop seeds torch with the trial's seed right before building the model
+        if torch.initial_seed() == self._fail_seed:
+            raise RuntimeError(f"injected failure for seed {self._fail_seed}")
+        return self._inner.build_model()
+
+
+def make(options: Mapping[str, Any]) -> Workload:
+    opts = dict(options)
+    fail_seed = int(opts.pop("fail_seed", -1))
+    return _FailsOnSeed(make_mlp(opts), fail_seed)
