@@ -8,12 +8,14 @@ for a run: a retried trial or a resumed sweep re-reports evals the run already h
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ PARENT_TAG = "mlflow.parentRunId"
 CURVE_KEYS = ("train_loss", "lr", "momentum", "samples_seen", "epoch", "wall_s", "noise_scale")
 MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch request
 MAX_PARAM_LEN = 6000
+FAIL_FAST = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
 
 
 class TrackingUnavailable(RuntimeError):
@@ -188,6 +191,10 @@ class SweepTracker:
     def flush(self, raise_on_error: bool = False) -> bool:
         """Send every buffered metric. On failure keep them for the next try (an outage of
         the tracking server must not kill training nor lose a metric)."""
+        with _fail_fast():
+            return self._flush(raise_on_error)
+
+    def _flush(self, raise_on_error: bool) -> bool:
         self._last_flush = time.monotonic()
         ok = True
         for run_id, buf in self._buffers.items():
@@ -235,6 +242,22 @@ class SweepTracker:
 
     def end_run(self, run_id: str, status: str) -> None:
         self.client.set_terminated(run_id, status=status)
+
+
+@contextlib.contextmanager
+def _fail_fast() -> Iterator[None]:
+    """MLflow's HTTP client retries a failed request for minutes by default; the driver's Tune
+    loop would stall on it (and with it every trial's reports). Our buffer retries instead."""
+    saved = {k: os.environ.get(k) for k in FAIL_FAST}
+    os.environ.update(FAIL_FAST)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _param_str(value: Any) -> str:
