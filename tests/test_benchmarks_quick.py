@@ -1,0 +1,79 @@
+"""The benchmark scripts cannot rot: each one's ``--quick`` mode runs and writes its tables.
+
+Checks sanity, not targets: every table has rows, every timing, rate and ratio column is a
+finite number > 0, every difference column is finite, and the markdown and JSON agree on the
+tables. The quick modes start Ray (and an MLflow server), so they take minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks._common import Column, Report, Table
+from tests.helpers import ROOT, cli_env
+
+SCRIPTS = ["loop_efficiency", "logging_cost", "backends", "overhead", "scale"]
+
+
+def check_results(out: Path, name: str) -> dict:
+    data = json.loads((out / f"{name}.json").read_text())
+    md = (out / f"{name}.md").read_text()
+    assert data["benchmark"] == name
+    for key in ("cores", "memory_gib", "python", "torch", "ray", "mlflow"):
+        assert data["machine"][key], key
+    assert len(data["load_before"]) == 3 and len(data["load_after"]) == 3
+    assert data["tables"], "no tables"
+    for table in data["tables"]:
+        assert table["rows"], f"table {table['title']!r} is empty"
+        assert f"**{table['title']}**" in md
+        for col in table["columns"]:
+            for row in table["rows"]:
+                value = row.get(col["key"])
+                if value is None or col["kind"] == "text":
+                    continue
+                where = f"{name}: {table['title']!r} column {col['label']!r} row {row}"
+                assert isinstance(value, int | float) and math.isfinite(value), where
+                if col["kind"] == "positive":
+                    assert value > 0, where
+    for target in data["targets"]:
+        assert isinstance(target["met"], bool)
+    return data
+
+
+def test_report_writes_markdown_and_json(tmp_path: Path) -> None:
+    report = Report("unit", quick=True)
+    report.tables.append(
+        Table(
+            "t",
+            [Column("a", "A", "text"), Column("x", "X"), Column("d", "D", "number")],
+            [{"a": "row", "x": 1.5, "d": -0.25}],
+        )
+    )
+    report.target("x", 1.5, ">=", 1.0)
+    report.target("d", -0.25, "<=", -1.0)
+    report.finish(tmp_path)
+    data = check_results(tmp_path, "unit")
+    assert [t["met"] for t in data["targets"]] == [True, False]
+    assert "| row | 1.5 | -0.25 |" in (tmp_path / "unit.md").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_quick_mode_produces_sane_tables(name: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{name}", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    check_results(tmp_path, name)
+    assert "| ---" in proc.stdout or "|---" in proc.stdout  # the table was printed too
