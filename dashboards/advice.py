@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from dashboards.convergence_table import convergence_table
 from dashboards.mlflow_data import Study, load_study
-from dashboards.report import convergence_table
 from trainables.batch_fit import Arm, Fit, Recommendation, judge, recommend
 
 BEST = "best per batch"

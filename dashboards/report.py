@@ -1,9 +1,9 @@
-"""The convergence report of one sweep: a table, figures, and one self-contained HTML page.
+"""The convergence report of one sweep: a table, figures, the scaling advice, and one
+self-contained HTML page.
 
-Reads MLflow (through :mod:`dashboards.mlflow_data`) and the pure math only. The ``*_to_target``
-numbers come from the child runs' summary metrics whenever a run logged its summary, so report,
-MLflow and the summary JSON agree by construction; runs without a summary get them computed
-from their histories with :mod:`trainables.convergence`, the same code the trial driver uses.
+Reads MLflow (through :mod:`dashboards.mlflow_data`) and the pure math only; the table is
+:func:`dashboards.convergence_table.convergence_table`, the advice
+:func:`dashboards.advice.advise` (the text ``scalesweep advise`` prints).
 """
 
 from __future__ import annotations
@@ -20,34 +20,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from dashboards import advice as scaling_advice
+from dashboards.convergence_table import PROJECTED, convergence_table
 from dashboards.mlflow_data import Projection, Study, load_study
-from trainables.convergence import (
-    Crossing,
-    best_value,
-    first_crossing,
-    scaling_efficiency,
-    speedup,
-)
 
-CROSSING_COLUMNS = (
-    "updates_to_target",
-    "samples_to_target",
-    "epochs_to_target",
-    "seconds_to_target",
-)
-TABLE_COLUMNS = (
-    "trial_name", "world_size", "global_batch", "scaling_rule", "warmup_rule", "warmup_steps",
-    "warmup_epochs", "peak_lr", "status", *CROSSING_COLUMNS, "speedup_vs_baseline",
-    "speedup_by_epochs", "scaling_efficiency", "best_dev_loss", "final_dev_loss", "run_id",
-)  # fmt: skip
-FLOAT_COLUMNS = frozenset(
-    (*CROSSING_COLUMNS, "speedup_vs_baseline", "scaling_efficiency", "best_dev_loss",
-     "final_dev_loss")
-)  # fmt: skip
-#: epochs_to_target x the projection's seconds per epoch at the trial's world size; present
-#: only when the sweep has a projection, right after the measured seconds_to_target
-PROJECTED = "projected_seconds_to_target"
-
+__all__ = ["PROJECTED", "ReportPaths", "build_report", "convergence_table"]
 
 X_LABELS = {
     "step": "optimizer updates",
@@ -63,86 +40,8 @@ class ReportPaths:
     html: Path
     csv: Path
     json: Path
+    advice: Path
     figures: dict[str, Path]
-
-
-def _value(x: object) -> float | None:
-    """A table cell as a float, None for anything missing or non-finite."""
-    if x is None or x is pd.NA:
-        return None
-    v = float(x)  # type: ignore[arg-type]
-    return v if math.isfinite(v) else None
-
-
-def convergence_table(study: Study) -> pd.DataFrame:
-    """One row per trial, fastest (fewest epochs to target) first, never-reached last."""
-    target = study.target_value
-    rows = []
-    for trial in study.trials.to_dict("records"):
-        row = {col: trial.get(col) for col in TABLE_COLUMNS}
-        if not trial["has_summary"]:
-            # No summary logged (an older or interrupted run): compute it as the driver would.
-            curve = study.curve(trial["run_id"], study.target_metric)
-            crossing = None
-            if target is not None:
-                crossing = first_crossing(curve, target, study.target_mode, study.target_smoothing)
-            for col in CROSSING_COLUMNS:
-                row[col] = None if crossing is None else getattr(crossing, col)
-        # Losses missing from MLflow (no summary, or a diverged final) come from the history.
-        losses = [p.value for p in study.curve(trial["run_id"], "dev_loss")]
-        if _value(row["best_dev_loss"]) is None:
-            row["best_dev_loss"] = best_value(losses, "min")
-        if _value(row["final_dev_loss"]) is None:
-            row["final_dev_loss"] = losses[-1] if losses else None
-        rows.append({k: _value(v) if k in FLOAT_COLUMNS else v for k, v in row.items()})
-    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
-    _fill_speedups(table, study.baseline_trial)
-    projection = study.projection
-    if projection is not None:
-        table.insert(table.columns.get_loc("seconds_to_target") + 1, PROJECTED,
-                     projected_seconds(table, projection))
-    table = table.sort_values(["epochs_to_target", "trial_name"], na_position="last")
-    return table.reset_index(drop=True)
-
-
-def projected_seconds(table: pd.DataFrame, projection: Projection) -> pd.Series:
-    """epochs_to_target x seconds per epoch at the row's world size; NaN where the trial never
-    reached the target or the projection has no timing for its world size."""
-    values = []
-    for _, row in table.iterrows():
-        epochs, ws = _value(row["epochs_to_target"]), _value(row["world_size"])
-        per_epoch = None if ws is None else projection.seconds_per_epoch.get(int(ws))
-        values.append(math.nan if epochs is None or per_epoch is None else epochs * per_epoch)
-    return pd.Series(values, index=table.index, dtype="float64")
-
-
-def _crossing(row: pd.Series) -> Crossing | None:
-    """The row's crossing; None if it never reached (a clock not logged reads NaN)."""
-    if _value(row["updates_to_target"]) is None:
-        return None
-    values = [_value(row[c]) for c in CROSSING_COLUMNS]
-    return Crossing(*(math.nan if v is None else v for v in values))
-
-
-def _fill_speedups(table: pd.DataFrame, baseline_trial: str | None) -> None:
-    """Speedup (updates) and efficiency where not logged; the epochs speedup for every trial."""
-    base_rows = table[table["trial_name"] == baseline_trial]
-    base = None if base_rows.empty else base_rows.iloc[0]
-    base_crossing = None if base is None else _crossing(base)
-    by_epochs, up, eff = [], [], []
-    for _, row in table.iterrows():
-        crossing = _crossing(row)
-        by_epochs.append(speedup(crossing, base_crossing, "epochs"))
-        s = _value(row["speedup_vs_baseline"])
-        up.append(s if s is not None else speedup(crossing, base_crossing, "updates"))
-        e = _value(row["scaling_efficiency"])
-        b, b0 = _value(row["global_batch"]), None if base is None else _value(base["global_batch"])
-        if e is None and b and b0:
-            e = scaling_efficiency(up[-1], b, b0)
-        eff.append(e)
-    table["speedup_by_epochs"] = pd.Series(by_epochs, index=table.index, dtype="float64")
-    table["speedup_vs_baseline"] = pd.Series(up, index=table.index, dtype="float64")
-    table["scaling_efficiency"] = pd.Series(eff, index=table.index, dtype="float64")
 
 
 def plot_curves(
@@ -282,7 +181,15 @@ def _cell(v: object) -> str:
     return str(v)
 
 
-def render_html(study: Study, table: pd.DataFrame, pngs: dict[str, bytes]) -> str:
+def advice_text(study: Study) -> str:
+    """``scalesweep advise``'s text for the largest measured world size, or why there is none."""
+    try:
+        return scaling_advice.render(scaling_advice.advise(study))
+    except ValueError as exc:  # e.g. no trial with a known global batch
+        return f"no advice: {exc}"
+
+
+def render_html(study: Study, table: pd.DataFrame, pngs: dict[str, bytes], advice: str = "") -> str:
     """One page, no external resources: images inline as base64, styles inline."""
     target = study.target_value
     sign = "≤" if study.target_mode == "min" else "≥"
@@ -335,6 +242,13 @@ speedup over the global-batch ratio (1 = perfect). Trials that never reached the
 {about_projection}
 {body}
 {images}
+<h2>Scaling advice</h2>
+<p>What <code>scalesweep advise</code> says about this study (at its largest world size; pass
+<code>--world-size N</code> to it for another): updates to target against global batch, the
+fit S = S_min (1 + B_crit / B) of McCandlish et al. where the data support one, the measured
+gradient noise scale, and the lr and warmup rules to use. A fit needs the target reached at 3 or
+more global batches; with fewer, only measured world sizes get a recommendation.</p>
+<pre>{e(advice)}</pre>
 </body></html>
 """
 
@@ -357,11 +271,14 @@ def build_report(
         html=out / "report.html",
         csv=out / "trials.csv",
         json=out / "trials.json",
+        advice=out / "advice.txt",
         figures={name: out / f"{name}.png" for name in pngs},
     )
     for name, png in pngs.items():
         paths.figures[name].write_bytes(png)
     table.to_csv(paths.csv, index=False)
     table.to_json(paths.json, orient="records", indent=2)
-    paths.html.write_text(render_html(study, table, pngs), encoding="utf-8")
+    advice = advice_text(study)
+    paths.advice.write_text(advice + "\n", encoding="utf-8")
+    paths.html.write_text(render_html(study, table, pngs, advice), encoding="utf-8")
     return paths

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from mlflow.entities import Metric, Param
@@ -177,3 +179,15 @@ def test_two_world_sizes_support_no_fit(uri: str, capsys: pytest.CaptureFixture[
     assert "no recommendation for world size 8" in out
     assert "gradient noise scale: not measured" in out
     assert "B_crit (best per batch) cannot be compared" not in out  # nothing to compare with
+
+
+def test_report_shows_the_advice(uri: str, tmp_path: Path) -> None:
+    from dashboards.report import build_report
+
+    paths = build_report(uri, experiment="scaling", out_dir=tmp_path)
+    text = render(advise(load_study(uri, experiment="scaling")))
+    assert paths.advice.read_text(encoding="utf-8") == text + "\n"
+    page = paths.html.read_text(encoding="utf-8")
+    assert "<h2>Scaling advice</h2>" in page
+    assert html.escape(text) in page
+    assert "lr rule linear, warmup rule scaled" in page and "B_simple: 300 samples" in page

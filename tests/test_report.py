@@ -288,3 +288,6 @@ def test_report_of_a_sweep_without_trials_yet(store: Store, tmp_path: Path) -> N
     paths = build_report(store.uri, parent_run_id=parent.info.run_id, out_dir=tmp_path)
     assert pd.read_csv(paths.csv).empty
     assert "just-started" in paths.html.read_text(encoding="utf-8")
+    # no trials: the report says why there is no advice instead of failing
+    advice = paths.advice.read_text(encoding="utf-8")
+    assert advice.startswith("no advice: study 'just-started' has no trials")
