@@ -40,18 +40,10 @@ from pathlib import Path
 from typing import Any
 
 import ray.tune
-from ray.train.torch import TorchConfig
-
-# Explicitly V2 (the default since Ray 2.5x): ``ray.train.RunConfig`` & co. resolve to V1 or V2
-# by an environment variable, which neither mypy nor a reader can see.
-from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-from ray.train.v2.torch.torch_trainer import TorchTrainer
 from ray.tune import PlacementGroupFactory
-from ray.tune.integration.ray_train import TuneReportCallback
 
 from trainables import loop
 from trainables.config import TrialConfig
-from trainables.ray_worker import train_loop_per_worker
 from trainables.world import LocalWorld
 
 DEFAULT_MAX_FAILURES = 3
@@ -59,6 +51,22 @@ DEFAULT_CHECKPOINTS_TO_KEEP = 2
 #: a ddp driver's whole reservation. Tune refuses a trial whose resources are all zero, and a
 #: sliver of CPU would break the arithmetic above (4 CPUs could then host 3 workers, not 4).
 DRIVER_MEMORY_BYTES = 256 * 2**20
+
+
+def trainable(config: dict[str, Any]) -> None:
+    """What Tune runs (``param_space={"trial_config": ...}``).
+
+    Tune's trial processes import the module of the function they run; this one, unlike the
+    sweep runner's modules, pulls in neither MLflow nor pandas nor the planner (1.3 CPU seconds
+    per trial process here), and Ray Train only when the trial is ddp.
+    """
+    run_trial(config["trial_config"])
+
+
+def resources(config: dict[str, Any]) -> PlacementGroupFactory:
+    """``tune.with_resources``' per-trial resources for :func:`trainable`'s config."""
+    c = config["trial_config"]
+    return trial_resources(TrialConfig.model_validate(c["trial"]), c["cpus_per_worker"], c["gpus_per_worker"])
 
 
 def run_trial(config: dict[str, Any]) -> None:
@@ -140,6 +148,16 @@ def _run_simulate(trial: TrialConfig, fallback: str | None) -> None:
 
 
 def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
+    # Imported here: simulate trials never need Ray Train. Explicitly V2 (the default since Ray
+    # 2.5x): ``ray.train.RunConfig`` & co. resolve to V1 or V2 by an environment variable,
+    # which neither mypy nor a reader can see.
+    from ray.train.torch import TorchConfig
+    from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.v2.torch.torch_trainer import TorchTrainer
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    from trainables.ray_worker import train_loop_per_worker
+
     storage_path = config.get("storage_path")
     name = run_name(trial, ray.tune.get_context().get_trial_id())
     # V2 restores a run by its name and storage path; a checkpoint from an earlier sweep (a new
@@ -149,7 +167,8 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
         resume_from = latest_checkpoint(storage_path, trial)
     trainer = TorchTrainer(
         train_loop_per_worker,
-        train_loop_config={"trial": trial.model_dump(mode="json"), "resume_from": resume_from},
+        train_loop_config={"trial": trial.model_dump(mode="json"), "resume_from": resume_from,
+                           "workload": _shared_workload(trial)},
         scaling_config=ScalingConfig(
             num_workers=trial.physical_workers,
             use_gpu=trial.use_gpu,
@@ -174,3 +193,19 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
     # Raises TrainingFailedError once the worker group has failed max_failures + 1 times, and
     # Tune marks the trial as errored ("failed").
     trainer.fit()
+
+
+def _shared_workload(trial: TrialConfig) -> Any:
+    """The trial's workload, made once here and put in Ray's object store for its workers, or
+    None when it cannot be pickled (a user's workload holding a lambda, a file handle): then
+    each worker makes its own, as the contract allows (data depends on the options only)."""
+    from trainables import workloads
+
+    workload = workloads.make(trial.workload, trial.workload_options)
+    prepare = getattr(workload, "prepare", None)
+    if callable(prepare):  # lazily generated data: make it now, once, not once per worker
+        prepare()
+    try:
+        return ray.put(workload)
+    except Exception:  # whatever pickling raised: let the workers make it
+        return None

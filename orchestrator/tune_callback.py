@@ -29,7 +29,7 @@ def kept(result: Mapping[str, Any]) -> dict[str, Any]:
 class SweepCallback(tune.Callback):
     def __init__(self, tracker: SweepTracker, child_for: Callable[[str], str],
                  curves: dict[str, list[dict[str, Any]]], out: IO[str] | None = None,
-                 progress_every_s: float = 15.0) -> None:
+                 progress_every_s: float = 15.0, total: int | None = None) -> None:
         self.tracker = tracker
         self.child_for = child_for  # trial name -> MLflow run id (created or reused)
         self.curves = curves
@@ -38,6 +38,9 @@ class SweepCallback(tune.Callback):
         self.errors: dict[str, str] = {}
         self.out = out  # None: whatever sys.stdout is when we print (it may be rewrapped)
         self.progress_every_s = progress_every_s
+        #: trials in this sweep run; Tune creates them lazily (max_concurrent_trials), so its
+        #: own list is short of the total until the last ones start
+        self.total = total
         self._last_progress = time.monotonic()
         self._started = time.monotonic()
 
@@ -129,7 +132,8 @@ class SweepCallback(tune.Callback):
             last = self.curves.get(n, [{}])[-1]
             if "epoch" in last:
                 parts.append(f"{n} ep {last['epoch']:.2f} dev_loss {last.get('dev_loss', 0):.4g}")
-        self._say(f"{done}/{len(trials)} trials done; " + "; ".join(parts))
+        total = max(self.total or 0, len(trials))
+        self._say(f"{done}/{total} trials done; " + "; ".join(parts))
 
 
 def run_status(status: str) -> str:

@@ -9,11 +9,11 @@ from typing import Any
 
 from ray import tune
 
+from orchestrator import trial_driver
 from orchestrator.plan import Plan, PlanRow
 from orchestrator.tracking import SweepTracker
-from orchestrator.trial_driver import latest_checkpoint, run_trial, trial_resources
+from orchestrator.trial_driver import latest_checkpoint
 from orchestrator.tune_callback import SweepCallback
-from trainables.config import TrialConfig
 
 
 def max_concurrent(plan: Plan, rows: list[PlanRow]) -> int:
@@ -33,7 +33,7 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
            child_for: Callable[[str], str], curves: dict[str, list[dict[str, Any]]]
            ) -> SweepCallback:
     spec = plan.sweep.spec
-    callback = SweepCallback(tracker, child_for, curves)
+    callback = SweepCallback(tracker, child_for, curves, total=len(rows))
     if not rows:
         return callback
     res = spec.resources
@@ -45,11 +45,6 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
                 "gpus_per_worker": res.gpus_per_worker,
                 "resume_from": resume[r.name]} for r in rows]
 
-    def resources(config: dict[str, Any]) -> Any:
-        c = config["trial_config"]
-        return trial_resources(TrialConfig.model_validate(c["trial"]), c["cpus_per_worker"],
-                               c["gpus_per_worker"])
-
     scheduler = None
     if spec.search.scheduler == "asha":
         from orchestrator.sweep import metric_mode
@@ -60,7 +55,7 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
             grace_period=max(1, math.floor(min(r.epochs for r in rows) / 4)))
     run_index = len(list(sweep_dir.glob("tune*")))
     tuner = tune.Tuner(
-        tune.with_resources(_trainable, resources),
+        tune.with_resources(trial_driver.trainable, trial_driver.resources),
         param_space={"trial_config": tune.grid_search(configs)},
         tune_config=tune.TuneConfig(
             max_concurrent_trials=max_concurrent(plan, rows), reuse_actors=True,
@@ -74,10 +69,6 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
     )
     tuner.fit()
     return callback
-
-
-def _trainable(config: dict[str, Any]) -> None:
-    run_trial(config["trial_config"])
 
 
 def _trial_name(trial: Any) -> str:

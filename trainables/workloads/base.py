@@ -10,6 +10,10 @@ Contract (the loop and the equivalence tests rely on every point):
   Data is generated deterministically from the options alone (never from the trial seed), and
   nothing is downloaded.
 * ``train_size()`` / ``dev_size()`` are cheap: the planner calls them to count updates per epoch.
+  Data may be generated lazily, on first use; a workload that does so can offer
+  ``prepare()`` (optional, no arguments) to generate it now: a ddp trial makes its workload
+  once, calls ``prepare()``, and hands its workers pickled copies through Ray's object store
+  (an unpicklable workload is instead made by each worker).
 * ``build_model()`` is called after the loop has seeded torch and set the default dtype; it
   returns a fresh model with no side effects beyond consuming torch's global RNG.
 * ``train_batch(indices)`` collates the training samples with those indices (in that order)

@@ -357,15 +357,26 @@ class MiniASR:
             "epochs": 30,
             "eval_every_epochs": 1,
         }
+        # Generated on first use (1 CPU second for 4096 utterances): the planner makes a
+        # workload only to read train_size(), and a ddp trial hands its workers a copy.
+        self._data: tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]] | None = None
 
-        lang = _Language(opts["vocab_size"], rng(opts["data_seed"], 0))
-        train = _split(lang, rng(opts["data_seed"], 1), opts["train_size"], opts["train_speakers"], opts)
-        dev = _split(lang, rng(opts["data_seed"], 2), opts["dev_size"], opts["dev_speakers"], opts)
-        calib = train[0][: train[1][min(CMVN_UTTERANCES, opts["train_size"])]]
-        mean, std = calib.mean(axis=0), calib.std(axis=0)
-        # float32 storage halves the memory; float64 runs see the same values, widened.
-        self._train = self._store(train, mean, std)
-        self._dev = self._store(dev, mean, std)
+    def _splits(self) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+        """(train, dev) tensors: features, offsets, tokens, token offsets."""
+        if self._data is None:
+            opts = self.options
+            lang = _Language(opts["vocab_size"], rng(opts["data_seed"], 0))
+            train = _split(lang, rng(opts["data_seed"], 1), opts["train_size"], opts["train_speakers"], opts)
+            dev = _split(lang, rng(opts["data_seed"], 2), opts["dev_size"], opts["dev_speakers"], opts)
+            calib = train[0][: train[1][min(CMVN_UTTERANCES, opts["train_size"])]]
+            mean, std = calib.mean(axis=0), calib.std(axis=0)
+            # float32 storage halves the memory; float64 runs see the same values, widened.
+            self._data = (self._store(train, mean, std), self._store(dev, mean, std))
+        return self._data
+
+    def prepare(self) -> None:
+        """Generate the data now (before this workload is copied to other processes)."""
+        self._splits()
 
     @staticmethod
     def _store(
@@ -401,11 +412,11 @@ class MiniASR:
         return SpeechBatch(x, feat_lens, y, token_lens)
 
     def train_batch(self, indices: Sequence[int]) -> SpeechBatch:
-        return self._collate(self._train, index_tensor(indices, self.train_size()))
+        return self._collate(self._splits()[0], index_tensor(indices, self.train_size()))
 
     def dev_batches(self, batch_size: int) -> Iterator[SpeechBatch]:
         for idx in dev_chunks(self.dev_size(), batch_size):
-            yield self._collate(self._dev, idx)
+            yield self._collate(self._splits()[1], idx)
 
     @staticmethod
     def _ctc(log_probs: torch.Tensor, lens: torch.Tensor, batch: SpeechBatch) -> torch.Tensor:
