@@ -232,8 +232,9 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
         use_gpu=spec.resources.gpus_per_worker > 0 and backend == "ddp",
         per_worker_batch=batch, accum_grad=accum, optimizer=optimizer, scheduler=sched,
         grad_clip=t.get("grad_clip"), total_updates=total, eval_every=eval_every,
-        checkpoint_every=eval_every if t.get("checkpoint_every") is None
-        else int(t["checkpoint_every"]), seed=seed,
+        checkpoint_every=int(t.get("checkpoint_every") or 0),
+        checkpoint_every_s=float(t["checkpoint_every_s"]) if t.get("checkpoint_every") is None else None,
+        seed=seed,
         dtype=t.get("dtype", "float32"), stop_at_target=stop,
         divergence_threshold=t.get("divergence_threshold"),
     )

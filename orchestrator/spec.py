@@ -39,9 +39,10 @@ class TrainingSpec(BaseModel):
     eval_every: int | None = Field(default=None, ge=1)  # updates
     eval_every_epochs: float | None = Field(default=None, gt=0)
     grad_clip: float | None = Field(default=None, gt=0)
-    #: updates between checkpoints; null (default) = at every eval, so a resumed trial repeats
-    #: no eval; 0 = only at the end
+    #: updates between checkpoints; 0 = only at the end; null (default) = on a wall-time
+    #: cadence: at the first eval at least ``checkpoint_every_s`` after the last checkpoint
     checkpoint_every: int | None = Field(default=None, ge=0)
+    checkpoint_every_s: float = Field(default=60.0, gt=0)
     dtype: Literal["float32", "float64"] = "float32"
     divergence_threshold: float | None = Field(default=None, gt=0)
 

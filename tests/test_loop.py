@@ -100,6 +100,17 @@ def test_reports_cadence_keys_and_final_result() -> None:
     assert torch.get_default_dtype() == torch.float32  # float64 did not leak out
 
 
+def test_wall_time_checkpoint_cadence_picks_among_evals() -> None:
+    """checkpoint_every_s checkpoints at the first eval that long after the last checkpoint:
+    a cadence shorter than one eval's work checkpoints at every eval, a long one only at the
+    end; either way the reports (and so the evals) are the same."""
+    often, _ = _run(_config(checkpoint_every_s=1e-9))
+    rarely, _ = _run(_config(checkpoint_every_s=3600.0))
+    assert [d is not None for _, d in often] == [True, True, True, True]
+    assert [d is not None for _, d in rarely] == [False, False, False, True]
+    assert [_without_time(m) for m, _ in often] == [_without_time(m) for m, _ in rarely]
+
+
 def test_momentum_reported_when_the_schedule_drives_betas() -> None:
     onecycle = {"type": "onecycle", "cycle_min_lr": 1e-4, "cycle_max_lr": 3e-3,
                 "cycle_first_step_size": 6, "cycle_min_mom": 0.8, "cycle_max_mom": 0.9}  # fmt: skip

@@ -99,3 +99,14 @@ def test_random_search_is_seeded() -> None:
 def test_simulate_rejects_physical_workers() -> None:
     with pytest.raises(InputError, match="simulate backend runs one process"):
         plan_of("smoke.yaml", "physical_workers=2")
+
+
+def test_checkpoint_cadence_is_wall_time_unless_given_in_updates() -> None:
+    trial = plan_of("smoke.yaml").rows[0].trial
+    assert (trial.checkpoint_every, trial.checkpoint_every_s) == (0, 60.0)
+    trial = plan_of("smoke.yaml", "training.checkpoint_every_s=5").rows[0].trial
+    assert (trial.checkpoint_every, trial.checkpoint_every_s) == (0, 5.0)
+    trial = plan_of("smoke.yaml", "training.checkpoint_every=40").rows[0].trial
+    assert (trial.checkpoint_every, trial.checkpoint_every_s) == (40, None)
+    trial = plan_of("smoke.yaml", "training.checkpoint_every=0").rows[0].trial
+    assert (trial.checkpoint_every, trial.checkpoint_every_s) == (0, None)

@@ -65,10 +65,16 @@ class Progress:
     noise_scale: dict[str, Any] = field(default_factory=dict)  # NoiseScale.state(): its EMAs
 
 
-def due(config: TrialConfig, update: int) -> bool:
-    """Whether the loop checkpoints after ``update`` (always after the last one)."""
-    every = config.checkpoint_every
-    return update >= config.total_updates or (every > 0 and update % every == 0)
+def due(config: TrialConfig, update: int, seconds_since_last: float = 0.0) -> bool:
+    """Whether the loop checkpoints after ``update``: always after the last one; every
+    ``checkpoint_every`` updates; and at an eval ``checkpoint_every_s`` or more seconds after
+    the last checkpoint (or the start)."""
+    every, every_s = config.checkpoint_every, config.checkpoint_every_s
+    return (
+        update >= config.total_updates
+        or (every > 0 and update % every == 0)
+        or (every_s is not None and update % config.eval_every == 0 and seconds_since_last >= every_s)
+    )
 
 
 def save(
