@@ -7,6 +7,7 @@ as ignored, so users can point at their complete training files.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,23 @@ def read_recipe(path: str | Path) -> Recipe:
     return recipe
 
 
+def _copy_section(r: Recipe, problems: list[Problem], conf: Any, theirs: str, ours: str,
+                  skip: Collection[str] = ()) -> None:
+    """Copy every key of the file's mapping ``theirs`` to ``ours.<key>``, recording its origin.
+
+    Keys in ``skip`` are listed as ignored rather than copied (DeepSpeed's kernel selectors).
+    Anything but a mapping is a problem: callers pass ``{}`` where the section may be absent.
+    """
+    if not isinstance(conf, dict):
+        problems.append(Problem(theirs, conf, "must be a mapping"))
+        return
+    for key, value in conf.items():
+        if key in skip:
+            r.ignored.append(f"{theirs}.{key}")
+        else:
+            r.put(f"{ours}.{key}", value, f"{theirs}.{key}")
+
+
 def _read_wenet(data: dict[str, Any], r: Recipe, problems: list[Problem]) -> None:
     r.ignored = sorted(k for k in data if k not in WENET_USED)
     if "optim" in data:
@@ -91,12 +109,7 @@ def _read_wenet(data: dict[str, Any], r: Recipe, problems: list[Problem]) -> Non
             problems.append(Problem("optim", name, f"must be one of {sorted(WENET_OPTIMIZERS)}"))
         else:
             r.put("optimizer.type", WENET_OPTIMIZERS[name.lower()], "optim")
-    conf = data.get("optim_conf") or {}
-    if not isinstance(conf, dict):
-        problems.append(Problem("optim_conf", conf, "must be a mapping"))
-    else:
-        for key, value in conf.items():
-            r.put(f"optimizer.{key}", value, f"optim_conf.{key}")
+    _copy_section(r, problems, data.get("optim_conf") or {}, "optim_conf", "optimizer")
     if "scheduler" in data:
         name = data["scheduler"]
         if not isinstance(name, str) or name.lower() not in WENET_SCHEDULERS:
@@ -104,12 +117,7 @@ def _read_wenet(data: dict[str, Any], r: Recipe, problems: list[Problem]) -> Non
             problems.append(Problem("scheduler", name, rule))
         else:
             r.put("scheduler.type", WENET_SCHEDULERS[name.lower()], "scheduler")
-            sconf = data.get("scheduler_conf") or {}
-            if not isinstance(sconf, dict):
-                problems.append(Problem("scheduler_conf", sconf, "must be a mapping"))
-            else:
-                for key, value in sconf.items():
-                    r.put(f"scheduler.{key}", value, f"scheduler_conf.{key}")
+            _copy_section(r, problems, data.get("scheduler_conf") or {}, "scheduler_conf", "scheduler")
     for theirs, ours in (("accum_grad", "training.accum_grad"), ("grad_clip", "training.grad_clip"),
                          ("max_epoch", "training.epochs")):
         if theirs in data:
@@ -143,27 +151,15 @@ def _read_deepspeed(data: dict[str, Any], r: Recipe, problems: list[Problem]) ->
                 problems.append(Problem("optimizer.type", name, rule))
             else:
                 r.put("optimizer.type", DEEPSPEED_OPTIMIZERS[name.lower()], "optimizer.type")
-            params = opt.get("params") or {}
-            if not isinstance(params, dict):
-                problems.append(Problem("optimizer.params", params, "must be a mapping"))
-            else:
-                for key, value in params.items():
-                    if key in DEEPSPEED_KERNEL_PARAMS:
-                        r.ignored.append(f"optimizer.params.{key}")
-                    else:
-                        r.put(f"optimizer.{key}", value, f"optimizer.params.{key}")
+            _copy_section(r, problems, opt.get("params") or {}, "optimizer.params", "optimizer",
+                          skip=DEEPSPEED_KERNEL_PARAMS)
     sched = data.get("scheduler")
     if sched is not None:
         if not isinstance(sched, dict):
             problems.append(Problem("scheduler", sched, "must be a mapping with type and params"))
         else:
             r.put("scheduler.type", sched.get("type"), "scheduler.type")
-            params = sched.get("params") or {}
-            if not isinstance(params, dict):
-                problems.append(Problem("scheduler.params", params, "must be a mapping"))
-            else:
-                for key, value in params.items():
-                    r.put(f"scheduler.{key}", value, f"scheduler.params.{key}")
+            _copy_section(r, problems, sched.get("params") or {}, "scheduler.params", "scheduler")
     for theirs, ours in (
         ("train_micro_batch_size_per_gpu", "training.per_worker_batch"),
         ("gradient_accumulation_steps", "training.accum_grad"),
@@ -179,8 +175,5 @@ def _read_own(data: dict[str, Any], r: Recipe, problems: list[Problem]) -> None:
         if key not in ("optimizer", "scheduler", "training"):
             problems.append(Problem(key, value, "unknown key; expected optimizer, scheduler, training "
                                     "(or a WeNet YAML / DeepSpeed JSON)"))
-        elif not isinstance(value, dict):
-            problems.append(Problem(key, value, "must be a mapping"))
         else:
-            for sub, v in value.items():
-                r.put(f"{key}.{sub}", v, f"{key}.{sub}")
+            _copy_section(r, problems, value, key, key)
