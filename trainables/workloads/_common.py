@@ -1,4 +1,5 @@
-"""Helpers shared by the built-in workloads: option checking, index checking, dev chunking."""
+"""Helpers shared by the built-in workloads: option checking, index checking, dev chunking,
+batching of in-memory (inputs, targets) tensor pairs."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import numpy as np
 import torch
 
 from trainables.workloads.base import WorkloadOptionError
+
+#: a whole split or a batch of it: (inputs, targets), rows aligned
+TensorPair = tuple[torch.Tensor, torch.Tensor]
 
 
 def merge_options(options: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
@@ -73,3 +77,25 @@ def dev_chunks(size: int, batch_size: int) -> Iterator[torch.Tensor]:
         raise ValueError(f"batch_size must be at least 1, but got {batch_size=}")
     for start in range(0, size, batch_size):
         yield torch.arange(start, min(start + batch_size, size))
+
+
+def pair_rows(data: TensorPair, idx: torch.Tensor, cast_targets: bool) -> TensorPair:
+    """Rows ``idx`` of ``data``, inputs cast to the loop's default dtype.
+
+    Splits are stored in float64 so one copy serves any default dtype; targets are cast only
+    when they are real-valued (regression), since class labels must stay integers.
+    """
+    dtype = torch.get_default_dtype()
+    inputs, targets = data[0][idx].to(dtype), data[1][idx]
+    return inputs, targets.to(dtype) if cast_targets else targets
+
+
+def pair_train_batch(data: TensorPair, indices: Sequence[int], cast_targets: bool) -> TensorPair:
+    """The training batch of ``indices`` (checked against the split's size)."""
+    return pair_rows(data, index_tensor(indices, len(data[1])), cast_targets)
+
+
+def pair_dev_batches(data: TensorPair, batch_size: int, cast_targets: bool) -> Iterator[TensorPair]:
+    """The whole dev split in order, ``batch_size`` rows at a time."""
+    for idx in dev_chunks(len(data[1]), batch_size):
+        yield pair_rows(data, idx, cast_targets)

@@ -19,7 +19,7 @@ from sklearn.datasets import load_digits
 from torch import nn
 from torch.nn import functional as F
 
-from trainables.workloads._common import dev_chunks, index_tensor, merge_options, require, rng
+from trainables.workloads._common import merge_options, pair_dev_batches, pair_train_batch, require, rng
 from trainables.workloads.base import Direction
 
 CLASSES = 10
@@ -87,16 +87,11 @@ class DigitsCNN:
             nn.Linear(32 * 4 * 4, CLASSES),
         )
 
-    @staticmethod
-    def _collate(data: Batch, idx: torch.Tensor) -> Batch:
-        return data[0][idx].to(torch.get_default_dtype()), data[1][idx]
-
     def train_batch(self, indices: Sequence[int]) -> Batch:
-        return self._collate(self._train, index_tensor(indices, self.train_size()))
+        return pair_train_batch(self._train, indices, cast_targets=False)
 
     def dev_batches(self, batch_size: int) -> Iterator[Batch]:
-        for idx in dev_chunks(self.dev_size(), batch_size):
-            yield self._collate(self._dev, idx)
+        return pair_dev_batches(self._dev, batch_size, cast_targets=False)
 
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         x, y = batch

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainables.workloads._common import dev_chunks, index_tensor, merge_options, require, rng
+from trainables.workloads._common import merge_options, pair_dev_batches, pair_train_batch, require, rng
 from trainables.workloads.base import Direction
 
 IN_FEATURES = 10
@@ -90,17 +90,11 @@ class MLPRegression:
     def build_model(self) -> nn.Module:
         return nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, OUT_FEATURES))
 
-    @staticmethod
-    def _collate(data: Batch, idx: torch.Tensor) -> Batch:
-        dtype = torch.get_default_dtype()
-        return data[0][idx].to(dtype), data[1][idx].to(dtype)
-
     def train_batch(self, indices: Sequence[int]) -> Batch:
-        return self._collate(self._train, index_tensor(indices, self.train_size()))
+        return pair_train_batch(self._train, indices, cast_targets=True)
 
     def dev_batches(self, batch_size: int) -> Iterator[Batch]:
-        for idx in dev_chunks(self.dev_size(), batch_size):
-            yield self._collate(self._dev, idx)
+        return pair_dev_batches(self._dev, batch_size, cast_targets=True)
 
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         x, y = batch
