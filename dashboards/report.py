@@ -68,9 +68,11 @@ def plot_curves(
     if target is not None:
         ax.axhline(target, color="black", linestyle="--", linewidth=0.8, label=f"target {target:g}")
     values = [float(v) for line in ax.lines for v in np.asarray(line.get_ydata(), dtype=float)]
-    if "loss" in y and values and min(values) > 0 and max(values) / min(values) > 10:
+    if ("loss" in y or y == "noise_scale") and values and min(values) > 0 and max(values) / min(values) > 10:
         # early losses are 10-100x the converged ones: on a linear axis every curve looks
-        # the same near the target, which is where the comparison is
+        # the same near the target, which is where the comparison is; the noise scale grows
+        # by orders of magnitude as the loss falls, and its estimate from few small batches
+        # spikes late in training
         ax.set_yscale("log")
     ax.set_xlabel(X_LABELS.get(x, x))
     ax.set_ylabel(y)
