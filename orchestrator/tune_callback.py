@@ -144,8 +144,16 @@ def run_status(status: str) -> str:
 def _error(trial: Any) -> str:
     """The last line of the trial's error (Tune keeps the traceback in its error file)."""
     text = ""
+    # Tune writes the error file in the driver's staging directory (``error_file``) and copies
+    # it to storage (what ``get_error`` reads) only at its next sync, which may come minutes
+    # later when no trial checkpoints in between: read the local copy first.
+    with contextlib.suppress(Exception):
+        local = getattr(trial, "error_file", None)
+        if local:
+            with open(local, encoding="utf-8", errors="replace") as f:
+                text = f.read()
     with contextlib.suppress(Exception):  # storage unreadable: use what the trial holds
-        text = str(trial.get_error() or "")
+        text = text or str(trial.get_error() or "")
     text = text or str(getattr(trial, "error_msg", None) or "error")
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     # the exception line, not Ray's framing ("ray::...", "The actor died ...")
