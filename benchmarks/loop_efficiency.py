@@ -157,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("mini_asr", {"train_size": 128, "dev_size": 16, "d_model": 32, "num_blocks": 1}, 2, 1.0),
         ]
     else:
-        specs = [("mlp_regression", {}, 4, 10.0), ("mini_asr", {"train_size": 1024}, 4, 2.0)]
+        specs = [("mlp_regression", {}, 4, 10.0), ("mini_asr", {"train_size": 1024}, 4, 4.0)]
     cases = [
         make_case(wl, opts, world, epochs, cadence, adam)
         for wl, opts, world, epochs in specs
