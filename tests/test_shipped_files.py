@@ -103,3 +103,18 @@ def test_recipe_header_commands_name_the_file(path: Path) -> None:
     for line in header(path):
         for match in re.finditer(r"scalesweep (?:lr|plan|run) (\S+)", line):
             assert match.group(1) == f"recipes/{path.name}", line
+
+
+def test_the_readme_sweep_file_reference_is_a_valid_sweep(tmp_path: Path) -> None:
+    """The annotated sweep file in the README is loaded like any sweep: every key it shows
+    exists, with a value of the right type."""
+    from orchestrator.sweep import load_sweep
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## The sweep file"):]
+    block = section[section.index("```yaml\n") + len("```yaml\n"):section.index("```\n", 8)]
+    path = tmp_path / "sweeps" / "readme.yaml"
+    path.parent.mkdir()
+    path.write_text(block.replace("recipes/", f"{ROOT}/recipes/"), encoding="utf-8")
+    sweep = load_sweep(path, [])
+    assert sweep.spec.name == "wenet-4v16" and sweep.spec.training.checkpoint_every_s == 60
