@@ -168,7 +168,7 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config={"trial": trial.model_dump(mode="json"), "resume_from": resume_from,
-                           "workload": _shared_workload(trial)},
+                           "workload": shared_workload(trial)},
         scaling_config=ScalingConfig(
             num_workers=trial.physical_workers,
             use_gpu=trial.use_gpu,
@@ -195,7 +195,7 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
     trainer.fit()
 
 
-def _shared_workload(trial: TrialConfig) -> Any:
+def shared_workload(trial: TrialConfig) -> Any:
     """The trial's workload, made once here and put in Ray's object store for its workers, or
     None when it cannot be pickled (a user's workload holding a lambda, a file handle): then
     each worker makes its own, as the contract allows (data depends on the options only)."""

@@ -32,3 +32,23 @@ def make(options: Mapping[str, Any]) -> Workload:
     opts = dict(options)
     fail_seed = int(opts.pop("fail_seed", -1))
     return _FailsOnSeed(make_mlp(opts), fail_seed)
+
+
+class _Unpicklable:
+    """The mlp workload holding a lock: pickling it fails, as it would for a user's workload
+    holding a file handle or a lambda."""
+
+    def __init__(self, inner: Workload) -> None:
+        import threading
+
+        self._inner = inner
+        self._lock = threading.Lock()
+        self.metrics = inner.metrics
+        self.defaults = inner.defaults
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def make_unpicklable(options: Mapping[str, Any]) -> Workload:
+    return _Unpicklable(make_mlp(options))

@@ -244,3 +244,26 @@ def test_run_trial_through_tune_equals_simulate(ray_cluster: None, tmp_path: Pat
         "checkpoint_000000030", "checkpoint_000000060"
     ]  # fmt: skip
     assert result.metrics["checkpoint_path"].endswith("checkpoint_000000060")
+
+
+def test_ddp_trial_shares_its_workload_and_falls_back_when_unpicklable(ray_cluster: None) -> None:
+    """A ddp trial makes its workload once, prepared, for its workers to fetch; one that cannot
+    be pickled is left to each worker to make (None), not an error."""
+    import torch
+
+    from orchestrator.trial_driver import shared_workload
+    from trainables import workloads
+
+    options = {"train_size": 64, "dev_size": 16, "d_model": 32, "num_blocks": 1}
+    trial = _trial(4, 4, 1, ADAM_ONECYCLE, "float32").model_copy(
+        update={"workload": "mini_asr", "workload_options": options})
+    ref = shared_workload(trial)
+    assert ref is not None
+    shared = ray.get(ref)
+    assert shared._data is not None  # generated before it was shipped, not once per worker
+    fresh = workloads.make("mini_asr", options)
+    for got, want in zip(shared.train_batch([3, 1, 4]), fresh.train_batch([3, 1, 4]), strict=True):
+        assert torch.equal(got, want)
+    unpicklable = trial.model_copy(update={"workload": "tests.faulty_workload:make_unpicklable",
+                                           "workload_options": {}})
+    assert shared_workload(unpicklable) is None
