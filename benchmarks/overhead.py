@@ -281,6 +281,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     def one(rows: list[dict[str, Any]], rep: int, **match: Any) -> dict[str, Any]:
         return next(r for r in rows if r["rep"] == rep and all(r[k] == v for k, v in match.items()))
 
+    def sweep_row(what: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """A sweep's wall against its trials' loops, medians over the repeats in ``rows``."""
+        return {
+            "what": what,
+            "wall": median([r["wall"] for r in rows]),
+            "loop": median([r["loop"] for r in rows]),
+            "over": median([r["wall"] - r["loop"] for r in rows]),
+            "x": median([ratio(r["wall"], r["loop"]) for r in rows]),
+            "range": spread([r["wall"] for r in rows]),
+        }
+
     # 1. simulate sweeps
     t1 = Table(
         f"Simulate sweeps of mlp_regression (V=2, {updates} updates a trial, 2 at a time), "
@@ -295,17 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ],
     )
     for n in (small, large):
-        rows = [r for r in sim if r["n"] == n]
-        t1.rows.append(
-            {
-                "what": f"scalesweep, {n} trials",
-                "wall": med(sim, "wall", n=n),
-                "loop": med(sim, "loop", n=n),
-                "over": median([r["wall"] - r["loop"] for r in rows]),
-                "x": median([ratio(r["wall"], r["loop"]) for r in rows]),
-                "range": spread([r["wall"] for r in rows]),
-            }
-        )
+        t1.rows.append(sweep_row(f"scalesweep, {n} trials", [r for r in sim if r["n"] == n]))
     for n in (small, large):
         t1.rows.append(
             {
@@ -411,27 +412,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
         )
         dn = [r for r in ddp if r["n"] == n2]
-        t1.rows.append(
-            {
-                "what": f"scalesweep ddp, {n2} trials (P={workers})",
-                "wall": med(ddp, "wall", n=n2),
-                "loop": med(ddp, "loop", n=n2),
-                "over": median([r["wall"] - r["loop"] for r in dn]),
-                "x": median([ratio(r["wall"], r["loop"]) for r in dn]),
-                "range": spread([r["wall"] for r in dn]),
-            }
-        )
+        t1.rows.append(sweep_row(f"scalesweep ddp, {n2} trials (P={workers})", dn))
         targets.append(("marginal ddp trial in a sweep: overhead / bare TorchTrainer", t2.rows[-1]["vs_tt"]))
-    t1.rows.append(
-        {
-            "what": f"scalesweep ddp, 1 trial (P={workers})",
-            "wall": med(ddp, "wall", n=1),
-            "loop": med(ddp, "loop", n=1),
-            "over": over1,
-            "x": median([ratio(r["wall"], r["loop"]) for r in d1]),
-            "range": spread([r["wall"] for r in d1]),
-        }
-    )
+    t1.rows.append(sweep_row(f"scalesweep ddp, 1 trial (P={workers})", d1))
     for what, value in targets:
         report.target(what, value, "<=", 1.1)
     # Like for like: the empty-loop baseline builds no model and no optimizer, and torch's first
