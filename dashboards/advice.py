@@ -66,11 +66,12 @@ class Advice:
         return updates * self.target_batch / self.samples_per_epoch
 
 
-def advise(study: Study, world_size: int | None = None) -> Advice:
-    """The advice for ``world_size`` (default: the largest measured)."""
+def advise(study: Study, world_size: int | None = None, table: pd.DataFrame | None = None) -> Advice:
+    """The advice for ``world_size`` (default: the largest measured); ``table``: the study's
+    :func:`convergence_table` if the caller has it already (the report does)."""
     if world_size is not None and world_size < 1:
         raise ValueError(f"world_size must be at least 1, but got {world_size=}")
-    trials = _trials(study)
+    trials = _trials(study, convergence_table(study) if table is None else table)
     if trials.empty:
         raise ValueError(f"study {study.experiment_name!r} has no trials with a known global batch")
     per_worker = int(trials["samples_per_worker"].mode().iloc[0])
@@ -112,9 +113,8 @@ def _target(study: Study) -> str:
     return f"{study.target_metric} {sign} {value:.4g}" if value is not None else "not set"
 
 
-def _trials(study: Study) -> pd.DataFrame:
+def _trials(study: Study, table: pd.DataFrame) -> pd.DataFrame:
     """One row per trial: its arm, global batch and updates to target (NaN: never)."""
-    table = convergence_table(study)
     params = study.trials.set_index("run_id")
     rows = []
     for row in table.to_dict("records"):

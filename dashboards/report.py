@@ -183,10 +183,10 @@ def _cell(v: object) -> str:
     return str(v)
 
 
-def advice_text(study: Study) -> str:
+def advice_text(study: Study, table: pd.DataFrame) -> str:
     """``scalesweep advise``'s text for the largest measured world size, or why there is none."""
     try:
-        return scaling_advice.render(scaling_advice.advise(study))
+        return scaling_advice.render(scaling_advice.advise(study, table=table))
     except ValueError as exc:  # e.g. no trial with a known global batch
         return f"no advice: {exc}"
 
@@ -280,7 +280,7 @@ def build_report(
         paths.figures[name].write_bytes(png)
     table.to_csv(paths.csv, index=False)
     table.to_json(paths.json, orient="records", indent=2)
-    advice = advice_text(study)
+    advice = advice_text(study, table)
     paths.advice.write_text(advice + "\n", encoding="utf-8")
     paths.html.write_text(render_html(study, table, pngs, advice), encoding="utf-8")
     return paths
