@@ -57,8 +57,8 @@ def trainable(config: dict[str, Any]) -> None:
     """What Tune runs (``param_space={"trial_config": ...}``).
 
     Tune's trial processes import the module of the function they run; this one, unlike the
-    sweep runner's modules, pulls in neither MLflow nor pandas nor the planner (1.3 CPU seconds
-    per trial process here), and Ray Train only when the trial is ddp.
+    sweep runner's modules, pulls in neither MLflow nor the planner (0.9 CPU seconds per trial
+    process on 2 cores, benchmarks/README.md), and Ray Train only when the trial is ddp.
     """
     run_trial(config["trial_config"])
 

@@ -27,7 +27,7 @@ float32 after 20 updates).
 
 Start-up dominates (each Ray Train run spends ~10-40 s starting workers on 2 cores), so one
 Ray Train run per P trains every case in turn in the same workers; one more case goes through
-the real Tune path (``run_trial`` inside ``tune.Tuner``).
+the real Tune path (``trial_driver.trainable`` inside ``tune.Tuner``).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from ray.train.torch import TorchConfig
 from ray.train.v2.api.config import RunConfig, ScalingConfig
 from ray.train.v2.torch.torch_trainer import TorchTrainer
 
-from orchestrator.trial_driver import run_trial, trial_resources
+from orchestrator import trial_driver
 from trainables import loop
 from trainables.config import TrialConfig
 from trainables.world import DistributedWorld, LocalWorld
@@ -203,22 +203,20 @@ def test_ddp_equals_simulate(ray_cluster: None, tmp_path: Path, physical: int) -
 
 def test_run_trial_through_tune_equals_simulate(ray_cluster: None, tmp_path: Path) -> None:
     """The production path, both backends side by side in one Tuner (ddp: Tune trial ->
-    run_trial -> TorchTrainer -> TuneReportCallback; simulate: the loop in the Tune trial)."""
+    trial_driver.trainable -> TorchTrainer -> TuneReportCallback; simulate: the loop in the
+    Tune trial), with the entry point and resources the sweep runner hands Tune."""
     ddp = _trial(4, 2, 1, ADAM_ONECYCLE, "float64").model_copy(update={"checkpoint_every": 30})
     sim = ddp.model_copy(update={"name": "eq-tune-simulate", "backend": "simulate"})
     configs = [
         {"trial": t.model_dump(mode="json"), "storage_path": str(tmp_path / "train"),
-         "max_failures": 0, "cpus_per_worker": 1.0}
+         "max_failures": 0, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0}
         for t in (ddp, sim)
     ]  # fmt: skip
 
-    def resources(config: dict[str, Any]) -> Any:
-        return trial_resources(TrialConfig.model_validate(config["trial"]), cpus_per_worker=1.0)
-
     started = time.perf_counter()
     results = tune.Tuner(
-        tune.with_resources(run_trial, resources),
-        param_space=tune.grid_search(configs),
+        tune.with_resources(trial_driver.trainable, trial_driver.resources),
+        param_space={"trial_config": tune.grid_search(configs)},
         # ddp holds 2 CPUs in its worker group (driver: none), simulate 1: both fit in 4
         tune_config=tune.TuneConfig(max_concurrent_trials=2),
         run_config=tune.RunConfig(name="eq-tune", storage_path=str(tmp_path / "tune"), verbose=0),
@@ -226,7 +224,8 @@ def test_run_trial_through_tune_equals_simulate(ray_cluster: None, tmp_path: Pat
     print(f"\nTune: ddp P=2 V=4 and simulate trials together: {time.perf_counter() - started:.1f} s")
     assert not results.errors
     expected = _simulate(ddp)
-    by_backend = {(results[i].config or {})["trial"]["backend"]: results[i] for i in range(len(results))}
+    by_backend = {(results[i].config or {})["trial_config"]["trial"]["backend"]: results[i]
+                  for i in range(len(results))}
     for result in by_backend.values():
         assert result.metrics_dataframe is not None and result.metrics
         history = result.metrics_dataframe.to_dict("records")
