@@ -1,63 +1,71 @@
-"""`scalesweep resume` after the sweep driver is killed with SIGKILL mid-sweep."""
+"""`scalesweep resume` after the sweep driver is killed with SIGKILL mid-sweep.
+
+The kill point does not depend on the machine's speed: the sweep's second trial is held at its
+fourth evaluation by ``tests.gated_workload`` until the test opens the gate, and the test kills
+the driver while it is held, once the first trial is finished in MLflow (read through MLflow's
+public client, never its private tables).
+"""
 
 from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.helpers import SWEEPS, cli_env, scalesweep
+from tests.helpers import ROOT, SWEEPS, cli_env, scalesweep
 
 pytestmark = pytest.mark.slow
 SETS = ["--set", "training.epochs=40", "--set", "resources.max_concurrent_trials=1",
         "--set", "training.checkpoint_every=40"]
+#: a hang guard only: each wait below ends as soon as its condition holds
+DEADLINE_S = 600
 
 
-def _progress(db: Path) -> tuple[int, int]:
-    """(finished children, evals logged for running children), read straight from sqlite."""
+def _wait_for(what: str, condition: Callable[[], bool], driver: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert driver.poll() is None, f"the sweep driver exited while waiting for {what}"
+        assert time.monotonic() < deadline, f"no {what} in {DEADLINE_S} s"
+        time.sleep(0.3)
+
+
+def _completed_children(db: Path) -> int:
     if not db.exists():
-        return 0, 0
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    try:
-        finished = con.execute(
-            "SELECT count(*) FROM tags t JOIN runs r ON r.run_uuid = t.run_uuid "
-            "WHERE t.key = 'status' AND t.value = 'completed'").fetchone()[0]
-        running = con.execute(
-            "SELECT count(*) FROM metrics m JOIN tags t ON t.run_uuid = m.run_uuid "
-            "WHERE m.key = 'dev_loss' AND t.key = 'status' AND t.value = 'running'").fetchone()[0]
-        return int(finished), int(running)
-    except sqlite3.Error:
-        return 0, 0
-    finally:
-        con.close()
+        return 0
+    client = MlflowClient(f"sqlite:///{db}")
+    exp = client.get_experiment_by_name("smoke")
+    if exp is None:
+        return 0
+    return len(client.search_runs([exp.experiment_id], "tags.status = 'completed'"))
 
 
 def test_resume_finishes_only_unfinished_trials_without_duplicates(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    workload = (f"workload={{name: 'tests.gated_workload:make', options: {{gate_dir: '{gate}', "
+                "gated_trial: 1, gate_eval: 4}}")
+    env = cli_env(PYTHONPATH=str(ROOT))
     driver = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "run", str(SWEEPS / "smoke.yaml"), *SETS],
-        cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        [sys.executable, "-m", "orchestrator", "run", str(SWEEPS / "smoke.yaml"), *SETS,
+         "--set", workload],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     db = tmp_path / "mlflow.db"
-    deadline = time.monotonic() + 400
     try:
-        while True:
-            finished, running_evals = _progress(db)
-            if finished >= 1 and running_evals >= 6:
-                break
-            assert driver.poll() is None, "the sweep ended before it could be interrupted"
-            assert time.monotonic() < deadline, "sweep made no progress"
-            time.sleep(0.3)
+        _wait_for("trial held at the gate", (gate / "waiting").exists, driver)
+        _wait_for("finished first trial in MLflow", lambda: _completed_children(db) >= 1, driver)
         os.kill(driver.pid, signal.SIGKILL)
     finally:
+        if driver.poll() is None:
+            driver.kill()
         driver.wait(timeout=60)
-        if driver.stdout:
-            driver.stdout.close()
+        (gate / "release").touch()  # the orphaned trial (if still alive) and the resumed ones run on
     time.sleep(3)  # let the orphaned local Ray notice its driver is gone
 
     client = MlflowClient(f"sqlite:///{db}")
@@ -67,7 +75,7 @@ def test_resume_finishes_only_unfinished_trials_without_duplicates(tmp_path: Pat
               if r.data.tags.get("status") == "completed"}
     assert before
 
-    proc = scalesweep("resume", "smoke", cwd=tmp_path, timeout=600)
+    proc = scalesweep("resume", "smoke", cwd=tmp_path, timeout=600, PYTHONPATH=str(ROOT))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{len(before)} trials already finished" in proc.stdout
 
