@@ -18,7 +18,7 @@ from trainables import scaling, schedules
 from trainables.batching import global_batch, updates_per_epoch
 from trainables.config import StopAtTarget, TrialConfig
 
-#: plan fields that DESIGN.md promises in `plan --json` and the summary JSON, in order
+#: plan fields that docs/design.md §4.3 promises in `plan --json` and the summary JSON, in order
 PLAN_FIELDS = (
     "name", "world_size", "scaling_rule", "warmup_rule", "seed", "global_batch", "base_lr",
     "peak_lr", "warmup_steps", "warmup_epochs", "updates_per_epoch", "total_updates", "epochs",

@@ -1,6 +1,6 @@
 """MLflow bookkeeping for a sweep, all from the driver (only the head needs to reach the server).
 
-Layout (DESIGN.md §4): experiment = study name; one parent run per sweep invocation; one child
+Layout (docs/design.md §4.5): experiment = study name; one parent run per sweep invocation; one child
 run per trial (tag ``mlflow.parentRunId``), named from its axes. Metrics are buffered and sent
 with ``log_batch`` (one request per flush, not one per value), and a step is never sent twice
 for a run: a retried trial or a resumed sweep re-reports evals the run already has.

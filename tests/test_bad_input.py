@@ -1,4 +1,4 @@
-"""Every malformed user input is rejected cleanly (DESIGN.md §4): exit code 2, one message on
+"""Every malformed user input is rejected cleanly (docs/design.md §4.1): exit code 2, one message on
 stderr that names each problem's field path and value and states the rule, no traceback, and
 nothing written to the working directory (no mlflow.db, mlruns or scalesweep_runs).
 

@@ -1,4 +1,4 @@
-"""`scalesweep plan` and `scalesweep lr` behave as DESIGN.md §4 says, through the real CLI.
+"""`scalesweep plan` and `scalesweep lr` behave as docs/design.md §4.1 says, through the real CLI.
 
 Most cases call ``orchestrator.cli.main(argv)`` in process (the CLI minus the interpreter start);
 a few run the console script in a subprocess to prove the installed entry point is the same.
@@ -26,7 +26,7 @@ SMOKE = str(ROOT / "sweeps" / "smoke.yaml")
 WENET_SWEEP = str(ROOT / "sweeps" / "wenet_4v16.yaml")
 WENET = str(ROOT / "recipes" / "wenet_conformer.yaml")
 ONECYCLE = str(ROOT / "recipes" / "deepspeed_onecycle.json")
-#: the fields DESIGN.md §4 promises in every `plan --json` object
+#: the fields docs/design.md §4.3 promises in every `plan --json` object
 PLAN_JSON_FIELDS = ("world_size", "scaling_rule", "warmup_rule", "global_batch", "peak_lr",
                     "warmup_steps", "warmup_epochs", "updates_per_epoch", "total_updates",
                     "backend", "physical_workers", "accum_grad", "seed", "feasible")
@@ -110,7 +110,7 @@ def test_plan_prints_a_table(cwd: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_set_world_size_and_backend(cwd: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """DESIGN.md's own example, on the WeNet study (shrunk with a third --set to plan fast)."""
+    """docs/design.md §4.1's own example, on the WeNet study (shrunk with a third --set to plan fast)."""
     rows = plan_json([WENET_SWEEP, "--set", "axes.world_size=[4]", "--set", "backend=ddp",
                       "--set", "workload.options.train_size=512"], capsys)
     assert len(rows) == 1

@@ -1,4 +1,4 @@
-"""dashboards.report against a real MLflow sqlite store logged the way DESIGN §4 says."""
+"""dashboards.report against a real MLflow sqlite store logged the way docs/design.md §4.5 says."""
 
 from __future__ import annotations
 
