@@ -1,6 +1,6 @@
 """Load one sweep (a parent run and its trial children) from MLflow into pandas.
 
-Reads MLflow only; it knows the logging conventions of DESIGN §4 and nothing of the
+Reads MLflow only; it knows the logging conventions of docs/design.md §4.5 and nothing of the
 orchestrator. ``Study.trials`` has one row per child run; ``Study.history`` has one row per
 (run, step) where step is the optimizer update every metric was logged at.
 """
@@ -22,7 +22,7 @@ from trainables.convergence import EvalPoint
 
 ROLE_TAG = "scalesweep.role"
 PARENT_TAG = "mlflow.parentRunId"
-#: Metrics logged once at the end of a trial (DESIGN §4 plus scaling_efficiency).
+#: Metrics logged once at the end of a trial (docs/design.md §4.5).
 SUMMARY_METRICS = (
     "updates_to_target",
     "samples_to_target",

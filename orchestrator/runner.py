@@ -47,7 +47,7 @@ def storage_root(sweep: Sweep | None = None) -> Path:
 
 
 def trial_params(row: PlanRow, sweep: Sweep) -> dict[str, Any]:
-    """Every axis and every derived value, as MLflow params (DESIGN.md §4)."""
+    """Every axis and every derived value, as MLflow params (docs/design.md §4.5)."""
     params: dict[str, Any] = {
         "world_size": row.world_size, "global_batch": row.global_batch,
         "reference_global_batch": row.reference_global_batch, "scaling_rule": row.scaling_rule,
