@@ -13,6 +13,7 @@ from trainables.convergence import (
     Summary,
     best_value,
     first_crossing,
+    locate,
     resolve_target,
     scaling_efficiency,
     smooth,
@@ -243,8 +244,15 @@ def test_summarize_reached() -> None:
         best_dev_loss=2.0,
         speedup_vs_baseline=4.0,
         scaling_efficiency=1.0,
+        crossing="interpolated",
+        updates_to_target_lo=100.0,  # the evals around the crossing
+        updates_to_target_hi=200.0,
+        epochs_to_target_lo=0.5,
+        epochs_to_target_hi=1.0,
     )
     assert set(s.as_dict()) == {
+        "crossing", "updates_to_target_lo", "updates_to_target_hi", "epochs_to_target_lo",
+        "epochs_to_target_hi",
         "updates_to_target",
         "samples_to_target",
         "epochs_to_target",
@@ -268,6 +276,11 @@ def test_summarize_never_reached_and_diverged() -> None:
         "best_dev_loss": 3.5,
         "speedup_vs_baseline": None,
         "scaling_efficiency": None,
+        "crossing": "never",
+        "updates_to_target_lo": 200.0,  # after the last eval, if ever
+        "updates_to_target_hi": None,
+        "epochs_to_target_lo": 1.0,
+        "epochs_to_target_hi": None,
     }
 
 
@@ -277,3 +290,42 @@ def test_summarize_max_metric_takes_losses_separately() -> None:
     assert s.updates_to_target == pytest.approx(150.0)
     assert (s.final_dev_loss, s.best_dev_loss) == (2.5, 2.0)
     assert s.speedup_vs_baseline is None and s.scaling_efficiency is None
+
+
+# -- brackets: where the evals allow the crossing to be (issue: crossings the evals cannot resolve)
+
+
+def test_locate_interpolated_keeps_the_evals_around_the_crossing() -> None:
+    where = locate(LOSS, 2.5)
+    assert where.kind == "interpolated"
+    assert where.crossing == first_crossing(LOSS, 2.5)
+    assert where.bracket("updates") == (100.0, 200.0)
+    assert where.bracket("epochs") == (0.5, 1.0)
+    obs = where.observation("epochs")
+    assert (obs.lo, obs.est_lo, obs.est_hi, obs.hi) == (0.5, 0.75, 0.75, 1.0)
+
+
+def test_locate_at_first_eval_is_a_bound_not_a_measurement() -> None:
+    late = LOSS[1:]  # first eval at update 100, where 3.0 already meets 3.5
+    where = locate(late, 3.5)
+    assert where.kind == "at_first_eval" and where.crossing is None
+    assert where.bracket("updates") == (0.0, 100.0)
+    obs = where.observation("updates")
+    assert (obs.lo, obs.est_lo, obs.est_hi, obs.hi) == (0.0, 0.0, 100.0, 100.0)
+
+
+def test_locate_never_is_after_the_last_eval() -> None:
+    where = locate(LOSS, 0.5)
+    assert where.kind == "never" and where.at is None
+    assert where.bracket("epochs") == (LOSS[-1].epoch, math.inf)
+    assert locate([], 1.0).bracket("updates") == (0.0, math.inf)
+
+
+def test_summary_at_first_eval_has_no_plain_number_and_no_speedup() -> None:
+    base = Crossing(600.0, 38400.0, 3.0, 60.0)
+    s = summarize(make_curve([3.0, 2.0, 1.5, 1.0])[1:], 2.5, baseline=base, global_batch=256,
+                  baseline_global_batch=64)
+    assert s.crossing == "at_first_eval"
+    assert s.epochs_to_target is None and s.updates_to_target is None
+    assert (s.updates_to_target_lo, s.updates_to_target_hi) == (0.0, 100.0)  # "<= 100"
+    assert s.speedup_vs_baseline is None and s.scaling_efficiency is None  # unresolved

@@ -17,8 +17,13 @@ agree on them to the digit:
   it, placed linearly in the (smoothed) metric between those two evals; each clock is then
   interpolated linearly with the same fraction. If the very first eval already meets the
   target, the crossing is that eval's own coordinates.
+* Where a crossing lies is known only to the evaluations around it (:func:`locate`): between
+  the eval that missed and the one that met the target (``interpolated``); before the first
+  eval, if that one already meets it (``at_first_eval``: left-censored, "<= first eval", never
+  a plain number: its speedups and ratios are bounds); or after the last eval (``never``:
+  right-censored). :mod:`trainables.replicates` carries these brackets into the intervals.
 * Speedup is ``baseline / trial`` on one clock; the default clock is optimizer **updates**
-  (Shallue et al.; DESIGN's ``speedup_vs_baseline``). ``by="epochs"`` answers the WeNet
+  (Shallue et al.; docs/design.md §4.4's ``speedup_vs_baseline``). ``by="epochs"`` answers the WeNet
   question (per-epoch convergence). Scaling efficiency is the updates speedup divided by the
   batch ratio ``k = B / B0``; it equals the samples speedup, and 1.0 is perfect scaling.
 """
@@ -30,6 +35,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
+
+from trainables.replicates import CrossingKind, Observation, observe
 
 Mode = Literal["min", "max"]
 Axis = Literal["updates", "samples", "epochs", "seconds"]
@@ -64,7 +71,13 @@ class Crossing:
 
 @dataclass(frozen=True)
 class Summary:
-    """The DESIGN §4 convergence fields of one trial; ``None`` where undefined."""
+    """The docs/design.md §4.4 convergence fields of one trial; ``None`` where undefined.
+
+    ``*_to_target`` are set only for an ``interpolated`` crossing: a crossing at the first eval
+    is a bound (``*_to_target_hi``), not a measurement, and its speedups are unresolved (None).
+    The brackets ``*_to_target_lo``/``_hi`` hold the evals around the crossing (lo = 0 at the
+    first eval; hi None when never reached: lo is then the last eval).
+    """
 
     updates_to_target: float | None
     samples_to_target: float | None
@@ -74,8 +87,13 @@ class Summary:
     best_dev_loss: float | None
     speedup_vs_baseline: float | None
     scaling_efficiency: float | None
+    crossing: CrossingKind | None = None
+    updates_to_target_lo: float | None = None
+    updates_to_target_hi: float | None = None
+    epochs_to_target_lo: float | None = None
+    epochs_to_target_hi: float | None = None
 
-    def as_dict(self) -> dict[str, float | None]:
+    def as_dict(self) -> dict[str, float | str | None]:
         return asdict(self)
 
 
@@ -134,6 +152,53 @@ def first_crossing(
         frac = (before - target) / (before - value) if math.isfinite(before) else 1.0
         return _crossing_at(curve[i - 1], point, frac)
     return None
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a curve reaches its target as far as its evaluations can tell.
+
+    ``before`` is the last eval that missed (None when the first eval met it, or there is
+    none), ``at`` the first that met it (None when never); ``crossing`` is the interpolated
+    crossing, only for ``interpolated``.
+    """
+
+    kind: CrossingKind
+    crossing: Crossing | None
+    before: EvalPoint | None
+    at: EvalPoint | None
+
+    def bracket(self, axis: Axis) -> tuple[float, float]:
+        """[lo, hi] on ``axis`` that certainly holds the crossing (hi = inf: never reached)."""
+        _check_axis(axis)
+        lo = 0.0 if self.before is None else _clock(self.before, axis)
+        hi = math.inf if self.at is None else _clock(self.at, axis)
+        return lo, hi
+
+    def observation(self, axis: Axis) -> Observation:
+        lo, hi = self.bracket(axis)
+        if self.kind == "interpolated":
+            assert self.crossing is not None
+            return observe("interpolated", before=lo, at=hi, estimate=self.crossing.on(axis))
+        return observe(self.kind, before=lo, at=hi)
+
+
+def _clock(point: EvalPoint, axis: Axis) -> float:
+    return float({"updates": point.update, "samples": point.samples_seen, "epochs": point.epoch,
+                  "seconds": point.wall_s}[axis])
+
+
+def locate(curve: Sequence[EvalPoint], target: float, mode: Mode = "min", smoothing: float = 0.0
+           ) -> Located:
+    """:func:`first_crossing` with its bracket: interpolated, at the first eval, or never."""
+    crossing = first_crossing(curve, target, mode, smoothing)
+    if crossing is None:
+        return Located("never", None, curve[-1] if curve else None, None)
+    values = smooth([p.value for p in curve], smoothing)
+    i = next(i for i, v in enumerate(values) if _reaches(v, target, mode))
+    if i == 0:
+        return Located("at_first_eval", None, None, curve[0])
+    return Located("interpolated", crossing, curve[i - 1], curve[i])
 
 
 def _crossing_at(a: EvalPoint, b: EvalPoint, frac: float) -> Crossing:
@@ -232,21 +297,28 @@ def summarize(
     baseline_global_batch: float | None = None,
     dev_loss: Sequence[float] | None = None,
 ) -> Summary:
-    """The DESIGN §4 summary of one trial against ``target``.
+    """The docs/design.md §4.4 summary of one trial against ``target``.
 
-    ``baseline`` is the baseline trial's crossing (``first_crossing`` of its curve with the same
-    target and smoothing); ``speedup_vs_baseline`` is on the updates clock. Efficiency needs
-    both global batches. ``final_dev_loss``/``best_dev_loss`` come from ``dev_loss`` when given,
+    ``baseline`` is the baseline trial's crossing (``locate(...).crossing`` of its curve with
+    the same target and smoothing: None unless interpolated); ``speedup_vs_baseline`` is on the
+    updates clock, and only between two interpolated crossings. Efficiency needs both global
+    batches. ``final_dev_loss``/``best_dev_loss`` come from ``dev_loss`` when given,
     else from the curve's raw values (the target metric is dev_loss in the usual study);
     a non-finite final value (divergence) is reported as None so the summary stays valid JSON.
     """
-    crossing = first_crossing(curve, target, mode, smoothing)
+    where = locate(curve, target, mode, smoothing)
+    crossing = where.crossing
     losses = [p.value for p in curve] if dev_loss is None else [float(v) for v in dev_loss]
     final = losses[-1] if losses and math.isfinite(losses[-1]) else None
     up = speedup(crossing, baseline, "updates")
     eff = None
     if global_batch is not None and baseline_global_batch is not None:
         eff = scaling_efficiency(up, global_batch, baseline_global_batch)
+    brackets: dict[str, float | None] = {}
+    for axis in ("updates", "epochs"):
+        lo, hi = where.bracket(axis)
+        brackets[f"{axis}_to_target_lo"] = lo if curve else None
+        brackets[f"{axis}_to_target_hi"] = hi if math.isfinite(hi) else None
     return Summary(
         updates_to_target=None if crossing is None else crossing.updates_to_target,
         samples_to_target=None if crossing is None else crossing.samples_to_target,
@@ -256,4 +328,6 @@ def summarize(
         best_dev_loss=best_value(losses, "min"),
         speedup_vs_baseline=up,
         scaling_efficiency=eff,
+        crossing=where.kind if curve else None,
+        **brackets,
     )
