@@ -5,8 +5,9 @@ target from the convergence table the report shows (logged summaries, else compu
 history the same way), and fits S = S_min (1 + B_crit / B) with :mod:`trainables.batch_fit`:
 
 * an *arm* is an lr rule × warmup rule; at each global batch its value is its best
-  hyperparameter setting (free axes such as ``optimizer.lr``), each setting averaged over its
-  seeds (and counted as not reaching the target if any seed did not);
+  hyperparameter setting (free axes such as ``optimizer.lr``), each setting the median of its
+  seeds (a seed that never reached counts as +inf: the setting never reaches once half or
+  more of its seeds do not);
 * at the reference batch every lr rule and both ``fixed`` and ``scaled`` warmup are the same
   trial (the planner merged them), so that trial belongs to each of those arms;
 * "best per batch" takes, at each batch, the best arm: the tuned S(B) of McCandlish et al.,
@@ -16,6 +17,7 @@ history the same way), and fits S = S_min (1 + B_crit / B) with :mod:`trainables
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -169,9 +171,11 @@ def _arms(trials: pd.DataFrame) -> list[Arm]:
         for batch, at in rows.groupby("global_batch"):
             per_config = []
             for _, seeds in at.groupby("config"):
-                values = list(seeds["updates"])
-                per_config.append(None if any(v is None or pd.isna(v) for v in values)
-                                  else float(sum(values) / len(values)))
+                # the seeds' median, a seed that never reached counting as +inf (never dropped):
+                # "never" once half or more never reach
+                values = [math.inf if v is None or pd.isna(v) else float(v) for v in seeds["updates"]]
+                med = statistics.median(values)
+                per_config.append(med if math.isfinite(med) else None)
             updates[float(batch)] = _best(per_config)
         arms.append(Arm(f"{rule}/{warmup}", updates))
     return arms

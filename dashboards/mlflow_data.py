@@ -224,11 +224,13 @@ def _trials_frame(children: Iterable[Run]) -> pd.DataFrame:
         row.update(run.data.params)
         for key in SUMMARY_METRICS:
             row[key] = metrics.get(key, math.nan)
+        # the target this trial was measured against (one per baseline arm), when logged
+        row["trial_target"] = metrics.get("target_value", math.nan)
         rows.append(row)
     frame = pd.DataFrame(rows)
     if frame.empty:
         return pd.DataFrame(columns=["run_id", "run_name", "trial_name", "status", "has_summary"])
-    fixed = {"run_id", "run_name", "trial_name", "status", "has_summary", *SUMMARY_METRICS}
+    fixed = {"run_id", "run_name", "trial_name", "status", "has_summary", "trial_target", *SUMMARY_METRICS}
     for col in frame.columns:
         if col not in fixed:
             frame[col] = _numeric(frame[col])

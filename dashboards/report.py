@@ -11,18 +11,24 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from dashboards import advice as scaling_advice
+from dashboards.arm_figures import plot_dev_loss_by_arm
+from dashboards.arm_figures import plot_epochs_to_target as plot_arms_epochs_to_target
+from dashboards.arms_table import arm_summaries, arms_frame
 from dashboards.convergence_table import PROJECTED, convergence_table
 from dashboards.mlflow_data import Projection, Study, load_study
+from trainables.replicates import CONFIDENCE, METHOD
 
 __all__ = ["PROJECTED", "ReportPaths", "build_report", "convergence_table"]
 
@@ -41,6 +47,8 @@ class ReportPaths:
     csv: Path
     json: Path
     advice: Path
+    arms_csv: Path
+    arms_json: Path
     figures: dict[str, Path]
 
 
@@ -83,62 +91,43 @@ def plot_curves(
     return fig
 
 
-def plot_epochs_to_target(table: pd.DataFrame) -> Figure:
-    """Mean epochs to target per (world size, scaling rule, warmup rule); "never" where none
-    of the group's trials (seeds) reached it."""
-    keys = ["world_size", "scaling_rule", "warmup_rule"]
-    groups = table.groupby(keys, dropna=False, sort=True)["epochs_to_target"].mean()
-    fig = Figure(figsize=(max(6.0, 0.6 * len(groups) + 2), 4.8), layout="constrained")
-    ax = fig.add_subplot()
-    labels = [f"ws{ws}\n{rule}\n{warm}" for ws, rule, warm in groups.index]
-    heights = [0.0 if pd.isna(v) else float(v) for v in groups]
-    bars = ax.bar(range(len(groups)), heights, color="tab:blue")
-    for bar, v in zip(bars, groups, strict=True):
-        ax.annotate(
-            "never" if pd.isna(v) else f"{v:.3g}",
-            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-            ha="center",
-            va="bottom",
-            fontsize="small",
-        )
-    ax.set_xticks(range(len(groups)), labels, fontsize="small")
-    ax.set_ylabel("epochs to target")
-    ax.set_title("epochs to target by world size × scaling rule × warmup rule")
-    ax.grid(axis="y", alpha=0.3)
-    return fig
-
-
-def plot_projected_time(table: pd.DataFrame, projection: Projection) -> Figure:
-    """Measured seconds to target (this run's machine) beside the projected time to target on
-    the projection's cluster (hours, or minutes below two hours), per (world size, scaling
-    rule, warmup rule)."""
-    keys = ["world_size", "scaling_rule", "warmup_rule"]
-    groups = table.groupby(keys, dropna=False, sort=True)[["seconds_to_target", PROJECTED]].mean()
-    fig = Figure(figsize=(max(8.0, 1.2 * len(groups) + 3), 4.8), layout="constrained")
-    labels = [f"ws{ws}\n{rule}\n{warm}" for ws, rule, warm in groups.index]
-    longest = groups[PROJECTED].max()
+def plot_projected_time(arms: Sequence[dict[str, Any]], projection: Projection) -> Figure:
+    """Per arm, the median measured seconds to target (this run's machine) beside the projected
+    time to target on the projection's cluster: median epochs to target × its seconds per
+    epoch at the arm's world size (hours, or minutes below two hours); "never" where half or
+    more seeds never reached the target."""
+    fig = Figure(figsize=(max(8.0, 1.2 * len(arms) + 3), 4.8), layout="constrained")
+    labels = [a["arm"].replace("-", "\n", 2) for a in arms]
+    measured, projected = [], []
+    for a in arms:
+        kind = a.get("epochs_to_target_median_kind")
+        per_epoch = projection.seconds_per_epoch.get(int(a.get("axes", {}).get("world_size", 0)))
+        epochs = a.get("epochs_to_target_median") if kind == "value" else None
+        projected.append(math.nan if epochs is None or per_epoch is None else epochs * per_epoch)
+        sec = a.get("seconds_to_target_median") if a.get("seconds_to_target_median_kind") == "value" else None
+        measured.append(math.nan if sec is None else float(sec))
+    longest = max([v for v in projected if math.isfinite(v)] or [0.0])
     unit, unit_name = (3600.0, "hours") if longest >= 7200 else (60.0, "minutes")
     panels = [
-        ("seconds_to_target", 1.0, "measured seconds to target (this run)", "tab:gray",
-         "measured here"),
-        (PROJECTED, unit, f"projected {unit_name} to target", "tab:orange",
+        (measured, 1.0, "median measured seconds to target (this run)", "tab:gray", "measured here"),
+        (projected, unit, f"projected {unit_name} to target", "tab:orange",
          f"projected (from {projection.label})"),
     ]  # fmt: skip
-    for i, (col, unit, ylabel, color, title) in enumerate(panels):
+    for i, (values, scale, ylabel, color, title) in enumerate(panels):
         ax = fig.add_subplot(1, 2, i + 1)
-        values = groups[col]
-        bars = ax.bar(range(len(groups)), [0.0 if pd.isna(v) else v / unit for v in values],
+        bars = ax.bar(range(len(arms)), [0.0 if not math.isfinite(v) else v / scale for v in values],
                       color=color)
-        for bar, v in zip(bars, values, strict=True):
-            text = "—" if pd.isna(v) else f"{v / unit:.3g}"
+        for bar, v, a in zip(bars, values, arms, strict=True):
+            never = a.get("epochs_to_target_median_kind") == "never"
+            text = ("never" if never else "—") if not math.isfinite(v) else f"{v / scale:.3g}"
             ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                         ha="center", va="bottom", fontsize="small")
-        ax.set_xticks(range(len(groups)), labels, fontsize="small")
+        ax.set_xticks(range(len(arms)), labels, fontsize="x-small")
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize="medium")
         ax.grid(axis="y", alpha=0.3)
     timings = ", ".join(f"{ws} workers {s:g} s" for ws, s in sorted(projection.seconds_per_epoch.items()))
-    fig.suptitle(f"wall time to target: projected = epochs to target × seconds per epoch "
+    fig.suptitle(f"wall time to target: projected = median epochs to target × seconds per epoch "
                  f"({timings})", fontsize="small")
     return fig
 
@@ -149,7 +138,8 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def report_figures(study: Study, table: pd.DataFrame) -> dict[str, Figure]:
+def report_figures(study: Study, table: pd.DataFrame, arms: Sequence[dict[str, Any]] = ()
+                   ) -> dict[str, Figure]:
     order = list(table["trial_name"])
     target = study.target_value
     ys = list(dict.fromkeys(["dev_loss", study.target_metric]))
@@ -166,10 +156,14 @@ def report_figures(study: Study, table: pd.DataFrame) -> dict[str, Figure]:
         out["noise_scale_vs_epoch"] = plot_curves(
             study.history, "noise_scale", "epoch", order=order,
             title="gradient noise scale B_simple (EMA) vs epoch")
-    out["epochs_to_target"] = plot_epochs_to_target(table)
+    if not arms:
+        arms = arm_summaries(study, table)
+    out["dev_loss_by_arm_vs_epoch"] = plot_dev_loss_by_arm(
+        study.history, table, target=target if study.target_metric == "dev_loss" else None)
+    out["epochs_to_target"] = plot_arms_epochs_to_target(arms, table)
     projection = study.projection
     if projection is not None:
-        out["projected_time_to_target"] = plot_projected_time(table, projection)
+        out["projected_time_to_target"] = plot_projected_time(arms, projection)
     return out
 
 
@@ -191,7 +185,42 @@ def advice_text(study: Study, table: pd.DataFrame) -> str:
         return f"no advice: {exc}"
 
 
-def render_html(study: Study, table: pd.DataFrame, pngs: dict[str, bytes], advice: str = "") -> str:
+def arms_html(arms: Sequence[dict[str, Any]]) -> str:
+    """The arms section: each arm's seeds, median and interval, and its verdict."""
+    if not arms:
+        return "<p>No arms.</p>"
+    e = html.escape
+
+    def med(a: dict[str, Any], name: str) -> str:
+        value, kind = a.get(f"{name}_median"), a.get(f"{name}_median_kind")
+        if kind in (None, "never", "unknown", "range"):
+            return kind or "—"
+        return {"at_most": "≤ ", "at_least": "≥ "}.get(kind, "") + f"{value:.3g}"
+
+    def ci(a: dict[str, Any], name: str) -> str:
+        c = a.get(f"{name}_ci")
+        if c is None:
+            return "n/a"
+        lo, hi = c
+        return f"[{'—' if lo is None else f'{lo:.3g}'}, {'never' if hi is None else f'{hi:.3g}'}]"
+
+    rows = "\n".join(
+        f"<tr><td>{e(a['arm'])}</td><td>{a['n_reached']}/{a['n_seeds']}</td>"
+        f"<td>{e(med(a, 'epochs_to_target'))}</td><td>{e(ci(a, 'epochs_to_target'))}</td>"
+        f"<td>{e(med(a, 'updates_to_target'))}</td>"
+        f"<td>{e(med(a, 'epochs_ratio_vs_baseline'))}</td><td>{e(ci(a, 'epochs_ratio_vs_baseline'))}</td>"
+        f"<td>{e(med(a, 'speedup_vs_baseline'))}</td><td>{e(ci(a, 'speedup_vs_baseline'))}</td>"
+        f"<td style='text-align:left'>{e(a.get('verdict', ''))}</td></tr>"
+        for a in arms)
+    return f"""<table class="trials"><tr><th>arm</th><th>seeds reached</th>
+<th>epochs to target (median)</th><th>interval</th><th>updates to target (median)</th>
+<th>epochs ratio vs baseline (paired)</th><th>interval</th><th>speedup (updates, paired)</th>
+<th>interval</th><th>verdict</th></tr>
+{rows}</table>"""
+
+
+def render_html(study: Study, table: pd.DataFrame, pngs: dict[str, bytes], advice: str = "",
+                arms: Sequence[dict[str, Any]] = ()) -> str:
     """One page, no external resources: images inline as base64, styles inline."""
     target = study.target_value
     sign = "≤" if study.target_mode == "min" else "≥"
@@ -241,6 +270,17 @@ target: <b>{e(goal)}</b> · baseline trial: {e(study.baseline_trial or "none")}<
 2019); speedup_by_epochs is the same on the epoch clock; scaling efficiency is the updates
 speedup over the global-batch ratio (1 = perfect). Trials that never reached the target show
 "—" and are listed last.</p>
+<h2>Arms: seeds as replicates</h2>
+<p>An arm is a trial's settings minus its seed. Per arm: how many seeds reached the target, the
+median epochs to target (a seed that never reached counts as +infinity, so the median is
+"never" once half or more never reach; "≤ x" where the crossing lies before the first
+evaluation), and the epochs ratio and updates speedup against the baseline arm, paired by seed.
+Intervals: {e(METHOD)}; nominal {CONFIDENCE:.0%}, two-sided, with the exact coverage the seed
+count allows (3 seeds: 75 %, 5: 93.75 %). A comparison is <b>resolved</b> only when its
+interval excludes 1 at the nominal confidence; otherwise the verdict says so and roughly how
+many seeds would resolve it.</p>
+{arms_html(arms)}
+<h2>Trials</h2>
 {about_projection}
 {body}
 {images}
@@ -267,20 +307,25 @@ def build_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = convergence_table(study)
-    pngs = {name: _png(fig) for name, fig in report_figures(study, table).items()}
+    arms = arm_summaries(study, table)
+    pngs = {name: _png(fig) for name, fig in report_figures(study, table, arms).items()}
     paths = ReportPaths(
         out_dir=out,
         html=out / "report.html",
         csv=out / "trials.csv",
         json=out / "trials.json",
         advice=out / "advice.txt",
+        arms_csv=out / "arms.csv",
+        arms_json=out / "arms.json",
         figures={name: out / f"{name}.png" for name in pngs},
     )
     for name, png in pngs.items():
         paths.figures[name].write_bytes(png)
     table.to_csv(paths.csv, index=False)
     table.to_json(paths.json, orient="records", indent=2)
+    paths.arms_json.write_text(json.dumps(arms, indent=1), encoding="utf-8")
+    arms_frame(arms).to_csv(paths.arms_csv, index=False)
     advice = advice_text(study, table)
     paths.advice.write_text(advice + "\n", encoding="utf-8")
-    paths.html.write_text(render_html(study, table, pngs, advice), encoding="utf-8")
+    paths.html.write_text(render_html(study, table, pngs, advice, arms), encoding="utf-8")
     return paths

@@ -163,10 +163,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def _finish(outcome: Any) -> int:
     """Summary table, the report (logged on the parent run), and where to look next."""
     from dashboards.report import build_report
-    from orchestrator.summary_table import format_summary
+    from orchestrator.summary_table import format_arms, format_summary
     from orchestrator.ui import ui_hint
 
     print(format_summary(outcome.trials))
+    if any(a["n_seeds"] > 1 for a in outcome.arms) or len(outcome.arms) < len(outcome.trials):
+        print("\n" + format_arms(outcome.arms))
     out_dir = os.path.join("reports", outcome.experiment)
     try:
         paths = build_report(outcome.tracking_uri, parent_run_id=outcome.parent_run_id,

@@ -20,7 +20,7 @@ from trainables.config import StopAtTarget, TrialConfig
 
 #: plan fields that docs/design.md §4.3 promises in `plan --json` and the summary JSON, in order
 PLAN_FIELDS = (
-    "name", "world_size", "scaling_rule", "warmup_rule", "seed", "global_batch", "base_lr",
+    "name", "arm", "world_size", "scaling_rule", "warmup_rule", "seed", "global_batch", "base_lr",
     "peak_lr", "warmup_steps", "warmup_epochs", "updates_per_epoch", "total_updates", "epochs",
     "eval_every", "scheduler", "backend", "physical_workers", "accum_grad", "per_worker_batch",
     "feasible", "reason",
@@ -56,6 +56,8 @@ class PlanRow:
     trial: TrialConfig
     notes: list[str] = field(default_factory=list)
     also: list[dict[str, Any]] = field(default_factory=list)  # merged identical combinations
+    #: the trial's settings minus its seed: trials of one arm are replicates (docs/design.md §4)
+    arm: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in PLAN_FIELDS}
@@ -151,6 +153,7 @@ def make_plan(sweep: Sweep, cluster: ClusterInfo | None = None) -> Plan:
     if problems:
         raise InputError(sweep.source, problems)
     _unique_names(rows)
+    _assign_arms(rows)
     merged = sum(len(r.also) for r in rows)
     if merged:
         plan_notes.append(f"{merged} combination(s) give the same trial as another and were merged "
@@ -172,6 +175,32 @@ def _unique_names(rows: list[PlanRow]) -> None:
         if n:
             row.name = f"{row.name}-{n + 1}"
             row.trial = row.trial.model_copy(update={"name": row.name})
+
+
+def _assign_arms(rows: list[PlanRow]) -> None:
+    """Name each row's arm: its name without the seed, made unique per distinct configuration
+    (the trial's config with name and seed blanked)."""
+    arm_of: dict[str, str] = {}
+    taken: set[str] = set()
+    for row in rows:
+        key = row.trial.model_copy(update={"name": "", "seed": 0}).model_dump_json()
+        if key not in arm_of:
+            base = _arm_name(row)
+            name, n = base, 1
+            while name in taken:
+                n += 1
+                name = f"{base}-{n}"
+            arm_of[key] = name
+            taken.add(name)
+        row.arm = arm_of[key]
+
+
+def _arm_name(row: PlanRow) -> str:
+    name = f"ws{row.world_size}-warmup{row.warmup_steps}-{row.axes['scaling_rule']}"
+    for key, value in row.axes.items():
+        if key not in FIXED_AXES:
+            name += f"-{key.partition('.')[2]}{_fmt(value)}"
+    return name
 
 
 def _fmt(value: Any) -> str:

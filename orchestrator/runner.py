@@ -17,7 +17,7 @@ from typing import Any
 
 from orchestrator.errors import InputError, Problem
 from orchestrator.plan import Plan, PlanRow, make_plan
-from orchestrator.summary import SUMMARY_METRICS, summarize
+from orchestrator.summary import BRACKETS, SUMMARY_METRICS, arm_summaries, summarize
 from orchestrator.sweep import Sweep, load_sweep
 from orchestrator.tracking import SweepTracker, check_reachable, curve_metrics
 
@@ -33,6 +33,7 @@ class Outcome:
     sweep_dir: Path
     tracking_uri: str
     trials: list[dict[str, Any]] = field(default_factory=list)
+    arms: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -46,9 +47,11 @@ def storage_root(sweep: Sweep | None = None) -> Path:
     return Path(configured or os.environ.get("SCALESWEEP_STORAGE", "scalesweep_runs")).resolve()
 
 
-def trial_params(row: PlanRow, sweep: Sweep) -> dict[str, Any]:
-    """Every axis and every derived value, as MLflow params (docs/design.md §4.5)."""
+def trial_params(row: PlanRow, sweep: Sweep, baseline_arm: str | None = None) -> dict[str, Any]:
+    """Every axis and every derived value, as MLflow params (docs/design.md §4.5); ``arm``
+    (the settings minus the seed) lets the MLflow UI group a trial's seeds into one line."""
     params: dict[str, Any] = {
+        "arm": row.arm, "baseline_arm": baseline_arm,
         "world_size": row.world_size, "global_batch": row.global_batch,
         "reference_global_batch": row.reference_global_batch, "scaling_rule": row.scaling_rule,
         "base_lr": row.base_lr, "lr": row.lr, "peak_lr": row.peak_lr,
@@ -214,7 +217,9 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
             done[name] = status
 
     def child_for(name: str) -> str:
-        return tracker.child(parent_id, name, trial_params(rows[name], sweep), existing)
+        base = plan.baseline_for(rows[name])
+        params = trial_params(rows[name], sweep, base.arm if base else None)
+        return tracker.child(parent_id, name, params, existing)
 
     # evals the killed driver had accepted but not yet sent: MLflow gets them now, and the
     # resumed trials (from checkpoints possibly past them) will not report them again
@@ -270,14 +275,18 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
         run_id = run_ids.get(row.name) or child_for(row.name)
         # summaries only where missing: a resumed sweep never logs a step twice
         have = logged.get(row.name, set())
-        tracker.add_summary(run_id, {k: s.get(k) for k in SUMMARY_METRICS if k not in have})
+        tracker.add_summary(run_id, {k: s.get(k) for k in (*SUMMARY_METRICS, *BRACKETS, "target_value")
+                                     if k not in have})
         if row.name not in done:
             tags = {"status": status}
+            if s.get("crossing"):
+                tags["crossing"] = s["crossing"]
             if row.name in errors:
                 tags["error"] = errors[row.name]
             tracker.set_tags(run_id, tags)
         trials.append({**row.to_json(), "status": status, "mlflow_run_id": run_id,
-                       **{k: s.get(k) for k in (*SUMMARY_METRICS, "target_value", "baseline_trial")},
+                       **{k: s.get(k) for k in (*SUMMARY_METRICS, "crossing", *BRACKETS, "target_value",
+                                                "baseline_trial", "baseline_arm")},
                        "error": errors.get(row.name)})
     targets = [t["target_value"] for t in trials if t["target_value"] is not None]
     if targets and "target_value" not in tracker.client.get_run(parent_id).data.params:
@@ -288,11 +297,12 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
             tracker.end_run(t["mlflow_run_id"], run_status(t["status"]))
     tracker.end_run(parent_id, "FINISHED")
     outcome = Outcome(parent_run_id=parent_id, experiment=sweep.spec.name, sweep_dir=sweep_dir,
-                      tracking_uri=uri, trials=trials)
+                      tracking_uri=uri, trials=trials, arms=arm_summaries(plan, curves))
     if summary_json:
         Path(summary_json).parent.mkdir(parents=True, exist_ok=True)
         Path(summary_json).write_text(json.dumps(trials, indent=1, default=str))
     (sweep_dir / "summary.json").write_text(json.dumps(trials, indent=1, default=str))
+    (sweep_dir / "arms.json").write_text(json.dumps(outcome.arms, indent=1, default=str))
     return outcome
 
 

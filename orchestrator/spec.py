@@ -75,6 +75,10 @@ class TargetSpec(BaseModel):
     value: float | None = None
     relative_to_baseline: float | None = Field(default=None, ge=0)
     smoothing: float = Field(default=0.0, ge=0, lt=1)
+    #: a relative target is resolved once, from the baseline arm's seeds' mean curve, and every
+    #: seed is measured against it; true: each seed against its own baseline seed's best (one
+    #: noisy dip then sets that seed's target)
+    per_seed: bool = False
 
     @model_validator(mode="after")
     def _exactly_one(self) -> TargetSpec:

@@ -8,11 +8,15 @@ from typing import Any
 
 from orchestrator.plan import Plan, PlanRow
 from orchestrator.sweep import metric_mode
+from trainables import arms
 from trainables import convergence as conv
 
 SUMMARY_METRICS = ("updates_to_target", "samples_to_target", "epochs_to_target",
                    "seconds_to_target", "final_dev_loss", "best_dev_loss", "speedup_vs_baseline",
                    "scaling_efficiency", "train_seconds")
+#: the evals around each crossing, logged with the summary (hi absent when never reached)
+BRACKETS = ("updates_to_target_lo", "updates_to_target_hi", "epochs_to_target_lo",
+            "epochs_to_target_hi")
 
 
 def points(curve: Sequence[Mapping[str, Any]], metric: str) -> list[conv.EvalPoint]:
@@ -24,10 +28,18 @@ def points(curve: Sequence[Mapping[str, Any]], metric: str) -> list[conv.EvalPoi
     ]
 
 
+def _baseline_arm_rows(plan: Plan, base: PlanRow) -> list[PlanRow]:
+    return [r for r in plan.rows if r.arm == base.arm]
+
+
 def target_for(plan: Plan, row: PlanRow, curves: Mapping[str, Sequence[Mapping[str, Any]]]
                ) -> tuple[float | None, PlanRow | None]:
-    """The absolute target for ``row`` (relative targets read its baseline's best) and the
-    baseline row; target None when a relative target's baseline never produced a value."""
+    """The absolute target for ``row`` and its baseline row (same seed); target None when a
+    relative target's baseline never produced a value.
+
+    A relative target is resolved once per baseline arm: the mean of its seeds' curves
+    (:func:`trainables.arms.mean_curve_target`), so every seed meets the same target; with
+    ``target.per_seed`` each seed uses its own baseline seed's best instead."""
     spec = plan.sweep.spec.target
     mode = metric_mode(plan.sweep)
     base = plan.baseline_for(row)
@@ -35,11 +47,11 @@ def target_for(plan: Plan, row: PlanRow, curves: Mapping[str, Sequence[Mapping[s
         return spec.value, base
     if base is None:
         return None, None
-    values = [p.value for p in points(curves.get(base.name, []), spec.metric)]
-    best = conv.best_value(conv.smooth(values, spec.smoothing), mode) if values else None
-    if best is None:
-        return None, base
-    return conv.resolve_target(mode, relative=spec.relative_to_baseline, baseline_best=best), base
+    assert spec.relative_to_baseline is not None
+    sources = [base] if spec.per_seed else _baseline_arm_rows(plan, base)
+    seed_curves = [pts for r in sources if (pts := points(curves.get(r.name, []), spec.metric))]
+    target = arms.mean_curve_target(seed_curves, mode, spec.relative_to_baseline, spec.smoothing)
+    return target, base
 
 
 def summarize(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
@@ -53,12 +65,12 @@ def summarize(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
         target, base = target_for(plan, row, curves)
         pts = points(curve, spec.metric)
         dev = [float(r["dev_loss"]) for r in curve if r.get("dev_loss") is not None]
-        summary: dict[str, Any] = dict.fromkeys(SUMMARY_METRICS)
+        summary: dict[str, Any] = dict.fromkeys((*SUMMARY_METRICS, *BRACKETS, "crossing"))
         if target is not None and pts:
             base_crossing = None
             if base is not None:
-                base_crossing = conv.first_crossing(points(curves.get(base.name, []), spec.metric),
-                                                    target, mode, spec.smoothing)
+                base_crossing = conv.locate(points(curves.get(base.name, []), spec.metric),
+                                            target, mode, spec.smoothing).crossing
             s = conv.summarize(pts, target, mode, baseline=base_crossing,
                                smoothing=spec.smoothing, global_batch=row.global_batch,
                                baseline_global_batch=base.global_batch if base else None,
@@ -72,5 +84,24 @@ def summarize(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
         summary["train_seconds"] = last.get("train_seconds", last.get("wall_s"))
         summary["target_value"] = target
         summary["baseline_trial"] = base.name if base else None
+        summary["arm"] = row.arm
+        summary["baseline_arm"] = base.arm if base else None
         out[row.name] = summary
     return out
+
+
+def arm_summaries(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
+                  ) -> list[dict[str, Any]]:
+    """One arms.json object per arm: its seeds' medians and intervals, and the paired
+    comparison with its baseline arm (:mod:`trainables.arms`)."""
+    spec = plan.sweep.spec.target
+    mode = metric_mode(plan.sweep)
+    trials, baseline_arm, axes = [], {}, {}
+    for row in plan.rows:
+        target, base = target_for(plan, row, curves)
+        pts = points(curves.get(row.name, []), spec.metric)
+        located = conv.locate(pts, target, mode, spec.smoothing) if target is not None and pts else None
+        trials.append(arms.TrialCrossing(row.arm, row.seed, located))
+        baseline_arm[row.arm] = base.arm if base else None
+        axes[row.arm] = {k: v for k, v in row.axes.items() if k != "seed"}
+    return [a.as_json(axes[a.arm]) for a in arms.summarize_arms(trials, baseline_arm)]

@@ -175,8 +175,12 @@ class Located:
         hi = math.inf if self.at is None else _clock(self.at, axis)
         return lo, hi
 
-    def observation(self, axis: Axis) -> Observation:
+    def observation(self, axis: Axis) -> Observation | None:
+        """The crossing on ``axis`` as one seed's observation; None when that clock was not
+        recorded (NaN) at the evals around it."""
         lo, hi = self.bracket(axis)
+        if math.isnan(lo) or math.isnan(hi):
+            return None
         if self.kind == "interpolated":
             assert self.crossing is not None
             return observe("interpolated", before=lo, at=hi, estimate=self.crossing.on(axis))

@@ -1,0 +1,110 @@
+"""Figures of a study's arms, read at a glance: every seed a dot, the median and its interval,
+censored seeds drawn as what they are; dev loss per arm as a median curve with a min-max band."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+WARMUP_STYLES = ("-", "--", ":", "-.")
+
+
+def _finite(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def plot_epochs_to_target(arms: Sequence[dict[str, Any]], table: pd.DataFrame) -> Figure:
+    """Per arm: each seed's epochs to target (dot; "▼" = reached by the first eval, plotted at
+    that eval; "never" = above the plot's top), the median (bar) and its interval (whisker)."""
+    fig = Figure(figsize=(max(6.0, 0.9 * len(arms) + 2), 5.0), layout="constrained")
+    ax = fig.add_subplot()
+    reached = [_finite(v) for v in table["epochs_to_target_hi"]] + [
+        _finite(v) for v in table["epochs_to_target"]]
+    lasts = [_finite(v) for v in table["epochs_to_target_lo"]]
+    top = max([v for v in reached + lasts if v is not None] or [1.0]) * 1.12
+    for i, arm in enumerate(arms):
+        rows = table[table["arm"] == arm["arm"]]
+        for j, (_, t) in enumerate(rows.iterrows()):
+            x = i + (j - (len(rows) - 1) / 2) * 0.08
+            kind = t["crossing"]
+            if kind == "interpolated":
+                ax.plot(x, t["epochs_to_target"], "o", color="tab:blue", markersize=5)
+            elif kind == "at_first_eval":
+                ax.plot(x, t["epochs_to_target_hi"], "v", color="tab:purple", markersize=6)
+            else:
+                ax.plot(x, top, "x", color="tab:red", markersize=6)
+        med = arm.get("epochs_to_target_median")
+        ci = arm.get("epochs_to_target_ci")
+        if ci is not None:
+            lo = ci[0] if ci[0] is not None else 0.0
+            hi = ci[1] if ci[1] is not None else top
+            ax.vlines(i + 0.25, lo, hi, color="black", linewidth=1.5)
+            ax.hlines([lo, hi], i + 0.21, i + 0.29, color="black", linewidth=1.5)
+        kind = arm.get("epochs_to_target_median_kind")
+        label = "never" if kind == "never" else ("—" if med is None else
+                                                  ("≤ " if kind == "at_most" else "") + f"{med:.3g}")
+        if med is not None:
+            ax.hlines(med, i - 0.3, i + 0.3, color="tab:orange", linewidth=2.5)
+        ax.annotate(f"{label}\n{arm['n_reached']}/{arm['n_seeds']}", (i, top), ha="center",
+                    va="bottom", fontsize="x-small")
+    ax.axhline(top, color="tab:red", linewidth=0.6, linestyle=":")
+    ax.text(len(arms) - 0.5, top, " never", color="tab:red", va="center", fontsize="x-small")
+    ax.set_xticks(range(len(arms)), [a["arm"].replace("-", "\n", 2) for a in arms], fontsize="x-small")
+    ax.set_ylim(0, top * 1.12)
+    ax.set_ylabel("epochs to target")
+    cover = next((a.get("epochs_to_target_ci_coverage") for a in arms
+                  if a.get("epochs_to_target_ci_coverage")), None)
+    ax.set_title("epochs to target per arm: seeds (dots; ▼ reached by the first eval; × never),\n"
+                 f"median (orange), interval (black{f', {cover:.0%} coverage' if cover else ''})",
+                 fontsize="small")
+    ax.grid(axis="y", alpha=0.3)
+    return fig
+
+
+def plot_dev_loss_by_arm(history: pd.DataFrame, table: pd.DataFrame, x: str = "epoch",
+                         y: str = "dev_loss", target: float | None = None) -> Figure:
+    """Per arm the median of its seeds' curves with a min-max band; one colour per arm, the
+    line style by warmup rule. Seeds are aligned on the update they were evaluated at."""
+    fig = Figure(figsize=(8.5, 5.0), layout="constrained")
+    ax = fig.add_subplot()
+    arms = list(dict.fromkeys(table["arm"]))
+    warmups = list(dict.fromkeys(str(w) for w in table["warmup_rule"]))
+    colors = [f"C{i % 10}" for i in range(len(arms))]
+    for arm, color in zip(arms, colors, strict=True):
+        rows = table[table["arm"] == arm]
+        runs = set(rows["run_id"])
+        warm = str(rows["warmup_rule"].iloc[0])
+        h = history[history["run_id"].isin(runs) & history[y].notna()]
+        if h.empty or x not in h:
+            continue
+        wide = h.pivot_table(index="step", columns="run_id", values=y)
+        xs = h.groupby("step")[x].mean().reindex(wide.index)
+        med = wide.median(axis=1)
+        style = WARMUP_STYLES[warmups.index(warm) % len(WARMUP_STYLES)]
+        ax.plot(xs, med, style, color=color, linewidth=1.4, label=f"{arm} (n={len(runs)})")
+        if wide.shape[1] > 1:
+            ax.fill_between(xs, wide.min(axis=1), wide.max(axis=1), color=color, alpha=0.15,
+                            linewidth=0)
+    if target is not None:
+        ax.axhline(target, color="black", linestyle="--", linewidth=0.8, label=f"target {target:g}")
+    values = history[y].to_numpy(dtype=float) if y in history else np.array([])
+    finite = values[np.isfinite(values)]
+    if finite.size and finite.min() > 0 and finite.max() / finite.min() > 10:
+        ax.set_yscale("log")  # early losses are 10-100x the converged ones
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(f"{y} per arm: median over seeds, band = min-max (line style: warmup rule)",
+                 fontsize="small")
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return fig
