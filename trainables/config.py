@@ -54,6 +54,12 @@ class TrialConfig(BaseModel):
     checkpoint_every_s: float | None = Field(default=None, gt=0)
     seed: int = 0
     dtype: Dtype = "float32"
+    #: "auto": a process runs its micro-batches of an update in as few passes as
+    #: ``fuse_max_samples`` allows, grouped by length, when the workload is fusable
+    #: (trainables.fusion); "off": one pass per micro-batch, as real DDP ranks do
+    fuse: Literal["auto", "off"] = "auto"
+    #: most samples per fused pass; None = from the device (trainables.fusion.pass_budget)
+    fuse_max_samples: int | None = Field(default=None, ge=1)
     stop_at_target: StopAtTarget | None = None
     #: loss above this (or non-finite) ends the trial as "diverged"
     divergence_threshold: float | None = None

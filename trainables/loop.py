@@ -19,6 +19,22 @@ micro-batches added to the accumulated ``.grad``; the last virtual rank of a pro
 just before the all-reduce (:meth:`World.before_reduce`). Its cost: one copy of the gradients
 (none when each process plays one virtual rank), a few vector norms per virtual rank, and one
 float more in the all-reduce that already sums the loss (no extra collective).
+
+Fused updates (:mod:`trainables.fusion`): when the workload is ``fusable`` and ``fuse`` is
+"auto", a process runs its micro-batches of an update in a few passes grouped by length
+instead of one per virtual rank (mini_asr at V = 16: ~1.6x the updates per second, see
+benchmarks/README.md). The gradient is the same sum; but the per-virtual-rank gradients the
+noise scale needs no longer exist. So the noise scale is then measured at every
+:data:`NOISE_EVERY`-th update only, which runs per virtual rank as before (exactly the same
+measurement), and its moving average decays by ``EMA_DECAY ** NOISE_EVERY`` per measurement,
+which keeps its memory at ~20 updates. Why every k-th update rather than at each eval: the
+average then has the same time profile as before and enough points in it whatever the eval
+cadence (evals can be 60 updates apart, a whole memory span and more). What it costs: one
+update in NOISE_EVERY runs at the unfused speed (mini_asr V = 16: the fused loop gives up
+~10 % of its gain), and the average holds ~NOISE_EVERY times fewer estimates, so it is
+noisier (its variance ~NOISE_EVERY times larger). ``fuse: off`` measures at every update,
+reproducing the unfused numbers exactly. The cadence depends on the trial, never on P, so
+simulate, ddp and hybrids still report the same noise scale.
 """
 
 from __future__ import annotations
@@ -35,17 +51,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainables import checkpointing, schedules
+from trainables import checkpointing, fusion, schedules
 from trainables import workloads as workload_registry
 from trainables.checkpointing import Progress
 from trainables.config import TrialConfig
-from trainables.noise_scale import NoiseScale
+from trainables.noise_scale import EMA_DECAY, NoiseScale
 from trainables.sharding import Sharding
 from trainables.workloads.base import Workload
 from trainables.world import World
 
 #: dev samples per evaluation batch: fixed, so every backend sums the dev set the same way.
 EVAL_BATCH = 256
+#: a fused trial measures the noise scale at every NOISE_EVERY-th update (module doc)
+NOISE_EVERY = 4
 #: DeepSpeed's OneCycle cycles beta1 and holds beta2 at 0.99 (lr_schedules.py).
 MOMENTUM_BETA2 = 0.99
 
@@ -114,6 +132,9 @@ class _Trial:
         # all-reduced gradient the mean over the global batch (P = 1: the plain mean).
         self.loss_weight = world.size / config.global_batch
         self.metric_names = sorted(self.workload.metrics)
+        self.fused = fusion.fuses(config, self.workload)
+        self.pass_budget = fusion.pass_budget(config, world.device)
+        self.noise_every = NOISE_EVERY if self.fused else 1
 
         torch.manual_seed(config.seed)
         self.model = self.workload.build_model().to(world.device)
@@ -124,7 +145,7 @@ class _Trial:
         self.noise: NoiseScale | None = None
         if config.world_size > 1:
             b_small = config.per_worker_batch * config.accum_grad
-            self.noise = NoiseScale(b_small=b_small, b_big=config.global_batch)
+            self.noise = NoiseScale(b_small=b_small, b_big=config.global_batch, decay=self._noise_decay)
             self.probe = _GradProbe()
 
     # -- the run ---------------------------------------------------------------------------
@@ -142,7 +163,9 @@ class _Trial:
             if self.progress.status != "running":  # finished before the restart: nothing to do
                 return self._final(self.progress.last_report)
             if self.noise is not None and self.progress.noise_scale:
-                self.noise = NoiseScale.from_state(self.progress.noise_scale)
+                # re-based if the checkpoint was made under another cadence (fuse changed)
+                restored = NoiseScale.from_state(self.progress.noise_scale)
+                self.noise = restored.with_decay(self._noise_decay)
         # Wrap after loading: DDP broadcasts rank 0's parameters when it wraps.
         ddp = self.world.wrap(self.model)
         ddp.train()
@@ -185,6 +208,11 @@ class _Trial:
         self.progress.wall_s = time.perf_counter() - started
         return self._final(metrics)
 
+    @property
+    def _noise_decay(self) -> float:
+        """Per measurement, so that the average forgets at the same rate per update."""
+        return float(EMA_DECAY**self.noise_every)
+
     def _set_hyperparameters(self, update: int) -> tuple[float, float | None]:
         # The schedule is a pure function of the update about to be made; setting the groups
         # directly (no LambdaLR) leaves the update count as the only scheduler state.
@@ -202,28 +230,14 @@ class _Trial:
         """One optimizer update; returns the summed per-sample loss over the global batch."""
         cfg = self.config
         self.optimizer.zero_grad(set_to_none=True)
-        steps = [(v, m) for v in self.virtual_ranks for m in range(cfg.accum_grad)]
         # [summed loss, sum over this process's virtual ranks of |their .grad increment|^2]
         local = torch.zeros(2, dtype=torch.float64, device=self.world.device)
-        noise = self.noise is not None
-        if noise:
-            self.probe.start()
-        for i, (v, m) in enumerate(steps):
-            indices = self.sharding.micro_batches(update, v)[m]
-            batch = _to_device(self.workload.train_batch(indices), self.world.device)
-            _reseed(self.world.device, cfg.seed, 0, update, v, m)
-            last = i == len(steps) - 1  # only the last backward all-reduces
-            with contextlib.nullcontext() if last else self.world.no_sync(ddp), (
-                self.world.before_reduce(ddp, self.probe.observe_last) if noise and last
-                else contextlib.nullcontext()
-            ):  # fmt: skip
-                per_sample = self.workload.loss(ddp, batch)
-                (per_sample.sum() * self.loss_weight).backward()
-            local[0] += per_sample.detach().double().sum()
-            if noise and not last and m == cfg.accum_grad - 1:  # virtual rank v is complete
-                self.probe.observe([(p, p.grad) for p in self.model.parameters() if p.grad is not None])
-        if noise:
-            local[1] = self.probe.sum_sq
+        probe = self.noise is not None and update % self.noise_every == 0
+        if self.fused and not probe:
+            self._fused_passes(ddp, update, local)
+        else:
+            self._virtual_rank_passes(ddp, update, local, probe)
+        if probe:
             # before clipping: the noise scale is a property of the gradients, not of the step
             big_sq = _sum_sq(p.grad for p in self.model.parameters() if p.grad is not None)
         if cfg.grad_clip is not None:
@@ -231,7 +245,7 @@ class _Trial:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         self.optimizer.step()
         total = self.world.all_reduce_sum(local).cpu()
-        if self.noise is not None:
+        if probe and self.noise is not None:
             # Virtual rank v's increment is (P / V) g_v, its mean-gradient g_v times the loss
             # weight P / global_batch times its B_small samples; so mean_v |g_v|^2 is
             # (V / P^2) times the sum of the increments' squares over all V virtual ranks.
@@ -239,6 +253,49 @@ class _Trial:
             self.noise.update(g_small_sq=float(total[1]) * v / p**2, g_big_sq=float(big_sq))
             self.progress.noise_scale = self.noise.state()
         return float(total[0])
+
+    def _virtual_rank_passes(
+        self, ddp: torch.nn.Module, update: int, local: torch.Tensor, probe: bool
+    ) -> None:
+        """One pass per (virtual rank, micro-batch), as real DDP ranks run them; with ``probe``
+        each virtual rank's gradient feeds the noise-scale probe (into ``local[1]``)."""
+        cfg = self.config
+        steps = [(v, m) for v in self.virtual_ranks for m in range(cfg.accum_grad)]
+        if probe:
+            self.probe.start()
+        for i, (v, m) in enumerate(steps):
+            batch = self._batch(self.sharding.micro_batches(update, v)[m])
+            _reseed(self.world.device, cfg.seed, 0, update, v, m)
+            last = i == len(steps) - 1  # only the last backward all-reduces
+            with self.world.before_reduce(ddp, self.probe.observe_last) if probe and last \
+                    else contextlib.nullcontext():  # fmt: skip
+                local[0] += self._backward(ddp, batch, reduce=last)
+            if probe and not last and m == cfg.accum_grad - 1:  # virtual rank v is complete
+                self.probe.observe([(p, p.grad) for p in self.model.parameters() if p.grad is not None])
+        if probe:
+            local[1] = self.probe.sum_sq
+
+    def _fused_passes(self, ddp: torch.nn.Module, update: int, local: torch.Tensor) -> None:
+        """All of this process's samples of the update in as few passes as the budget allows,
+        grouped by length. No reseeding: a fusable workload's loss draws nothing."""
+        indices = [
+            i for v in self.virtual_ranks for batch in self.sharding.micro_batches(update, v) for i in batch
+        ]
+        lengths = fusion.sample_lengths(self.workload, indices)
+        passes = fusion.plan_passes(indices, self.pass_budget, lengths)
+        for i, group in enumerate(passes):
+            local[0] += self._backward(ddp, self._batch(group), reduce=i == len(passes) - 1)
+
+    def _batch(self, indices: Sequence[int]) -> Any:
+        return _to_device(self.workload.train_batch(indices), self.world.device)
+
+    def _backward(self, ddp: torch.nn.Module, batch: Any, *, reduce: bool) -> torch.Tensor:
+        """Forward and backward of a batch, each sample weighted by P / global_batch; only a
+        ``reduce`` pass all-reduces. Returns its summed loss (float64, detached)."""
+        with contextlib.nullcontext() if reduce else self.world.no_sync(ddp):
+            per_sample = self.workload.loss(ddp, batch)
+            (per_sample.sum() * self.loss_weight).backward()
+        return per_sample.detach().double().sum()
 
     # -- evaluation and reports ------------------------------------------------------------
 
@@ -319,7 +376,7 @@ class _GradProbe:
 
     Keeps one copy of the gradients (the accumulated gradient as the previous virtual rank
     left it); a virtual rank's increment is the gradient as it leaves it minus that copy. Runs
-    at every virtual-rank boundary of every update, so it uses torch's multi-tensor (foreach)
+    at every virtual-rank boundary of every measured update, so it uses torch's multi-tensor (foreach)
     ops: one call over all parameters instead of a handful of small ops per tensor (mini_asr,
     70 tensors, V = 4: 6.0 -> 3.8 ms per update in the loop, see benchmarks/README.md).
     """

@@ -99,6 +99,15 @@ class NoiseScale:
             return math.nan
         return self.trace_ema / self.g_sq_ema
 
+    def with_decay(self, decay: float) -> NoiseScale:
+        """The same averages (bias-corrected, so the same ``g_sq``, ``trace`` and ``value``)
+        carried on under another per-update decay: for a run resumed under another
+        measurement cadence."""
+        if decay == self.decay or not self.updates:
+            return NoiseScale(self.b_small, self.b_big, decay, self.updates, self.g_sq_ema, self.trace_ema)
+        keep = 1.0 - decay**self.updates  # the new decay's bias correction after as many updates
+        return NoiseScale(self.b_small, self.b_big, decay, self.updates, self.g_sq * keep, self.trace * keep)
+
     def state(self) -> dict[str, float]:
         return asdict(self)
 

@@ -26,6 +26,16 @@ Contract (the loop and the equivalence tests rely on every point):
 * Any randomness inside ``loss`` (dropout, augmentation) must come from torch's global RNG,
   which the loop reseeds per micro-batch from (seed, update, virtual rank, micro-batch) so that
   every backend draws the same numbers.
+
+Optional members (the loop reads them with ``getattr``; a workload without them is valid):
+
+* ``fusable: bool`` (default False): the workload promises that a sample's loss does not depend
+  on the other samples of its batch (padding masked, no batch statistics) and that ``loss``
+  draws no randomness. Then one process may run all the micro-batches of an update in a few
+  bigger passes (:mod:`trainables.fusion`); the gradient is the same sum. May depend on the
+  options (``mini_asr`` is fusable only without dropout), so make it a property if it does.
+* ``sample_lengths(indices) -> Sequence[int]``: a cheap length per training sample (frames,
+  tokens): fused passes group samples of similar length to cut padding.
 """
 
 from __future__ import annotations

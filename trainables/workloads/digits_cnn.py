@@ -46,6 +46,8 @@ def _stratified_split(labels: np.ndarray, dev_fraction: float, seed: int) -> tup
 
 class DigitsCNN:
     metrics: Mapping[str, Direction] = {"loss": "min", "accuracy": "max"}
+    #: per-sample losses ignore their batch and draw nothing: fused passes are safe
+    fusable = True
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         opts = merge_options(options, OPTIONS)

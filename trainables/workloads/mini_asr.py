@@ -411,6 +411,19 @@ class MiniASR:
             y[row, : token_lens[row]] = tokens[token_offsets[i] : token_offsets[i + 1]]
         return SpeechBatch(x, feat_lens, y, token_lens)
 
+    @property
+    def fusable(self) -> bool:
+        """Padding is masked everywhere, so a sample's loss ignores its batch; but dropout
+        masks are drawn per micro-batch from the loop's reseeded RNG, which a fused pass
+        would draw differently."""
+        return bool(self.options["dropout"] == 0.0)
+
+    def sample_lengths(self, indices: Sequence[int]) -> list[int]:
+        """Frames per utterance: what a batch pads to its longest of."""
+        offsets = self._splits()[0][1]
+        idx = index_tensor(indices, self.train_size())
+        return (offsets[idx + 1] - offsets[idx]).tolist()
+
     def train_batch(self, indices: Sequence[int]) -> SpeechBatch:
         return self._collate(self._splits()[0], index_tensor(indices, self.train_size()))
 

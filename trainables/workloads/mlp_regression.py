@@ -53,6 +53,8 @@ class _Teacher:
 
 class MLPRegression:
     metrics: Mapping[str, Direction] = {"loss": "min"}
+    #: per-sample losses ignore their batch and draw nothing: fused passes are safe
+    fusable = True
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         opts = merge_options(options, OPTIONS)
