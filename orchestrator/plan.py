@@ -160,7 +160,22 @@ def make_plan(sweep: Sweep, cluster: ClusterInfo | None = None) -> Plan:
                           "(e.g. every lr rule at the reference world size)")
     if excluded:
         plan_notes.append(f"{excluded} combination(s) excluded by the sweep's exclude list")
+    coarse = [r.name for r in rows if _evaluations(r) < MIN_EVALS]
+    if coarse:
+        plan_notes.append(
+            f"warning: {len(coarse)} trial(s) make fewer than {MIN_EVALS} evaluations in all "
+            f"({', '.join(coarse[:4])}{', ...' if len(coarse) > 4 else ''}): too coarse to place a "
+            "crossing between evals; evaluate more often (training.eval_every_epochs)")
     return Plan(sweep=sweep, rows=rows, cluster=cluster, notes=plan_notes)
+
+
+#: fewer evaluations than this in a whole trial cannot place a crossing: `plan` warns
+MIN_EVALS = 10
+
+
+def _evaluations(row: PlanRow) -> int:
+    """Evals a trial makes in all: every ``eval_every`` updates, plus one at the end."""
+    return row.total_updates // row.eval_every + (1 if row.total_updates % row.eval_every else 0)
 
 
 def _short_combo(combo: dict[str, Any]) -> str:
@@ -264,7 +279,8 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
         checkpoint_every=int(t.get("checkpoint_every") or 0),
         checkpoint_every_s=float(t["checkpoint_every_s"]) if t.get("checkpoint_every") is None else None,
         seed=seed,
-        dtype=t.get("dtype", "float32"), stop_at_target=stop,
+        dtype=t.get("dtype", "float32"), fuse=t.get("fuse", "auto"),
+        fuse_max_samples=t.get("fuse_max_samples"), stop_at_target=stop,
         divergence_threshold=t.get("divergence_threshold"),
     )
     return PlanRow(

@@ -110,3 +110,11 @@ def test_checkpoint_cadence_is_wall_time_unless_given_in_updates() -> None:
     assert (trial.checkpoint_every, trial.checkpoint_every_s) == (40, None)
     trial = plan_of("smoke.yaml", "training.checkpoint_every=0").rows[0].trial
     assert (trial.checkpoint_every, trial.checkpoint_every_s) == (0, None)
+
+
+def test_plan_warns_when_a_trial_makes_too_few_evaluations() -> None:
+    coarse = make_plan(load_sweep(str(ROOT / "sweeps" / "smoke.yaml"), ["training.eval_every_epochs=2"]))
+    (warning,) = [n for n in coarse.notes if "fewer than 10 evaluations" in n]
+    assert "ws2-warmup20-none" in warning and "training.eval_every_epochs" in warning
+    fine = make_plan(load_sweep(str(ROOT / "sweeps" / "smoke.yaml")))  # 6 epochs, every 0.5: 12 evals
+    assert not [n for n in fine.notes if "fewer than 10 evaluations" in n]
