@@ -61,7 +61,7 @@ def trial_params(row: PlanRow, sweep: Sweep, baseline_arm: str | None = None) ->
         "physical_workers": row.physical_workers, "accum_grad": row.accum_grad,
         "per_worker_batch": row.per_worker_batch, "seed": row.seed,
         "workload": sweep.spec.workload.name, "optimizer": row.trial.optimizer.get("type"),
-        "eval_every": row.eval_every, "dtype": row.trial.dtype,
+        "eval_every": row.eval_every, "dtype": row.trial.dtype, "fuse": row.trial.fuse,
     }
     for key, value in row.axes.items():
         params.setdefault(key, value)

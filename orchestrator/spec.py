@@ -44,7 +44,18 @@ class TrainingSpec(BaseModel):
     checkpoint_every: int | None = Field(default=None, ge=0)
     checkpoint_every_s: float = Field(default=60.0, gt=0)
     dtype: Literal["float32", "float64"] = "float32"
+    #: auto: a fusable workload's micro-batches of an update run in a few passes grouped by
+    #: length (the same gradient, faster); off: one pass per micro-batch (trainables.fusion)
+    fuse: Literal["auto", "off"] = "auto"
+    #: most samples per fused pass; null = from the device (CPU 64, GPU per_worker_batch)
+    fuse_max_samples: int | None = Field(default=None, ge=1)
     divergence_threshold: float | None = Field(default=None, gt=0)
+
+    @field_validator("fuse", mode="before")
+    @classmethod
+    def _yaml_off(cls, v: Any) -> Any:
+        # YAML 1.1 reads a bare `off` (and `on`) as a boolean
+        return {False: "off", True: "auto"}.get(v, v) if isinstance(v, bool) else v
 
     @model_validator(mode="after")
     def _one_eval_cadence(self) -> TrainingSpec:

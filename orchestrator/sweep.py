@@ -263,7 +263,7 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path) -> Sweep:
     if "eval_every_epochs" in explicit_training:
         base.training.pop("eval_every", None)
     base.layer("training", explicit_training, "sweep")
-    for key in ("dtype", "checkpoint_every", "checkpoint_every_s"):
+    for key in ("dtype", "checkpoint_every", "checkpoint_every_s", "fuse", "fuse_max_samples"):
         base.training.setdefault(key, getattr(spec.training, key))
 
     problems.extend(_check_settings(base))

@@ -213,3 +213,23 @@ def test_noise_scale_moves_to_another_decay_keeping_its_averages() -> None:
         (est.g_sq, est.trace, est.value, 2), rel=1e-12)  # fmt: skip
     assert moved.decay == 0.9 and est.with_decay(0.5) == est
     assert math.isnan(NoiseScale(b_small=4, b_big=64).with_decay(0.9).value)
+
+
+# -- the sweep file --------------------------------------------------------------------------
+
+
+def test_the_sweep_file_carries_fuse_to_every_trial() -> None:
+    from orchestrator.cluster import ClusterInfo
+    from orchestrator.plan import make_plan
+    from orchestrator.sweep import load_sweep
+    from tests.helpers import SWEEPS
+
+    laptop = ClusterInfo(cpus=8, gpus=0, memory_gb=32, where="this machine")
+
+    def trials(*sets: str) -> list[TrialConfig]:
+        return [r.trial for r in make_plan(load_sweep(SWEEPS / "wenet_4v16.yaml", list(sets)), laptop).rows]
+
+    assert {(t.fuse, t.fuse_max_samples) for t in trials()} == {("auto", None)}
+    off = trials("training.fuse=off", "training.fuse_max_samples=32")  # YAML's off is false
+    assert {(t.fuse, t.fuse_max_samples) for t in off} == {("off", 32)}
+    assert {t.fuse for t in trials("training.fuse='off'")} == {"off"}
