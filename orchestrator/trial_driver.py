@@ -23,6 +23,17 @@ Backends:
   from its latest checkpoint. A worker that dies is handled inside ``fit()``: V2 restarts the
   group from the latest checkpoint up to ``max_failures`` times.
 
+Threads: a simulate trial runs torch with as many intra-op threads as the CPUs Ray reserved for
+it (``cpus_per_worker``, at least 1; :func:`use_assigned_cpus`). Ray sets ``OMP_NUM_THREADS``
+to that number only where the environment has not set it already (tests/test_threads.py: a
+2-CPU task under ``OMP_NUM_THREADS=1`` starts with 1 thread, a 1-CPU task under 8 with 2), so
+the trial sets torch's count itself. Ray's reservations are fixed for a trial's life: CPUs
+that finished trials free are not lent to the running ones (only Tune's
+``ResourceChangingScheduler`` moves them, by pausing a trial and restoring it from a checkpoint
+with new resources). A sweep that will run
+fewer trials at a time than there are cores should ask for more CPUs per trial
+(``resources.cpus_per_worker``); benchmarks/README.md measures what a second thread buys.
+
 Resources (:func:`trial_resources`): a ddp trial's own process takes no CPU, since it only waits
 on the worker group, which Ray Train places itself (its placement group, not the trial's). If
 the driver took Tune's default 1 CPU, drivers could hold every CPU while their worker groups
@@ -35,11 +46,13 @@ trial needs ~9-10 GiB), and must not start a trial whose group alone exceeds the
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import ray.tune
+import torch
 from ray.tune import PlacementGroupFactory
 
 from trainables import loop
@@ -132,7 +145,21 @@ def latest_checkpoint(storage_path: str | Path, trial: TrialConfig) -> str | Non
 # -- backends ------------------------------------------------------------------------------
 
 
+def use_assigned_cpus() -> int:
+    """Set torch's intra-op threads to the CPUs Ray assigned to this process (at least 1, and
+    left alone outside a Ray task or actor); returns the count in use."""
+    cpus = None
+    if ray.is_initialized():
+        # Ray answers only inside a task or actor; a driver (mode 0) gets an AssertionError
+        with contextlib.suppress(AssertionError):
+            cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
+    if cpus:
+        torch.set_num_threads(max(1, int(cpus)))
+    return torch.get_num_threads()
+
+
 def _run_simulate(trial: TrialConfig, fallback: str | None) -> None:
+    use_assigned_cpus()  # the whole trial runs in this process: use every CPU it holds
     def report(metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
         # tune.report persists the checkpoint before it returns; the loop deletes it after.
         checkpoint = ray.tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
