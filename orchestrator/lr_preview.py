@@ -73,12 +73,26 @@ def preview(path: str | Path, updates: int) -> Preview:
         raise InputError(src, problems)
     base_lr = float(lr) if isinstance(lr, int | float) and not isinstance(lr, bool) else 1.0
     schedule = schedules.build(sched, base_lr)
+    rows = schedules.table(schedule, updates)
+    if not moves_momentum(opt.get("type")):
+        rows = [(k, lr_k, None) for k, lr_k, _ in rows]
     batch = training.get("per_worker_batch")
-    return Preview(source=src, scheduler=sched, base_lr=base_lr,
-                   rows=schedules.table(schedule, updates),
+    return Preview(source=src, scheduler=sched, base_lr=base_lr, rows=rows,
                    per_worker_batch=batch if isinstance(batch, int) else None,
                    accum_grad=int(training.get("accum_grad", 1) or 1),
                    world_sizes=world_sizes, dataset_size=dataset_size)
+
+
+#: optimizers whose param groups have ``betas``: the only ones whose momentum a schedule moves
+#: (DeepSpeed's OneCycle turns ``cycle_momentum`` off when ``betas`` is not in the optimizer's
+#: defaults, and the loop sets beta1 only where a group has betas)
+BETAS_OPTIMIZERS = ("adam", "adamw")
+
+
+def moves_momentum(optimizer_type: Any) -> bool:
+    """Whether the schedule's momentum reaches the optimizer; an unknown optimizer (a DeepSpeed
+    JSON without an optimizer block: the client's own) is taken to have betas."""
+    return optimizer_type is None or optimizer_type in BETAS_OPTIMIZERS
 
 
 def write_csv(p: Preview, out: IO[str] | None = None) -> None:

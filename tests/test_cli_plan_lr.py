@@ -259,3 +259,18 @@ def test_lr_reads_a_sweep_file_and_plots_per_epoch_at_its_world_sizes(
     for k in (1, 150, 300, 600):
         assert lrs[k] == pytest.approx(0.002 * min(k / 300, (300 / k) ** 0.5), rel=1e-12)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_lr_onecycle_with_sgd_has_no_momentum(tmp_path: Path) -> None:
+    """DeepSpeed turns OneCycle's momentum cycling off for an optimizer without betas (torch's
+    SGD); the preview shows no momentum column, as the loop sets none (tests/data/README.md)."""
+    onecycle_sgd = str(ROOT / "tests" / "data" / "deepspeed_onecycle_sgd.json")
+    header, rows = parse_csv(lr_cli([onecycle_sgd, "--updates", "1500"], tmp_path))
+    assert header == ["update", "lr"]
+    # the lr is the same cycle as with Adam
+    _, with_adam = parse_csv(lr_cli([ONECYCLE, "--updates", "1500"], tmp_path))
+    assert [r[1] for r in rows] == [r[1] for r in with_adam]
+    from orchestrator.lr_preview import preview
+
+    assert all(m is None for _, _, m in preview(onecycle_sgd, 50).rows)
+    assert any(m is not None for _, _, m in preview(ONECYCLE, 50).rows)
