@@ -12,6 +12,7 @@ from typing import Any
 
 from orchestrator.cluster import WORKER_MEMORY_GB, ClusterInfo, local_cluster
 from orchestrator.errors import InputError, Problem
+from orchestrator.recipes import integral_counts
 from orchestrator.spec import FIXED_AXES
 from orchestrator.sweep import Sweep
 from trainables import scaling, schedules
@@ -58,6 +59,9 @@ class PlanRow:
     also: list[dict[str, Any]] = field(default_factory=list)  # merged identical combinations
     #: the trial's settings minus its seed: trials of one arm are replicates (docs/design.md §4)
     arm: str = ""
+    #: baseline combinations outside the axes that give this very trial (e.g. warmup_rule fixed
+    #: when the axes hold only scaled: the same trial at the reference world size)
+    baseline_alias: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in PLAN_FIELDS}
@@ -70,7 +74,7 @@ class PlanRow:
 
     def matches(self, assignment: dict[str, Any]) -> bool:
         return any(all(axes.get(k) == v for k, v in assignment.items())
-                   for axes in [self.axes, *self.also])
+                   for axes in [self.axes, *self.also, *self.baseline_alias])
 
 
 @dataclass
@@ -152,6 +156,13 @@ def make_plan(sweep: Sweep, cluster: ClusterInfo | None = None) -> Plan:
         rows.append(row)
     if problems:
         raise InputError(sweep.source, problems)
+    _alias_baselines(sweep, rows, by_config, cluster, n_seeds)
+    # a relative target with no baseline trial to resolve it would train every trial for nothing
+    baseline_problems, baseline_notes = _baseline_problems(Plan(sweep=sweep, rows=rows,
+                                                                cluster=cluster))
+    if baseline_problems:
+        raise InputError(sweep.source, baseline_problems)
+    plan_notes.extend(baseline_notes)
     _unique_names(rows)
     _assign_arms(rows)
     merged = sum(len(r.also) for r in rows)
@@ -171,6 +182,67 @@ def make_plan(sweep: Sweep, cluster: ClusterInfo | None = None) -> Plan:
 
 #: fewer evaluations than this in a whole trial cannot place a crossing: `plan` warns
 MIN_EVALS = 10
+
+
+def _alias_baselines(sweep: Sweep, rows: list[PlanRow], by_config: dict[str, PlanRow],
+                     cluster: ClusterInfo, n_seeds: int) -> None:
+    """Where a trial's baseline combination is not in the axes but gives the very trial of
+    another row, that row is the baseline: recorded in its ``baseline_alias``."""
+    plan = Plan(sweep=sweep, rows=rows, cluster=cluster)
+    want = dict(sweep.spec.baseline) if sweep.spec.baseline is not None else (
+        {"world_size": sweep.reference_world_size, "warmup_rule": "fixed", "scaling_rule": "none"}
+        if sweep.reference_world_size else {})
+    if not want:
+        return
+    for row in rows:
+        if plan.baseline_for(row) is not None:
+            continue
+        combo = {**row.axes, **want}
+        try:
+            twin = _row(sweep, combo, cluster, n_seeds)
+        except (ValueError, InputError, KeyError, TypeError):
+            continue
+        match = by_config.get(twin.trial.model_copy(update={"name": ""}).model_dump_json())
+        if match is not None and combo not in match.baseline_alias:
+            match.baseline_alias.append(combo)
+
+
+def _baseline_problems(plan: Plan) -> tuple[list[Problem], list[str]]:
+    """With a relative target the baseline must be a trial of the plan: one that matches no row
+    leaves the study without a target (a problem, named by the field that chose the baseline:
+    ``baseline.<axis>``, or ``reference.world_size`` for the default one). Trials without a
+    baseline of their own seed and free-axis values get no target: a warning note."""
+    spec = plan.sweep.spec
+    if spec.target.relative_to_baseline is None or not plan.rows:
+        return [], []
+    want = dict(spec.baseline) if spec.baseline is not None else (
+        {"world_size": plan.sweep.reference_world_size, "warmup_rule": "fixed",
+         "scaling_rule": "none"} if plan.sweep.reference_world_size else {})
+    target = f"the relative target (target.relative_to_baseline = {spec.target.relative_to_baseline:g})"
+    if not want:
+        return [Problem("baseline", None, f"is required by {target}")], []
+    if any(r.matches(want) for r in plan.rows):
+        orphans = [r.name for r in plan.rows if plan.baseline_for(r) is None]
+        if not orphans:
+            return [], []
+        shown = ", ".join(orphans[:4]) + (", ..." if len(orphans) > 4 else "")
+        return [], [f"warning: {len(orphans)} trial(s) have no baseline trial with their seed and "
+                    f"free-axis values ({shown}): {target} cannot be resolved for them"]
+    combos = [a for r in plan.rows for a in [r.axes, *r.also]]
+    problems = []
+    for key, value in want.items():
+        if not any(a.get(key) == value for a in combos):
+            seen = ", ".join(sorted({repr(a.get(key)) for a in combos}))
+            path = f"baseline.{key}" if spec.baseline is not None else (
+                "reference.world_size" if key == "world_size" else f"baseline.{key} (default)")
+            problems.append(Problem(path, value, f"matches no trial of the plan (its {key} values: "
+                                    f"{seen}): {target} cannot be resolved; name a trial of this "
+                                    "sweep as baseline (at the reference world size every warmup "
+                                    "and lr rule is the same trial), or give target.value"))
+    if not problems:
+        problems.append(Problem("baseline", want, f"no trial of the plan has all of these (excluded?): "
+                                f"{target} cannot be resolved"))
+    return problems, []
 
 
 def _evaluations(row: PlanRow) -> int:
@@ -238,7 +310,7 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     else:
         ref_gb = global_batch(sweep.reference_world_size or ws, batch, accum)
 
-    sched_in = dict(settings.scheduler)
+    sched_in = integral_counts(settings.scheduler)  # axis values like warmup_steps: 300.0
     sched_in["type"] = schedules.canonical_name(str(sched_in["type"]))
     base_lr = float(settings.optimizer["lr"])
     factor = scaling.lr_factor(combo["scaling_rule"], gb, ref_gb)

@@ -36,6 +36,8 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
         lines.extend(f"  {name}: {note}" for name, note in adjustments)
     for note in plan.notes:
         lines.append(f"note: {note}")
+    if sweep.recipe is not None:
+        lines.extend(_recipe_settings(plan))
     if verbose and sweep.recipe is not None:
         lines.append(f"recipe {sweep.recipe.source} ({sweep.recipe.kind}); ignored sections:")
         lines.extend(f"  {k}" for k in sweep.ignored) if sweep.ignored else lines.append("  (none)")
@@ -43,6 +45,44 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
         lines.append(f"recipe {sweep.recipe.source if sweep.recipe else ''}: "
                      f"{len(sweep.ignored)} sections not used by scalesweep (list them with -v)")
     return "\n".join(lines)
+
+
+#: training settings worth showing beside a recipe's optimizer and schedule
+_TRAINING_SHOWN = ("per_worker_batch", "accum_grad", "grad_clip", "epochs", "max_updates")
+
+
+def _recipe_settings(plan: Plan) -> list[str]:
+    """What the trials run before the axes apply, each value with where it came from: the
+    recipe's own key, the rule the framework derives it by, the sweep or a default."""
+    sweep = plan.sweep
+    assert sweep.recipe is not None
+    base = sweep.base
+    lines = [f"settings from recipe {sweep.recipe.source} ({sweep.recipe.kind}), before the axes:"]
+    rows: list[tuple[str, str, str]] = []
+    for section in ("optimizer", "scheduler", "training"):
+        values: dict[str, object] = getattr(base, section)
+        keys = [k for k in values if section != "training" or k in _TRAINING_SHOWN]
+        for key in keys:
+            path = f"{section}.{key}"
+            rows.append((path, repr(values[key]), base.origins.get(path, "?")))
+    if plan.rows:
+        ref_gb = plan.rows[0].reference_global_batch
+        spec_ref = sweep.spec.reference
+        if spec_ref is not None and spec_ref.global_batch is not None:
+            how = "sweep: reference.global_batch"
+        else:
+            batch, accum = base.training.get("per_worker_batch"), base.training.get("accum_grad", 1)
+            how = (f"reference world size {sweep.reference_world_size} * per_worker_batch {batch} "
+                   f"* accum_grad {accum}")
+            ds = sweep.deepspeed_batch
+            if ds is not None and ds.train_batch == ref_gb:
+                given = ds.how["train_batch_size"]
+                how += (f" = {sweep.recipe.source}: train_batch_size"
+                        + ("" if given == "given" else f" ({given})"))
+        rows.append(("reference global batch", str(ref_gb), how))
+    width = max(len(f"{p} = {v}") for p, v, _ in rows)
+    lines.extend(f"  {f'{p} = {v}'.ljust(width)}  <- {o}" for p, v, o in rows)
+    return lines
 
 
 def _target(plan: Plan) -> str:

@@ -17,7 +17,14 @@ from pydantic import BaseModel, ValidationError
 from orchestrator import optimizers
 from orchestrator.errors import InputError, Problem, join_path
 from orchestrator.files import load_mapping
-from orchestrator.recipes import Recipe, read_recipe
+from orchestrator.recipes import (
+    Recipe,
+    ResolvedBatch,
+    config_world_size,
+    integral_counts,
+    read_recipe,
+    resolve_batch,
+)
 from orchestrator.spec import DISTRIBUTIONS, FIXED_AXES, FREE_AXIS_SECTIONS, SweepSpec
 from trainables import schedules
 from trainables.batching import updates_per_epoch
@@ -71,6 +78,9 @@ class Sweep:
     recipe: Recipe | None
     reference_world_size: int | None
     notes: list[str] = field(default_factory=list)
+    #: a DeepSpeed recipe's train_batch_size / micro batch / accumulation as DeepSpeed resolves
+    #: them at the reference world size (recipes.resolve_batch); None for other recipes
+    deepspeed_batch: ResolvedBatch | None = None
 
     @property
     def ignored(self) -> list[str]:
@@ -193,6 +203,10 @@ def _raw_checks(data: Mapping[str, Any]) -> list[Problem]:
     return problems
 
 
+def _in_recipe(source: str, p: Problem) -> Problem:
+    return Problem(f"recipe {source}" + (f": {p.path}" if p.path else ""), p.value, p.rule)
+
+
 def recipe_candidates(recipe: str, sweep_path: Path) -> list[Path]:
     """Where a relative recipe path is looked for: the current directory, then the sweep
     file's directory and each of its parents (so ``sweeps/x.yaml`` can name ``recipes/y.yaml``)."""
@@ -218,8 +232,7 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path) -> Sweep:
             try:
                 recipe = read_recipe(found)
             except InputError as exc:
-                problems.extend(Problem(f"recipe {exc.source}" + (f": {p.path}" if p.path else ""),
-                                        p.value, p.rule) for p in exc.problems)
+                problems.extend(_in_recipe(exc.source, p) for p in exc.problems)
 
     workload: Workload | None = None
     try:
@@ -248,11 +261,14 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path) -> Sweep:
                 base.layer(section, d[section], f"workload {spec.workload.name} default")
         base.layer("training", {k: d[k] for k in TRAINING_FROM_WORKLOAD if k in d},
                    f"workload {spec.workload.name} default")
+    ref_ws = _reference_world_size(spec, recipe, problems, notes)
+    ds_batch = None
     if recipe is not None:
         origins = {k: f"{recipe.source}: {v}" for k, v in recipe.origins.items()}
         for section in ("optimizer", "scheduler", "training"):
             if section in recipe.settings:
                 base.layer(section, recipe.settings[section], origins)
+        ds_batch = _deepspeed_batch(spec, recipe, ref_ws, base, problems, notes)
     if spec.optimizer is not None:
         base.layer("optimizer", spec.optimizer, "sweep")
     if spec.scheduler is not None:
@@ -265,21 +281,21 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path) -> Sweep:
     base.layer("training", explicit_training, "sweep")
     for key in ("dtype", "checkpoint_every", "checkpoint_every_s", "fuse", "fuse_max_samples"):
         base.training.setdefault(key, getattr(spec.training, key))
+    # `warmup_steps: 25000.0`: WeNet and DeepSpeed count with integral floats as with integers
+    base.scheduler.update(integral_counts(base.scheduler))
 
     problems.extend(_check_settings(base))
     problems.extend(_check_axes(spec, base))
 
+    problems.extend(_check_baseline_values(spec.baseline or {}))
     for key, value in (spec.baseline or {}).items():
         values = getattr(spec.axes, key, None) if key in FIXED_AXES else None
-        if isinstance(values, list) and value not in values:
-            # e.g. `--set axes.world_size=[16]` to debug one trial: no baseline to compare with
+        if isinstance(values, list) and value not in values \
+                and spec.target.relative_to_baseline is None:
+            # e.g. `--set axes.world_size=[16]` to debug one trial: no baseline to compare with;
+            # with a relative target plan.make_plan refuses it (the study would have no target)
             notes.append(f"baseline {key}={value!r} is not among the axis values {values}: no "
-                         "speedups, and a relative target cannot be resolved")
-    if spec.reference is None:
-        ref_ws: int | None = min(spec.axes.world_size)
-        notes.append(f"reference.world_size not given: using the smallest world size, {ref_ws}")
-    else:
-        ref_ws = spec.reference.world_size
+                         "speedups")
 
     if isinstance(spec.physical_workers, int):
         for i, ws in enumerate(spec.axes.world_size):
@@ -307,7 +323,73 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path) -> Sweep:
         raise InputError(src, _dedupe(problems))
     assert workload is not None
     return Sweep(spec=spec, source=src, base=base, workload=workload, recipe=recipe,
-                 reference_world_size=ref_ws, notes=notes)
+                 reference_world_size=ref_ws, notes=notes, deepspeed_batch=ds_batch)
+
+
+def _reference_world_size(spec: SweepSpec, recipe: Recipe | None, problems: list[Problem],
+                          notes: list[str]) -> int | None:
+    """``reference.world_size``; without a reference, the world size a DeepSpeed recipe's
+    complete batch triple was written for, else the smallest world size of the sweep. None
+    when the reference is a global batch."""
+    if spec.reference is not None:
+        return spec.reference.world_size
+    batch = recipe.batch if recipe is not None else None
+    if recipe is not None and batch is not None and batch.all_given():
+        ws, found = config_world_size(batch)
+        problems.extend(_in_recipe(recipe.source, p) for p in found)
+        if ws is not None:
+            notes.append(f"reference.world_size not given: {ws}, the world size {recipe.source}'s "
+                         f"batch is written for (train_batch_size {batch.train_batch} / (micro "
+                         f"batch {batch.micro} * accumulation {batch.accum}))")
+        return ws
+    ws = min(spec.axes.world_size)
+    notes.append(f"reference.world_size not given: using the smallest world size, {ws}")
+    return ws
+
+
+def _deepspeed_batch(spec: SweepSpec, recipe: Recipe, ref_ws: int | None, base: Settings,
+                     problems: list[Problem], notes: list[str]) -> ResolvedBatch | None:
+    """Resolve a DeepSpeed recipe's batch triple at the reference world size (DeepSpeed's world
+    size) and layer the micro batch and accumulation it gives as the recipe's values."""
+    if recipe.batch is None or not recipe.batch.any_given():
+        return None
+    world = ref_ws
+    if world is None:  # reference: {global_batch: ...}
+        if recipe.batch.all_given():
+            return None  # config_world_size reported the problem
+        world = min(spec.axes.world_size)
+        notes.append(f"{recipe.source}'s DeepSpeed batch resolved at world size {world} (the "
+                     "smallest; reference.global_batch names no world size)")
+    resolved, found = resolve_batch(recipe.batch, world)
+    problems.extend(_in_recipe(recipe.source, p) for p in found)
+    if resolved is None:
+        return None
+
+    def origin(key: str) -> str:
+        how = resolved.how[key]
+        return f"{recipe.source}: {key}" + ("" if how == "given" else f" = {how}")
+
+    base.layer("training", {"per_worker_batch": resolved.micro, "accum_grad": resolved.accum},
+               {"training.per_worker_batch": origin("train_micro_batch_size_per_gpu"),
+                "training.accum_grad": origin("gradient_accumulation_steps")})
+    return resolved
+
+
+#: what a baseline's fixed-axis value must be, whatever the axes hold
+_BASELINE_RULES = {
+    "world_size": (lambda v: _is_int(v, 1), "must be a world size, an integer >= 1"),
+    "warmup_rule": (lambda v: v in ("fixed", "scaled") or _is_int(v, 0),
+                    "must be 'fixed', 'scaled' or an update count >= 0"),
+    "scaling_rule": (lambda v: v in ("none", "linear", "sqrt", "sqrt_adam"),
+                     "must be 'none', 'linear', 'sqrt' or 'sqrt_adam'"),
+    "seed": (lambda v: _is_int(v, -(2**62)), "must be an integer"),
+}
+
+
+def _check_baseline_values(baseline: Mapping[str, Any]) -> list[Problem]:
+    return [Problem(f"baseline.{key}", value, _BASELINE_RULES[key][1])
+            for key, value in baseline.items()
+            if key in _BASELINE_RULES and not _BASELINE_RULES[key][0](value)]
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:
@@ -348,7 +430,7 @@ def _check_settings(s: Settings, context: str = "") -> list[Problem]:
 
 
 def _canonical(sched: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(sched)
+    out = integral_counts(sched)
     if isinstance(out.get("type"), str):
         with contextlib.suppress(ValueError):  # validate() reports bad names
             out["type"] = schedules.canonical_name(out["type"])
@@ -429,9 +511,11 @@ def _check_target(spec: SweepSpec, workload: Workload) -> list[Problem]:
         return [Problem("target.metric", metric,
                         f"workload {spec.workload.name} reports {known}")]
     if spec.target.relative_to_baseline is not None and spec.baseline is None \
-            and spec.reference is None:
+            and (spec.reference is None or spec.reference.world_size is None):
+        why = "" if spec.reference is None else (
+            "; reference.global_batch names no world size to take the baseline at")
         return [Problem("target.relative_to_baseline", spec.target.relative_to_baseline,
-                        "a relative target needs a baseline trial (set baseline)")]
+                        f"a relative target needs a baseline trial (set baseline){why}")]
     return []
 
 

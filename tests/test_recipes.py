@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from orchestrator.cli import main
+from orchestrator.errors import InputError
 from orchestrator.plan import make_plan
 from orchestrator.recipes import read_recipe
 from orchestrator.sweep import load_sweep
@@ -188,9 +189,9 @@ DEEPSPEED_USED = {
     "training": {"per_worker_batch": 8, "accum_grad": 4, "grad_clip": 1.0},
 }
 DEEPSPEED_IGNORED = {
-    "train_batch_size", "steps_per_print", "wall_clock_breakdown", "prescale_gradients", "fp16",
+    "steps_per_print", "wall_clock_breakdown", "prescale_gradients", "fp16",
     "bf16", "zero_optimization", "activation_checkpointing", "flops_profiler", "tensorboard",
-    "comms_logger", "optimizer.params.torch_adam", "optimizer.params.adam_w_mode",
+    "comms_logger", "optimizer.params.torch_adam",
 }
 
 
@@ -321,17 +322,22 @@ def test_a_different_type_in_the_sweep_drops_the_recipes_params(
 
 def test_a_deepspeed_recipe_plans(tmp_path: Path, deepspeed_file: Path,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """train_batch_size 256 = micro 8 * accumulation 4 * 8 GPUs: without a reference: in the
+    sweep the reference is the world size the config was written for, 8, and its batch 256."""
     monkeypatch.chdir(tmp_path)
     path = sweep_file(tmp_path, deepspeed_file, "training: {epochs: 1}\naxes:\n"
                       "  world_size: [2, 4]\n  warmup_rule: [scaled]\n  scaling_rule: [linear]\n")
-    rows = make_plan(load_sweep(path)).rows
+    sweep = load_sweep(path)
+    assert sweep.reference_world_size == 8
+    rows = make_plan(sweep).rows
     assert [r.scheduler for r in rows] == ["ds_warmup_decay", "ds_warmup_decay"]
     assert [r.global_batch for r in rows] == [2 * 8 * 4, 4 * 8 * 4]
-    # scaled: 2000 updates at the reference (ws 2) become 1000 at twice the batch
-    assert [r.warmup_steps for r in rows] == [2000, 1000]
-    # linear: warmup_max_lr (an absolute lr of the schedule) doubles with the batch
-    assert rows[1].peak_lr == pytest.approx(2 * rows[0].peak_lr, rel=1e-12)
-    assert rows[0].peak_lr == pytest.approx(3e-4, rel=1e-12)
+    assert {r.reference_global_batch for r in rows} == {256}
+    # scaled: 2000 updates at the reference batch 256 become 8000 at 64 and 4000 at 128
+    assert [r.warmup_steps for r in rows] == [8000, 4000]
+    # linear: warmup_max_lr (an absolute lr of the schedule) follows the batch
+    assert rows[0].peak_lr == pytest.approx(3e-4 / 4, rel=1e-12)
+    assert rows[1].peak_lr == pytest.approx(3e-4 / 2, rel=1e-12)
 
 
 # --- plan -v lists what was ignored ---------------------------------------------------------
@@ -377,3 +383,304 @@ def test_own_form_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert recipe.settings == {"optimizer": {"type": "adam", "lr": 0.003},
                                "scheduler": {"type": "warmuplr", "warmup_steps": 123},
                                "training": {"per_worker_batch": 8}}
+
+
+# --- real configs from the frameworks' own repositories (tests/data/README.md) ----------------
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def data_sweep(tmp_path: Path, recipe: str, body: str,
+               target: str = "{metric: dev_loss, relative_to_baseline: 0.1}") -> Path:
+    path = tmp_path / "study.yaml"
+    path.write_text(f"name: real-config\nworkload: {{name: mlp_regression, options: {{train_size: "
+                    f"4096}}}}\nrecipe: {DATA / recipe}\ntarget: {target}\n{body}")
+    return path
+
+
+@pytest.mark.parametrize(("recipe", "ref_ws", "expect"), [
+    # train_batch_size 8 alone: accumulation 1, micro batch 8 // world size
+    ("deepspeed_torch_compile_z2.json", 2, (8, 4, 1)),
+    ("deepspeed_torch_compile_z2.json", 4, (8, 2, 1)),
+    # train_batch_size 24 with micro 3: accumulation 24 // 3 // world size
+    ("deepspeed_bing_bert_squad_bsz24_fp32.json", 2, (24, 3, 4)),
+    # micro 8 with accumulation 3: train_batch_size = 8 * 3 * world size
+    ("deepspeed_megatron_gpt2_bs8_gas3.json", 4, (96, 8, 3)),
+    # train_batch_size 4 with accumulation 1: micro 4 // world size // 1
+    ("deepspeed_megatron_gpt2_scheduler.json", 2, (4, 2, 1)),
+])
+def test_deepspeed_batch_is_resolved_as_deepspeed_does(
+        recipe: str, ref_ws: int, expect: tuple[int, int, int], tmp_path: Path) -> None:
+    """Issue #13: any two of the triple give the third at the reference world size (DeepSpeed's
+    world size); the reference global batch is train_batch_size."""
+    if recipe.startswith("deepspeed_bing"):  # its bias_correction: false is refused (below)
+        text = (DATA / recipe).read_text().replace('"bias_correction": false', '"amsgrad": false')
+        (tmp_path / recipe).write_text(text)
+        path = data_sweep(tmp_path, recipe, "")
+        path.write_text(path.read_text().replace(str(DATA / recipe), str(tmp_path / recipe)))
+        body_path = path
+    else:
+        body_path = data_sweep(tmp_path, recipe, "")
+    body_path.write_text(body_path.read_text() + f"reference: {{world_size: {ref_ws}}}\n"
+                         f"training: {{epochs: 1}}\naxes: {{world_size: [{ref_ws}, {2 * ref_ws}], "
+                         "scaling_rule: [none, linear]}\n")
+    sweep = load_sweep(body_path)
+    tb, mb, ga = expect
+    assert sweep.deepspeed_batch is not None
+    assert (sweep.deepspeed_batch.train_batch, sweep.deepspeed_batch.micro,
+            sweep.deepspeed_batch.accum) == expect
+    rows = make_plan(sweep).rows
+    assert [(r.per_worker_batch, r.accum_grad) for r in rows] == [(mb, ga)] * len(rows)
+    assert {r.reference_global_batch for r in rows} == {tb}
+    assert rows[0].global_batch == tb  # the baseline at the reference runs DeepSpeed's batch
+    linear = next(r for r in rows if r.scaling_rule == "linear")
+    assert linear.global_batch == 2 * tb
+    assert linear.peak_lr == pytest.approx(2 * rows[0].peak_lr, rel=1e-12)
+
+
+def test_issue_example_train_batch_512_micro_32_at_4_gpus(tmp_path: Path) -> None:
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_batch_size": 512, "train_micro_batch_size_per_gpu": 32,
+                              "optimizer": {"type": "Adam", "params": {"lr": 4e-4}}}))
+    path = tmp_path / "study.yaml"
+    path.write_text(f"name: issue\nworkload: {{name: mlp_regression, options: {{train_size: 65536}}}}"
+                    f"\nrecipe: {ds}\ntarget: {{metric: dev_loss, value: 0.1}}\n"
+                    "reference: {world_size: 4}\ntraining: {epochs: 1}\naxes: {world_size: [4, 8]}\n")
+    (ws4, ws8) = make_plan(load_sweep(path)).rows
+    assert (ws4.global_batch, ws4.per_worker_batch, ws4.accum_grad) == (512, 32, 4)
+    assert ws4.updates_per_epoch == 65536 // 512
+    assert (ws8.global_batch, ws8.reference_global_batch) == (1024, 512)
+
+
+def test_deepspeed_complete_triple_sets_the_reference_world_size(tmp_path: Path) -> None:
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_batch_size": 512, "train_micro_batch_size_per_gpu": 32,
+                              "gradient_accumulation_steps": 4}))
+    path = sweep_file(tmp_path, ds, "training: {epochs: 1}\naxes: {world_size: [2, 4]}\n")
+    sweep = load_sweep(path)
+    assert sweep.reference_world_size == 4
+    assert any("the world size" in n and "train_batch_size 512" in n for n in sweep.notes)
+
+
+@pytest.mark.parametrize(("config", "ref", "expect"), [
+    # 512 // 32 // 3 = 5, and 32 * 5 * 3 = 480 != 512: DeepSpeed's assertion
+    ({"train_batch_size": 512, "train_micro_batch_size_per_gpu": 32}, "reference: {world_size: 3}\n",
+     "512 != 32 * 5 * 3 = 480"),
+    # all three, inconsistent at the sweep's reference world size
+    ({"train_batch_size": 512, "train_micro_batch_size_per_gpu": 32,
+      "gradient_accumulation_steps": 4}, "reference: {world_size: 2}\n", "512 != 32 * 4 * 2 = 256"),
+    # all three, no reference: no world size gives this batch
+    ({"train_batch_size": 500, "train_micro_batch_size_per_gpu": 32,
+      "gradient_accumulation_steps": 4}, "", "not a whole multiple"),
+    # micro batch of 0 derived: 8 // 16 // 1
+    ({"train_batch_size": 8, "gradient_accumulation_steps": 16}, "reference: {world_size: 1}\n",
+     "each >= 1"),
+])
+def test_inconsistent_deepspeed_batch_is_exit_2_naming_all_three(
+        config: dict[str, Any], ref: str, expect: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps(config))
+    path = sweep_file(tmp_path, ds, f"{ref}training: {{epochs: 1}}\naxes: {{world_size: [2, 4]}}\n")
+    capsys.readouterr()
+    assert main(["plan", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert ("train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps = "
+            in err), err
+    assert expect in err
+
+
+def test_deepspeed_auto_batch_is_refused(tmp_path: Path) -> None:
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto"}))
+    with pytest.raises(InputError, match="Hugging Face Trainer"):
+        read_recipe(ds)
+
+
+# --- DeepSpeed's optimizer ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("opt", "expect"), [
+    # "Adam" defaults to adam_w_mode true: AdamW, with FusedAdam's weight_decay 0 and lr 1e-3
+    ({"type": "Adam", "params": {}}, {"type": "adamw", "lr": 1e-3, "weight_decay": 0.0}),
+    ({"type": "adam", "params": {"lr": 0.1, "adam_w_mode": False}},
+     {"type": "adam", "lr": 0.1, "weight_decay": 0.0}),
+    # the name AdamW forces decoupled decay whatever adam_w_mode says
+    ({"type": "AdamW", "params": {"lr": 0.1, "adam_w_mode": False, "weight_decay": 0.1}},
+     {"type": "adamw", "lr": 0.1, "weight_decay": 0.1}),
+    # torch_adam: true picks torch.optim.AdamW, whose weight_decay default is 0.01
+    ({"type": "Adam", "params": {"lr": 0.1, "torch_adam": True}},
+     {"type": "adamw", "lr": 0.1, "weight_decay": 0.01}),
+    ({"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9, "foreach": True}},
+     {"type": "sgd", "lr": 0.1, "momentum": 0.9}),
+])
+def test_deepspeed_optimizer_as_deepspeed_builds_it(opt: dict[str, Any], expect: dict[str, Any],
+                                                   tmp_path: Path) -> None:
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"optimizer": opt}))
+    assert read_recipe(ds).settings["optimizer"] == expect
+
+
+def test_real_config_adam_is_adamw(tmp_path: Path) -> None:
+    recipe = read_recipe(DATA / "deepspeed_torch_compile_z2.json")
+    assert recipe.settings["optimizer"] == {"type": "adamw", "lr": 0.001, "betas": [0.8, 0.999],
+                                            "eps": 1e-8, "weight_decay": 3e-7}
+    assert "adam_w_mode true (DeepSpeed's default)" in recipe.origins["optimizer.type"]
+
+
+@pytest.mark.parametrize(("opt", "path", "expect"), [
+    ({"type": "Adam", "params": {"bias_correction": False}}, "optimizer.params.bias_correction",
+     "always corrects"),
+    ({"type": "Adam", "params": {"maximize": True}}, "optimizer.maximize", "unknown adamw setting"),
+    ({"type": "Adam", "params": {"max_grad_norm": 1.0}}, "optimizer.max_grad_norm", "unknown"),
+    ({"type": "Adam", "params": {"adam_w_mode": "yes"}}, "optimizer.params.adam_w_mode",
+     "true or false"),
+    ({"type": "sgd", "params": {"lr": 0.1}}, "optimizer.type", "exact name"),
+    ({"type": "SGD", "params": {"lr": 0.1, "maximize": True}}, "optimizer.maximize", "unknown"),
+])
+def test_deepspeed_optimizer_keys_that_change_the_maths_are_exit_2(
+        opt: dict[str, Any], path: str, expect: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_micro_batch_size_per_gpu": 8, "optimizer": opt}))
+    study = sweep_file(tmp_path, ds, "training: {epochs: 1}\naxes: {world_size: [2]}\n")
+    capsys.readouterr()
+    assert main(["plan", str(study)]) == 2
+    err = capsys.readouterr().err
+    assert path in err and expect in err, err
+
+
+def test_real_config_bias_correction_false_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"optimizer\.params\.bias_correction = False"):
+        read_recipe(DATA / "deepspeed_bing_bert_squad_bsz24_fp32.json")
+
+
+# --- values the originals accept ------------------------------------------------------------------
+
+
+def test_last_batch_iteration_minus_one_is_accepted(tmp_path: Path) -> None:
+    """A real config (PyTorch Lightning's DeepSpeed tests) carries the default explicitly."""
+    recipe = read_recipe(DATA / "lightning_deepspeed_sgd_warmuplr.json")
+    assert recipe.settings["scheduler"] == {"type": "WarmupLR", "warmup_min_lr": 0,
+                                            "warmup_max_lr": 3e-5, "warmup_num_steps": 100}
+    assert recipe.settings["optimizer"] == {"type": "sgd", "lr": 3e-5}
+    assert any(i.startswith("scheduler.params.last_batch_iteration") for i in recipe.ignored)
+    ds = tmp_path / "ds.json"
+    ds.write_text((DATA / "lightning_deepspeed_sgd_warmuplr.json").read_text().replace(
+        '"last_batch_iteration": -1', '"last_batch_iteration": 500'))
+    with pytest.raises(InputError, match="last_batch_iteration = 500: only -1"):
+        read_recipe(ds)
+
+
+def test_integral_floats_count_updates(tmp_path: Path) -> None:
+    text = (DATA / "wenet_aishell_train_conformer.yaml").read_text()
+    assert "warmup_steps: 25000" in text
+    wenet = tmp_path / "train.yaml"
+    wenet.write_text(text.replace("warmup_steps: 25000", "warmup_steps: 25000.0")
+                     .replace("accum_grad: 4", "accum_grad: 4.0"))
+    recipe = read_recipe(wenet)
+    assert recipe.settings["scheduler"] == {"type": "warmuplr", "warmup_steps": 25000}
+    assert type(recipe.settings["scheduler"]["warmup_steps"]) is int
+    assert recipe.settings["training"]["accum_grad"] == 4
+    path = sweep_file(tmp_path, wenet, "training: {epochs: 1}\nscheduler: {warmup_steps: 300.0}\n"
+                      "axes: {world_size: [2], scheduler.warmup_steps: [100.0, 200]}\n")
+    rows = make_plan(load_sweep(path)).rows
+    assert [r.warmup_steps for r in rows] == [100, 200]
+    # a fraction is still not a count of updates
+    path = sweep_file(tmp_path, wenet, "training: {epochs: 1}\nscheduler: {warmup_steps: 12.5}\n"
+                      "axes: {world_size: [2]}\n")
+    with pytest.raises(InputError, match=r"warmup_steps = 12\.5: must be an integer"):
+        load_sweep(path)
+
+
+def test_real_wenet_config_plans_as_wenet_runs_it(tmp_path: Path) -> None:
+    recipe = read_recipe(DATA / "wenet_aishell_train_conformer.yaml")
+    assert recipe.settings == {
+        "optimizer": {"type": "adam", "lr": 0.002},
+        "scheduler": {"type": "warmuplr", "warmup_steps": 25000},
+        "training": {"accum_grad": 4, "grad_clip": 5, "epochs": 240, "per_worker_batch": 16},
+    }
+    path = data_sweep(tmp_path, "wenet_aishell_train_conformer.yaml",
+                      "reference: {world_size: 4}\ntraining: {epochs: 1}\n"
+                      "axes: {world_size: [4, 16], warmup_rule: [fixed, scaled]}\n")
+    rows = make_plan(load_sweep(path)).rows
+    assert {(r.world_size, r.warmup_steps) for r in rows} == {(4, 25000), (16, 25000), (16, 6250)}
+    assert {r.reference_global_batch for r in rows} == {4 * 16 * 4}
+
+
+# --- the plan shows where each value came from ---------------------------------------------------
+
+
+def test_plan_shows_the_batch_optimizer_and_schedule_deepspeed_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = data_sweep(tmp_path, "deepspeed_torch_compile_z2.json",
+                      "reference: {world_size: 2}\ntraining: {epochs: 1}\n"
+                      "axes: {world_size: [2, 4]}\n")
+    out = cli(["plan", str(path)], capsys)
+    name = str(DATA / "deepspeed_torch_compile_z2.json")
+    assert f"settings from recipe {name} (deepspeed), before the axes:" in out
+    lines = {line.split("<-")[0].strip(): line.split("<-")[1].strip()
+             for line in out.splitlines() if "<-" in line}
+    assert lines["optimizer.type = 'adamw'"].endswith(
+        "optimizer.type 'Adam' with adam_w_mode true (DeepSpeed's default)")
+    assert lines["training.per_worker_batch = 4"].endswith(
+        "train_micro_batch_size_per_gpu = train_batch_size 8 // world size 2")
+    assert "DeepSpeed's default with train_batch_size alone" in lines["training.accum_grad = 1"]
+    assert lines["reference global batch = 8"].endswith(f"{name}: train_batch_size")
+    assert lines["scheduler.warmup_num_steps = 1000"].endswith("scheduler.params.warmup_num_steps")
+
+
+# --- a relative target needs a baseline trial ---------------------------------------------------
+
+
+@pytest.mark.parametrize(("sets", "expect"), [
+    ("baseline: {world_size: -3, warmup_rule: fixed, scaling_rule: none}\n",
+     "baseline.world_size = -3: must be a world size"),
+    ("baseline: {world_size: 0, warmup_rule: fixed, scaling_rule: none}\n",
+     "baseline.world_size = 0: must be a world size"),
+    ("baseline: {world_size: 'many', warmup_rule: fixed, scaling_rule: none}\n",
+     "baseline.world_size = 'many': must be a world size"),
+    ("baseline: {world_size: 16, warmup_rule: fixed, scaling_rule: none}\n",
+     "baseline.world_size = 16: matches no trial of the plan (its world_size values: 2, 4)"),
+    ("baseline: {world_size: 2, warmup_rule: fixed, scaling_rule: none}\n"
+     "exclude: [{world_size: 2}]\n", "baseline.world_size = 2: matches no trial"),
+    # the default baseline is the reference world size with fixed warmup and no lr scaling
+    ("reference: {world_size: 8}\n", "reference.world_size = 8: matches no trial"),
+    ("reference: {global_batch: 64}\n", "target.relative_to_baseline = 0.1: a relative target "
+     "needs a baseline trial"),
+])
+def test_a_relative_target_without_a_baseline_trial_is_exit_2(
+        sets: str, expect: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "study.yaml"
+    path.write_text("name: void\nworkload: {name: mlp_regression}\n"
+                    "target: {metric: dev_loss, relative_to_baseline: 0.1}\n"
+                    f"training: {{epochs: 1}}\n{sets}axes: {{world_size: [2, 4]}}\n")
+    capsys.readouterr()
+    assert main(["plan", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert expect in err, err
+    assert list(tmp_path.iterdir()) == [path]
+
+
+def test_a_baseline_outside_the_axes_that_is_the_same_trial_is_found(tmp_path: Path) -> None:
+    """warmup_rule fixed with axes of only scaled: at the reference world size it is one trial."""
+    path = tmp_path / "study.yaml"
+    path.write_text("name: alias\nworkload: {name: mlp_regression}\nreference: {world_size: 2}\n"
+                    "target: {metric: dev_loss, relative_to_baseline: 0.1}\n"
+                    "baseline: {world_size: 2, warmup_rule: fixed, scaling_rule: none}\n"
+                    "scheduler: {type: gradual_warmup, warmup_steps: 20}\ntraining: {epochs: 1}\n"
+                    "axes: {world_size: [2, 4], warmup_rule: [scaled]}\n")
+    plan = make_plan(load_sweep(path))
+    base = next(r for r in plan.rows if r.world_size == 2)
+    assert all(plan.baseline_for(r) is base for r in plan.rows)
+
+
+def test_an_absolute_target_keeps_a_missing_baseline_as_a_note(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "study.yaml"
+    path.write_text("name: one\nworkload: {name: mlp_regression}\ntarget: {metric: dev_loss, "
+                    "value: 0.1}\nbaseline: {world_size: 2}\ntraining: {epochs: 1}\n"
+                    "axes: {world_size: [16]}\n")
+    plan = make_plan(load_sweep(path))
+    assert any("baseline world_size=2 is not among the axis values" in n for n in plan.notes)
