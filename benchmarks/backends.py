@@ -44,6 +44,7 @@ def overrides(world: int, backend: str, updates: int, cpus_per_worker: float, qu
     o = [
         f"name=bench-backends-{backend}-ws{world}",
         f"axes.world_size=[{world}]",
+        f"baseline.world_size={world}",  # the one trial is its own baseline: a target to resolve
         "axes.warmup_rule=[fixed]",
         "axes.scaling_rule=[none]",
         "exclude=[]",

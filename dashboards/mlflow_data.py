@@ -19,21 +19,8 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from trainables.convergence import EvalPoint
+from trainables.tracking_names import PARENT_TAG, ROLE_TAG, SUMMARY_METRICS, TARGET_METRIC
 
-ROLE_TAG = "scalesweep.role"
-PARENT_TAG = "mlflow.parentRunId"
-#: Metrics logged once at the end of a trial (docs/design.md §4.5).
-SUMMARY_METRICS = (
-    "updates_to_target",
-    "samples_to_target",
-    "epochs_to_target",
-    "seconds_to_target",
-    "final_dev_loss",
-    "best_dev_loss",
-    "speedup_vs_baseline",
-    "scaling_efficiency",
-    "train_seconds",
-)
 #: The clocks a curve can be read on; the report plots against any of them.
 AXIS_METRICS = ("samples_seen", "epoch", "wall_s")
 HISTORY_METRICS = ("dev_loss", "train_loss", "lr", "noise_scale", *AXIS_METRICS)
@@ -225,7 +212,7 @@ def _trials_frame(children: Iterable[Run]) -> pd.DataFrame:
         for key in SUMMARY_METRICS:
             row[key] = metrics.get(key, math.nan)
         # the target this trial was measured against (one per baseline arm), when logged
-        row["trial_target"] = metrics.get("target_value", math.nan)
+        row["trial_target"] = metrics.get(TARGET_METRIC, math.nan)
         rows.append(row)
     frame = pd.DataFrame(rows)
     if frame.empty:

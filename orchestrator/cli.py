@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.errors import InputError, Problem
+from trainables.tracking_names import DEFAULT_TRACKING_URI
 
 EXIT_OK, EXIT_ERROR, EXIT_INPUT = 0, 1, 2
 
@@ -84,14 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
 def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("sweep")
     p.add_argument("--address", help="Ray cluster (auto, ray://host:10001, http://head:8265)")
-    p.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///mlflow.db)")
+    p.add_argument("--tracking-uri", help=f"MLflow tracking URI (default {DEFAULT_TRACKING_URI})")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--summary-json", metavar="PATH")
     p.add_argument("--verbose", "-v", action="store_true")
 
 
 def tracking_uri(arg: str | None) -> str:
-    return arg or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
+    return arg or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -105,7 +106,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         import ray
 
         from orchestrator.cluster import connected_cluster
-        from orchestrator.submit import enable_token_auth
+        from orchestrator.ray_auth import enable_token_auth
 
         enable_token_auth(args.address)
         ray.init(address=args.address, logging_level=logging.ERROR, log_to_driver=False)
@@ -138,12 +139,18 @@ def cmd_lr(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from orchestrator.runner import run_sweep
+    from orchestrator.runner import ray_address, run_sweep
 
-    outcome = run_sweep(args.sweep, overrides=args.set, address=args.address,
-                        tracking_uri=tracking_uri(args.tracking_uri),
-                        summary_json=args.summary_json, verbose=args.verbose)
-    return _finish(outcome)
+    address = ray_address(args.address)
+    kwargs = {"overrides": args.set, "address": address, "tracking_uri": tracking_uri(args.tracking_uri),
+              "summary_json": args.summary_json, "verbose": args.verbose}
+    if address and address.startswith("ray://"):
+        # a Ray Client driver cannot host the sweep (Tune's callbacks would run remotely); its
+        # driver runs on the head instead
+        from orchestrator.submit import run_via_client
+
+        return _finish(run_via_client(args.sweep, **kwargs))
+    return _finish(run_sweep(args.sweep, **kwargs))
 
 
 def cmd_submit(args: argparse.Namespace) -> int:

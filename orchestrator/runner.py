@@ -70,6 +70,11 @@ def trial_params(row: PlanRow, sweep: Sweep, baseline_arm: str | None = None) ->
     return params
 
 
+def ray_address(arg: str | None) -> str | None:
+    """The cluster to use: ``--address``, else ``RAY_ADDRESS``, else None (start a local Ray)."""
+    return arg or os.environ.get("RAY_ADDRESS") or None
+
+
 def _connect(address: str | None, verbose: bool) -> None:
     import ray
 
@@ -82,11 +87,18 @@ def _connect(address: str | None, verbose: bool) -> None:
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
     if ray.is_initialized():
         return
+    # RAY_ADDRESS counts as --address: ray.init() would connect to it anyway, and then refuse
+    # the num_cpus that only a new local Ray accepts
+    address = ray_address(address)
+    if address and address.startswith("ray://"):
+        raise InputError("ray", [Problem("address", address, "a Ray Client address cannot host "
+                                         "the sweep driver: `scalesweep run --address ray://...` "
+                                         "runs it on the head (orchestrator.submit.run_via_client)")])
     if address:
-        from orchestrator.submit import enable_token_auth
+        from orchestrator.ray_auth import enable_token_auth
 
         # Ray presents its auth token for "auto" by itself, for an explicit address only in
-        # token mode: turn that on when the user gave a token (see orchestrator.submit)
+        # token mode: turn that on when the user gave a token (see orchestrator.ray_auth)
         enable_token_auth(address)
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=verbose)
     else:
@@ -104,13 +116,8 @@ def _check_feasible(plan: Plan) -> None:
 
 def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_uri: str,
               summary_json: str | None = None, verbose: bool = False) -> Outcome:
-    if address and address.startswith("ray://"):
-        # a Ray Client driver cannot host the sweep; its driver runs on the head instead
-        from orchestrator.submit import run_via_client
-
-        return run_via_client(path, overrides=overrides, address=address, tracking_uri=tracking_uri,
-                              summary_json=summary_json, verbose=verbose)
     sweep = load_sweep(path, overrides)
+    make_plan(sweep)  # every input problem the plan finds, before Ray starts or MLflow is touched
     check_reachable(tracking_uri)
     _connect(address, verbose)
     from orchestrator.cluster import connected_cluster
@@ -160,8 +167,9 @@ def resume_sweep(name_or_dir: str, *, address: str | None, tracking_uri: str | N
     state = json.loads((sweep_dir / STATE_FILE).read_text())
     uri = tracking_uri or state["tracking_uri"]
     sweep = load_sweep(state["sweep_file"], state["overrides"])
+    make_plan(sweep)  # input problems before Ray starts
     check_reachable(uri)
-    address = address or state.get("address")
+    address = ray_address(address) or state.get("address")
     if address and address.startswith("ray://"):
         raise InputError("resume", [Problem("--address", address, "resume runs where the sweep's "
                                             "state is: on the head, with --address auto")])

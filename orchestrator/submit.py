@@ -26,8 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
-import ipaddress
 import json
 import logging
 import os
@@ -43,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import InputError, Problem
+from orchestrator.ray_auth import AUTH_HINT, auth_token, enable_token_auth, host_of, is_loopback
+from trainables.tracking_names import DEFAULT_TRACKING_URI
 
 #: the checkout this code runs from (an editable install), or None for a plain install
 PROJECT_ROOT: Path | None = (
@@ -56,61 +56,6 @@ EXCLUDES = (".venv", "venv", ".git", "mlflow.db", "mlflow.db-*", "mlruns", "mlar
 STAGE = "_scalesweep_submit"  # inside the shipped tree: sweep/recipe files from elsewhere
 SUMMARY_MARK = "@@scalesweep-summary@@ "
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
-
-
-# -- authentication --------------------------------------------------------------------------
-
-
-def _host(address: str) -> str:
-    rest = address.split("://", 1)[-1].split("/", 1)[0]
-    if rest.startswith("["):  # [::1]:8265
-        return rest[1:].split("]", 1)[0]
-    return rest.rsplit(":", 1)[0] if rest.count(":") == 1 else rest
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def auth_token(address: str) -> str | None:
-    """The Ray token to present to the cluster at ``address``, or None (see module docs)."""
-    mode = os.environ.get("RAY_AUTH_MODE", "").strip().lower()
-    if mode and mode != "token":
-        return None
-    token = os.environ.get("RAY_AUTH_TOKEN", "").strip()
-    if token:
-        return token
-    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
-    if path:
-        try:
-            return Path(path).expanduser().read_text().strip() or None
-        except OSError as exc:
-            raise RuntimeError(f"RAY_AUTH_TOKEN_PATH={path} cannot be read ({exc.strerror})") from None
-    default = Path.home() / ".ray" / "auth_token"
-    if default.is_file() and (mode == "token" or _is_loopback(_host(address))):
-        return default.read_text().strip() or None
-    return None
-
-
-def enable_token_auth(address: str) -> None:
-    """Before ``ray.init(address)``: switch this process to token mode when :func:`auth_token`
-    finds a token. Ray reads ``RAY_AUTH_MODE`` into its config at import, hence the refresh."""
-    if os.environ.get("RAY_AUTH_MODE") or address == "auto" or auth_token(address) is None:
-        return
-    os.environ["RAY_AUTH_MODE"] = "token"
-    if "ray" in sys.modules:
-        with contextlib.suppress(Exception):  # private, may move; a fresh process needs none
-            importlib.import_module("ray._raylet").Config.initialize("")
-
-
-AUTH_HINT = ("the cluster wants Ray's auth token: export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<token> "
-             "(or RAY_AUTH_TOKEN_PATH=<file>, or put it in ~/.ray/auth_token); `ray get-auth-token` "
-             "on the head prints it")
 
 
 # -- what gets shipped -----------------------------------------------------------------------
@@ -234,8 +179,8 @@ def _env_vars() -> dict[str, str]:
 
 
 def _warn_loopback_tracking(address: str, tracking_uri: str) -> None:
-    if tracking_uri.startswith(("http://", "https://")) and _is_loopback(_host(tracking_uri)) \
-            and not _is_loopback(_host(address)):
+    if tracking_uri.startswith(("http://", "https://")) and is_loopback(host_of(tracking_uri)) \
+            and not is_loopback(host_of(address)):
         print(f"warning: --tracking-uri {tracking_uri} names a loopback address, which on the "
               "cluster is the head itself", file=sys.stderr)
 
@@ -246,7 +191,7 @@ def _warn_loopback_tracking(address: str, tracking_uri: str) -> None:
 def submit(args: argparse.Namespace) -> int:
     """``scalesweep submit``: returns the job's exit code (see module docs)."""
     address = args.address or os.environ.get("RAY_ADDRESS", "")
-    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
     arg_problems = []
     if not address.startswith(("http://", "https://")):
         arg_problems.append(Problem(

@@ -10,13 +10,7 @@ from orchestrator.plan import Plan, PlanRow
 from orchestrator.sweep import metric_mode
 from trainables import arms
 from trainables import convergence as conv
-
-SUMMARY_METRICS = ("updates_to_target", "samples_to_target", "epochs_to_target",
-                   "seconds_to_target", "final_dev_loss", "best_dev_loss", "speedup_vs_baseline",
-                   "scaling_efficiency", "train_seconds")
-#: the evals around each crossing, logged with the summary (hi absent when never reached)
-BRACKETS = ("updates_to_target_lo", "updates_to_target_hi", "epochs_to_target_lo",
-            "epochs_to_target_hi")
+from trainables.tracking_names import BRACKETS, SUMMARY_METRICS
 
 
 def points(curve: Sequence[Mapping[str, Any]], metric: str) -> list[conv.EvalPoint]:

@@ -23,10 +23,10 @@ from typing import Any
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
+from trainables.tracking_names import PARENT_TAG, ROLE_TAG
+
 log = logging.getLogger(__name__)
 
-ROLE_TAG = "scalesweep.role"
-PARENT_TAG = "mlflow.parentRunId"
 #: what a trial reports per eval that goes to MLflow as a metric (plus every dev_* key)
 CURVE_KEYS = ("train_loss", "lr", "momentum", "samples_seen", "epoch", "wall_s", "noise_scale")
 MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch request

@@ -28,7 +28,8 @@ from tests.helpers import ROOT, SWEEPS, MlflowServer, cli_env
 
 SMOKE = str(SWEEPS / "smoke.yaml")
 # one ddp trial of 4 workers, 1 CPU each, on two nodes of 2 CPUs: it must span both
-DDP4 = ["--set", "backend=ddp", "--set", "axes.world_size=[4]", "--set", "axes.scaling_rule=[none]",
+DDP4 = ["--set", "backend=ddp", "--set", "axes.world_size=[4]", "--set", "baseline.world_size=4",
+        "--set", "axes.scaling_rule=[none]",
         "--set", "training.epochs=2"]
 ONE_SIMULATED = ["--set", "axes.world_size=[2]", "--set", "axes.scaling_rule=[none]",
                  "--set", "training.epochs=2"]
@@ -275,3 +276,24 @@ def test_run_through_ray_client_drives_the_sweep_on_the_head(
 
 def test_project_root_is_this_checkout() -> None:
     assert sub.PROJECT_ROOT == ROOT and os.path.isdir(ROOT / "orchestrator")
+
+
+@pytest.mark.slow
+def test_ray_address_in_the_environment_counts_as_address(
+        cluster: RayCluster, mlflow_server: MlflowServer, tmp_path: Path) -> None:
+    # RAY_ADDRESS names the cluster and no --address is given: run joins that cluster (it used
+    # to start a local Ray's ray.init(num_cpus=...), which Ray refuses for an existing cluster)
+    env = token_env(cluster, cluster.base / "shared")
+    proc = run_cli("run", SMOKE, "--tracking-uri", mlflow_server.uri, *ONE_SIMULATED,
+                   "--set", "name=smoke-env-address", "--summary-json", "s.json", cwd=tmp_path,
+                   RAY_ADDRESS=cluster.gcs_address, **env)
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert [t["status"] for t in summary] == ["completed"]
+    # and a Ray Client address there goes through Ray Client, as --address ray://... does
+    env.pop("RAY_AUTH_MODE")
+    proc = run_cli("run", SMOKE, "--tracking-uri", mlflow_server.uri, *ONE_SIMULATED,
+                   "--set", "name=smoke-env-client", cwd=tmp_path,
+                   RAY_ADDRESS=cluster.client_address, **env)
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    assert "its driver runs on the head" in proc.stdout

@@ -113,3 +113,14 @@ def test_every_design_anchor_link_names_a_heading() -> None:
         text = text_of(path) or ""
         missing.extend(f"{path.relative_to(ROOT)}: #{a}" for a in ANCHOR.findall(text) if a not in slugs)
     assert missing == [], "links to headings docs/design.md does not have:\n" + "\n".join(missing)
+
+
+def test_every_mlflow_name_of_the_contract_is_in_the_design() -> None:
+    from trainables import tracking_names
+
+    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    names = [v for k, v in vars(tracking_names).items() if k.isupper() and isinstance(v, str)]
+    names += [n for k, v in vars(tracking_names).items() if k.isupper() and isinstance(v, tuple)
+              for n in v]
+    missing = [n for n in names if f"`{n}" not in design]
+    assert len(names) > 15 and missing == []

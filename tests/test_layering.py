@@ -1,0 +1,75 @@
+"""The layering of docs/design.md §3.2, read off the source with ``ast`` (every import,
+function-level ones included): trainables imports neither orchestrator nor dashboards,
+dashboards does not import orchestrator, and no module imports itself back through others."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("orchestrator", "trainables", "dashboards")
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # "from pkg import mod" imports pkg.mod when that is a module
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules
+                           else node.module for a in node.names]
+            else:
+                continue
+            deps |= {t for t in targets if t.split(".")[0] in PACKAGES and t != name}
+        graph[name] = {d for d in deps if d in modules}
+    return graph
+
+
+def test_graph_sees_the_modules() -> None:
+    graph = _graph()
+    assert "orchestrator.runner" in graph and "trainables.loop" in graph
+    assert "trainables.convergence" in graph["dashboards.convergence_table"]
+
+
+def test_lower_layers_never_import_higher_ones() -> None:
+    bad = [(m, d) for m, deps in _graph().items() for d in deps
+           if (m.startswith("trainables") and d.split(".")[0] in ("orchestrator", "dashboards"))
+           or (m.startswith("dashboards") and d.startswith("orchestrator"))]
+    assert bad == []
+
+
+def test_no_import_cycle() -> None:
+    graph = _graph()
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 on the stack, 2 done
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(graph[m]):
+            if d.startswith(m + ".") or m.startswith(d + "."):
+                continue  # a package and its own submodules (an __init__ re-exporting them)
+            if state.get(d) == 1:
+                cycles.append([*stack[stack.index(d):], d])
+            elif d not in state:
+                visit(d)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+    assert cycles == []

@@ -1,0 +1,42 @@
+"""The names MLflow holds: the contract between the sweep driver that logs a study and the
+dashboards that read it back (docs/design.md §4.5). Plain strings, no MLflow import, so both
+sides (and the pure math below them) share one definition; tests/test_design_doc.py pins every
+name here to the design document.
+"""
+
+from __future__ import annotations
+
+#: where `run`, `report`, `advise`, `ui` and `submit` look when neither --tracking-uri nor
+#: MLFLOW_TRACKING_URI says else
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+
+#: tag with value "parent" (one run per sweep) or "trial" (one child run per trial)
+ROLE_TAG = "scalesweep.role"
+#: MLflow's own tag that nests a child run under its parent
+PARENT_TAG = "mlflow.parentRunId"
+TRIAL_NAME_TAG = "trial_name"
+STATUS_TAG = "status"
+#: interpolated | at_first_eval | never (docs/design.md §4, "Crossings and censoring")
+CROSSING_TAG = "crossing"
+
+#: child params that group a trial's seeds (docs/design.md §4, "Arms, seeds and intervals")
+ARM_PARAM = "arm"
+BASELINE_ARM_PARAM = "baseline_arm"
+
+#: metrics logged once at the end of a trial, at step 0 (only those that are defined)
+SUMMARY_METRICS = (
+    "updates_to_target",
+    "samples_to_target",
+    "epochs_to_target",
+    "seconds_to_target",
+    "final_dev_loss",
+    "best_dev_loss",
+    "speedup_vs_baseline",
+    "scaling_efficiency",
+    "train_seconds",
+)
+#: the evals around each crossing, logged with the summary (hi absent when never reached)
+BRACKETS = ("updates_to_target_lo", "updates_to_target_hi", "epochs_to_target_lo",
+            "epochs_to_target_hi")
+#: the absolute target a trial was measured against, logged with its summary
+TARGET_METRIC = "target_value"
