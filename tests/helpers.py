@@ -8,7 +8,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = ROOT / "sweeps"
@@ -24,6 +27,17 @@ def scalesweep(*args: str, cwd: Path, timeout: float = 600, **env: str
                ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=cwd,
                           env=cli_env(**env), capture_output=True, text=True, timeout=timeout)
+
+
+def cli(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """stdout of a successful in-process run of the CLI."""
+    from orchestrator.cli import main
+
+    capsys.readouterr()
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    return out
 
 
 def free_port() -> int:

@@ -41,7 +41,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,16 +150,6 @@ def _many_trials_per_worker(config: dict[str, Any]) -> None:
         loop.train(trial, world, on_report=lambda m, _, r=reports: r.append(m))  # type: ignore[misc]
         out[trial.name] = reports
     Path(config["out"], f"rank{rank}.json").write_text(json.dumps(out))
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    # address="local": our own cluster, never one somebody else started on this machine
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 def _losses(metrics: dict[str, Any]) -> list[str]:

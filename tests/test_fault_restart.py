@@ -7,12 +7,10 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import ray
 from ray import tune
 
 from orchestrator.trial_driver import run_trial, trial_resources
@@ -23,16 +21,6 @@ from trainables.world import LocalWorld
 pytestmark = pytest.mark.slow
 
 UPDATES, EVERY = 300, 50
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    # address="local": our own cluster, never one somebody else started on this machine
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 def _train_worker_pids() -> set[int]:
