@@ -21,20 +21,21 @@ just before the all-reduce (:meth:`World.before_reduce`). Its cost: one copy of 
 float more in the all-reduce that already sums the loss (no extra collective).
 
 Fused updates (:mod:`trainables.fusion`): when the workload is ``fusable`` and ``fuse`` is
-"auto", a process runs its micro-batches of an update in a few passes grouped by length
-instead of one per virtual rank (mini_asr at V = 16: ~1.6x the updates per second, see
-benchmarks/README.md). The gradient is the same sum; but the per-virtual-rank gradients the
-noise scale needs no longer exist. So the noise scale is then measured at every
-:data:`NOISE_EVERY`-th update only, which runs per virtual rank as before (exactly the same
-measurement), and its moving average decays by ``EMA_DECAY ** NOISE_EVERY`` per measurement,
-which keeps its memory at ~20 updates. Why every k-th update rather than at each eval: the
-average then has the same time profile as before and enough points in it whatever the eval
-cadence (evals can be 60 updates apart, a whole memory span and more). What it costs: one
-update in NOISE_EVERY runs at the unfused speed (mini_asr V = 16: the fused loop gives up
-~10 % of its gain), and the average holds ~NOISE_EVERY times fewer estimates, so it is
-noisier (its variance ~NOISE_EVERY times larger). ``fuse: off`` measures at every update,
-reproducing the unfused numbers exactly. The cadence depends on the trial, never on P, so
-simulate, ddp and hybrids still report the same noise scale.
+"auto", a process runs its micro-batches of an update in a few passes grouped by length instead
+of one per virtual rank (mini_asr at V = 16: 1.38x the loop's updates per second, 1.70x on the
+updates that do not measure the noise scale; benchmarks/README.md). The gradient is the same
+sum; but the per-virtual-rank gradients the noise scale needs no longer exist. So the noise
+scale is then measured at every :data:`NOISE_EVERY`-th update only, which runs per virtual rank
+as before (exactly the same measurement), and its moving average decays by ``EMA_DECAY **
+NOISE_EVERY`` per measurement, which keeps its memory at ~20 updates. Why every k-th update
+rather than at each eval: the average then has the same time profile as before and enough
+points in it whatever the eval cadence (evals can be 60 updates apart, a whole memory span and
+more). What it costs: one update in NOISE_EVERY runs at the unfused speed and pays the probe's
+copies (mini_asr V = 16: 46 % of the fused gain; every 8th would keep ~1.56x of 1.70x), and the
+average holds ~NOISE_EVERY times fewer estimates, so it is noisier (its variance ~NOISE_EVERY
+times larger). ``fuse: off`` measures at every update, reproducing the unfused numbers exactly.
+The cadence depends on the trial, never on P, so simulate, ddp and hybrids still report the
+same noise scale.
 """
 
 from __future__ import annotations
