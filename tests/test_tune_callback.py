@@ -1,0 +1,241 @@
+"""SweepCallback in process: its Tune hooks driven by hand with a real tracker on sqlite (and on
+MLflow's HTTP handlers for an outage). The trials are stand-ins holding the attributes the
+callback reads from Ray's ``Trial`` (config, trial_id, error_file, get_error, error_msg)."""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from orchestrator.tracking import SweepTracker
+from orchestrator.tune_callback import KEEP, SweepCallback
+from tests.conftest import MlflowHttp
+
+TOTAL = 40
+
+
+@dataclass
+class FakeTrial:
+    name: str
+    total_updates: int = TOTAL
+    trial_id: str = "abc_00000"
+    error_file: str | None = None
+    error: str | None = None
+    error_msg: str | None = None
+    config: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.config = {"trial_config": {"trial": {"name": self.name,
+                                                  "total_updates": self.total_updates}}}
+
+    def get_error(self) -> str | None:
+        return self.error
+
+
+@dataclass
+class Sweep:
+    tracker: SweepTracker
+    callback: SweepCallback
+    parent: str
+    out: io.StringIO
+    client: MlflowClient
+    created: list[str]
+
+    def lines(self) -> list[str]:
+        """What the callback printed, without the elapsed-time prefix."""
+        return [re.sub(r"^\[\s*\d+s\] ", "", ln) for ln in self.out.getvalue().splitlines()]
+
+    def run(self, name: str) -> Any:
+        return self.client.get_run(self.callback.run_ids[name])
+
+
+def _sweep(uri: str, experiment: str, total: int | None = None) -> Sweep:
+    tracker = SweepTracker(uri, experiment, flush_every_s=3600)  # flushes only where it must
+    parent = tracker.start_parent({}, {})
+    created: list[str] = []
+
+    def child_for(name: str) -> str:
+        created.append(name)
+        return tracker.child(parent, name, {"total_updates": TOTAL})
+
+    out = io.StringIO()
+    callback = SweepCallback(tracker, child_for, {}, out=out, progress_every_s=3600, total=total)
+    return Sweep(tracker, callback, parent, out, MlflowClient(uri), created)
+
+
+@pytest.fixture(scope="module")
+def sqlite_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One store for the module (creating one costs seconds); one experiment per test."""
+    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+
+
+@pytest.fixture
+def sweep(sqlite_uri: str, request: pytest.FixtureRequest) -> Sweep:
+    return _sweep(sqlite_uri, request.node.name)
+
+
+def _result(update: int, status: str = "running", **extra: Any) -> dict[str, Any]:
+    return {"update": update, "epoch": update / 10, "train_loss": 1 / update,
+            "dev_loss": 2 / update, "lr": 0.1, "samples_seen": 8 * update, "status": status,
+            "trial_id": "abc_00000", "time_this_iter_s": 0.5, "config": {}, **extra}
+
+
+def _steps(s: Sweep, name: str, key: str = "dev_loss") -> list[int]:
+    return [m.step for m in s.client.get_metric_history(s.callback.run_ids[name], key)]
+
+
+def test_completed_trial_logged_once_per_step_with_its_curve(sweep: Sweep) -> None:
+    cb, trial = sweep.callback, FakeTrial("ws2")
+    cb.on_trial_start(0, [trial], trial)
+    run = sweep.run("ws2")
+    assert run.data.tags["status"] == "running" and run.data.tags["ray_trial_id"] == "abc_00000"
+    assert run.info.status == "RUNNING"
+    cb.on_trial_result(1, [trial], trial, {"training_iteration": 1})  # no eval in it: ignored
+    for update in (10, 20):
+        cb.on_trial_result(1, [trial], trial, _result(update))
+    cb.on_trial_start(2, [trial], trial)  # retried from a checkpoint: same run
+    cb.on_trial_result(3, [trial], trial, _result(20))  # re-reported after the retry: dropped
+    cb.on_trial_result(3, [trial], trial, _result(TOTAL, "completed", noise_scale=12.0))
+    assert sweep.created == ["ws2"]
+    assert cb.status["ws2"] == "completed"
+    curve = cb.curves["ws2"]
+    assert [r["update"] for r in curve] == [10, 20, TOTAL]
+    assert all(set(r) <= {*KEEP, "dev_loss"} for r in curve)  # nothing of Tune's own keys
+    assert curve[-1]["noise_scale"] == 12.0
+    assert _steps(sweep, "ws2") == []  # buffered: sent at the close
+    cb.on_trial_complete(4, [trial], trial)
+    run = sweep.run("ws2")
+    assert run.info.status == "FINISHED" and run.data.tags["status"] == "completed"
+    for key in ("dev_loss", "train_loss", "epoch", "lr", "samples_seen"):
+        assert _steps(sweep, "ws2", key) == [10, 20, TOTAL]
+    assert _steps(sweep, "ws2", "noise_scale") == [TOTAL]
+    assert sweep.lines() == ["started   ws2", "started   ws2", "completed ws2  dev_loss 0.05 at epoch 4"]
+
+
+@pytest.mark.parametrize(("status", "mlflow_status"), [("diverged", "FAILED"), ("stopped", "FINISHED")])
+def test_a_final_status_reported_by_the_trial_is_kept(sweep: Sweep, status: str,
+                                                     mlflow_status: str) -> None:
+    cb, trial = sweep.callback, FakeTrial("ws4")
+    cb.on_trial_start(0, [trial], trial)
+    cb.on_trial_result(1, [trial], trial, _result(10))
+    cb.on_trial_result(1, [trial], trial, _result(20, status))
+    cb.on_trial_complete(2, [trial], trial)
+    assert cb.status["ws4"] == status
+    run = sweep.run("ws4")
+    assert run.info.status == mlflow_status and run.data.tags["status"] == status
+    assert _steps(sweep, "ws4") == [10, 20]
+    assert sweep.lines()[-1].startswith(f"{status:<9} ws4  dev_loss 0.1 at epoch 2")
+
+
+@pytest.mark.parametrize(("last", "status"), [(20, "stopped"), (TOTAL, "completed")])
+def test_a_trial_ended_by_the_scheduler_is_stopped_unless_it_reached_the_end(
+        sweep: Sweep, last: int, status: str) -> None:
+    """ASHA ends a trial without a final report of its own: its last update decides."""
+    cb, trial = sweep.callback, FakeTrial("ws8")
+    cb.on_trial_start(0, [trial], trial)
+    for update in range(10, last + 1, 10):
+        cb.on_trial_result(1, [trial], trial, _result(update))
+    cb.on_trial_complete(2, [trial], trial)
+    assert cb.status["ws8"] == status
+    run = sweep.run("ws8")
+    assert run.info.status == "FINISHED" and run.data.tags["status"] == status
+
+
+def test_a_trial_that_never_reported_is_stopped_at_epoch_zero(sweep: Sweep) -> None:
+    cb, trial = sweep.callback, FakeTrial("ws8")
+    cb.on_trial_start(0, [trial], trial)
+    cb.on_trial_complete(1, [trial], trial)
+    assert cb.status["ws8"] == "stopped"
+    assert sweep.lines()[-1] == "stopped   ws8  at epoch 0"
+
+
+def test_failed_trial_gets_the_exception_line_of_its_error_file(sweep: Sweep, tmp_path: Path) -> None:
+    error_file = tmp_path / "error.txt"
+    error_file.write_text(
+        "Failure # 1 (occurred at 2026-01-01)\nray::_Inner.train() (pid=1, ip=127.0.0.1)\n"
+        "Traceback (most recent call last):\n  File \"loop.py\", line 3, in run\n"
+        "    raise ValueError('injected failure for seed 1')\n"
+        "ValueError: injected failure for seed 1\n")
+    cb = sweep.callback
+    trial = FakeTrial("ws2", error_file=str(error_file), error="stale copy: RuntimeError: other")
+    cb.on_trial_start(0, [trial], trial)
+    cb.on_trial_result(1, [trial], trial, _result(10))
+    cb.on_trial_recover(2, [trial], trial)
+    cb.on_trial_error(3, [trial], trial)
+    assert cb.status["ws2"] == "failed"
+    assert cb.errors["ws2"] == "ValueError: injected failure for seed 1"
+    run = sweep.run("ws2")
+    assert run.info.status == "FAILED" and run.data.tags["status"] == "failed"
+    assert run.data.tags["error"] == "ValueError: injected failure for seed 1"
+    assert _steps(sweep, "ws2") == [10]  # the evals before the failure are in MLflow
+    assert sweep.lines()[1:] == [
+        "retrying ws2 from its last checkpoint (ValueError: injected failure for seed 1)",
+        "failed    ws2: ValueError: injected failure for seed 1"]
+
+
+@pytest.mark.parametrize(("trial", "expected"), [
+    (FakeTrial("t", error="Traceback:\n  File \"x\"\nRuntimeError: from storage"),
+     "RuntimeError: from storage"),
+    (FakeTrial("t", error_file="/nonexistent/error.txt", error_msg="The actor died unexpectedly"),
+     "The actor died unexpectedly"),
+    (FakeTrial("t"), "error"),
+])
+def test_the_error_falls_back_to_what_the_trial_holds(sweep: Sweep, trial: FakeTrial,
+                                                      expected: str) -> None:
+    cb = sweep.callback
+    cb.on_trial_error(0, [trial], trial)  # failed before it started: no run to close
+    assert cb.status["t"] == "failed" and cb.errors["t"] == expected
+    assert "t" not in cb.run_ids
+
+
+def test_results_before_a_start_create_the_run(sweep: Sweep) -> None:
+    """A resumed sweep's trial may report before Tune calls on_trial_start for it."""
+    cb, trial = sweep.callback, FakeTrial("ws2")
+    cb.on_trial_result(0, [trial], trial, _result(10))
+    cb.on_trial_start(1, [trial], trial)
+    assert sweep.created == ["ws2"] and cb.curves["ws2"][0]["update"] == 10
+
+
+def test_progress_line_counts_trials_and_shows_the_running(sqlite_uri: str,
+                                                           request: pytest.FixtureRequest) -> None:
+    s = _sweep(sqlite_uri, request.node.name, total=5)
+    cb = s.callback
+    a, b = FakeTrial("a"), FakeTrial("b", trial_id="abc_00001")
+    for t in (a, b):
+        cb.on_trial_start(0, [a, b], t)
+    cb.on_trial_result(1, [a, b], a, _result(10))
+    cb.on_trial_result(1, [a, b], b, _result(TOTAL, "completed"))
+    assert not any("trials done" in ln for ln in s.lines())  # progress_every_s not reached
+    cb.progress_every_s = 0
+    cb.on_trial_result(2, [a, b], a, _result(20))
+    assert s.lines()[-1] == "1/5 trials done; a ep 2.00 dev_loss 0.1"
+    cb.total = None  # no total given: Tune's list counts
+    cb.on_trial_result(3, [a, b], a, _result(30))
+    assert s.lines()[-1] == "1/2 trials done; a ep 3.00 dev_loss 0.06667"
+
+
+def test_an_outage_at_the_close_leaves_the_run_open_and_the_metrics_buffered(
+        mlflow_http: MlflowHttp, request: pytest.FixtureRequest) -> None:
+    mlflow_http.down = False
+    s = _sweep(mlflow_http.uri, request.node.name)
+    cb, trial = s.callback, FakeTrial("ws2")
+    cb.on_trial_start(0, [trial], trial)
+    cb.on_trial_result(1, [trial], trial, _result(TOTAL, "completed"))
+    mlflow_http.down = True
+    try:
+        cb.on_trial_complete(2, [trial], trial)
+        cb.on_experiment_end([trial])
+    finally:
+        mlflow_http.down = False
+    assert cb.status["ws2"] == "completed"  # the result stands; the end of the sweep closes it
+    assert re.fullmatch(r"could not close ws2 in MLflow yet \(\w+\)", s.lines()[-1])
+    assert s.run("ws2").info.status == "RUNNING"
+    assert s.tracker.pending() == 5  # epoch, train_loss, dev_loss, lr, samples_seen
+    cb.on_experiment_end([trial])
+    assert s.tracker.pending() == 0 and _steps(s, "ws2") == [TOTAL]
