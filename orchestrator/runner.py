@@ -300,6 +300,10 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
     if targets and "target_value" not in tracker.client.get_run(parent_id).data.params:
         tracker.log_params(parent_id, {"target_value": targets[0]})
     tracker.flush_with_retry(deadline_s=60.0)
+    names = {str(t["mlflow_run_id"]): t["name"] for t in trials}
+    for (run_id, key), message in tracker.rejected.items():
+        print(f"warning: MLflow refused metric {key!r} of trial {names.get(run_id, run_id)} "
+              f"(not logged): {message}", file=sys.stderr)
     for t in trials:
         if t["name"] not in done:
             tracker.end_run(t["mlflow_run_id"], run_status(t["status"]))

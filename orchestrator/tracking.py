@@ -85,6 +85,8 @@ class SweepTracker:
         self._buffers: dict[str, _Buffer] = {}
         self._last_flush = time.monotonic()
         self._failing_since: float | None = None
+        #: (run id, metric name) -> the server's message, for metrics it refused (4xx)
+        self.rejected: dict[tuple[str, str], str] = {}
 
     # -- runs -------------------------------------------------------------------------------
     @property
@@ -203,6 +205,14 @@ class SweepTracker:
                 try:
                     self.client.log_batch(run_id, metrics=chunk)
                 except Exception as exc:
+                    rest = chunk
+                    if _rejected(exc):
+                        # the server refused the request (4xx): retrying cannot help, and
+                        # holding it would block every later metric of the run
+                        rest = self._send_apart(run_id, chunk)
+                        buf.metrics[: len(chunk)] = rest
+                        if not rest:
+                            continue
                     ok = False
                     if self._failing_since is None:
                         self._failing_since = time.monotonic()
@@ -216,6 +226,26 @@ class SweepTracker:
                         time.monotonic() - self._failing_since)
             self._failing_since = None
         return ok
+
+    def _send_apart(self, run_id: str, chunk: list[Metric]) -> list[Metric]:
+        """After a 4xx on ``chunk``: send it again one metric name at a time, so only the names
+        the server refuses are dropped; each refusal is logged once with the server's message
+        and kept in ``rejected``. Returns what is still unsent if the server stops answering
+        midway (names already sent are not sent twice)."""
+        by_key: dict[str, list[Metric]] = {}
+        for m in chunk:
+            by_key.setdefault(m.key, []).append(m)
+        keys = list(by_key)
+        for i, key in enumerate(keys):
+            try:
+                self.client.log_batch(run_id, metrics=by_key[key])
+            except Exception as exc:
+                if not _rejected(exc):
+                    return [m for k in keys[i:] for m in by_key[k]]
+                if (run_id, key) not in self.rejected:
+                    self.rejected[(run_id, key)] = str(exc)
+                    log.error("MLflow rejected metric %r of run %s, dropped: %s", key, run_id, exc)
+        return []
 
     def pending(self) -> int:
         return sum(len(b.metrics) for b in self._buffers.values())
@@ -242,6 +272,20 @@ class SweepTracker:
 
     def end_run(self, run_id: str, status: str) -> None:
         self.client.set_terminated(run_id, status=status)
+
+
+def _rejected(exc: BaseException) -> bool:
+    """Whether MLflow refused the request itself (HTTP 4xx, or the store's equivalent such as
+    an invalid metric name in sqlite), as opposed to not answering (an outage)."""
+    from mlflow.exceptions import MlflowException
+
+    if not isinstance(exc, MlflowException):
+        return False
+    try:
+        status = int(exc.get_http_status_code())
+    except (TypeError, ValueError):
+        return False
+    return 400 <= status < 500
 
 
 @contextlib.contextmanager
