@@ -228,7 +228,7 @@ def render(advice: Advice) -> str:
     lines = [
         f"study {a.experiment} (parent run {a.parent_run_id}): target {a.target}",
         "",
-        "updates to target by global batch (best setting per arm and batch, mean over seeds;"
+        "updates to target by global batch (best setting per arm and batch, median over seeds, never = +inf;"
         " — never reached), and S = S_min (1 + B_crit / B) fitted in 1/B:",
     ]
     head = ["arm", *(f"B={b:g}" for b in a.batches), "S_min", "B_crit", "R²", "batches",

@@ -102,10 +102,14 @@ def test_ratio_carries_both_brackets() -> None:
     r = ratio(value(8.0), value(4.0))  # 8 in [8, 8.5], 4 in [4, 4.5]
     assert (r.est_lo, r.est_hi) == (2.0, 2.0)
     assert r.lo == 8.0 / 4.5 and r.hi == 8.5 / 4.0
+    # a side that never reached makes the estimate a bound: at least 20 / 4 = 5x slower
     never_over_reached = ratio(NEVER, value(4.0))
-    assert never_over_reached.est_lo == INF and never_over_reached.lo == 20.0 / 4.5
+    assert (never_over_reached.est_lo, never_over_reached.est_hi) == (5.0, INF)
+    assert never_over_reached.lo == 20.0 / 4.5
+    assert Estimate(never_over_reached.est_lo, never_over_reached.est_hi).text() == "≥ 5"
     reached_over_never = ratio(value(4.0), NEVER)
-    assert reached_over_never.est_hi == 0.0 and reached_over_never.hi == 4.5 / 20.0
+    assert (reached_over_never.est_lo, reached_over_never.est_hi) == (0.0, 4.0 / 20.0)
+    assert reached_over_never.hi == 4.5 / 20.0
     both_never = ratio(NEVER, NEVER)
     assert (both_never.lo, both_never.hi) == (0.0, INF)
     assert Estimate(both_never.est_lo, both_never.est_hi).kind == "unknown"
@@ -135,6 +139,7 @@ def test_three_seeds_that_agree_still_cannot_resolve_at_90_percent() -> None:
     never = {s: NEVER for s in range(3)}
     c = compare(never, base)
     assert c.n_above == 3 and c.direction == "unresolved"  # [min, max] of 3: only 75 %
+    assert c.ratios.median.text() == "≥ 2.5"  # 20 / 8: never reached by the last eval
     assert c.seeds_needed == 5  # 5 seeds that all agree: 93.75 %
     assert compare(never, base, confidence=0.7).direction == "above"
 

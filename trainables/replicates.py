@@ -170,12 +170,19 @@ def _div(a: float, b: float, ambiguous: float) -> float:
 
 
 def ratio(num: Observation, den: Observation) -> Observation:
-    """``num / den`` with both brackets carried through: the widest ratio either allows."""
+    """``num / den`` with both brackets carried through: the widest ratio either allows.
+
+    The estimate of a ratio with a side that never reached is a bound, not 0 or +inf: a trial
+    that never reached where the baseline did is "at least (its last eval) / (the baseline's
+    crossing)" slower; a baseline that never reached makes the ratio "at most" the other way.
+    """
+    n_lo = num.est_lo if math.isfinite(num.est_lo) else num.lo
+    d_lo = den.est_lo if math.isfinite(den.est_lo) else den.lo
     return Observation(
         lo=_div(num.lo, den.hi, 0.0),
         hi=_div(num.hi, den.lo, INF),
-        est_lo=_div(num.est_lo, den.est_hi, 0.0),
-        est_hi=_div(num.est_hi, den.est_lo, INF),
+        est_lo=_div(n_lo, den.est_hi, 0.0),
+        est_hi=_div(num.est_hi, d_lo, INF),
     )
 
 
