@@ -1,6 +1,6 @@
 """Simulate vs real DDP: the same mini_asr trial on both backends, at world sizes 4 and 16.
 
-The trial is the one of ``sweeps/wenet_4v16.yaml`` (mini_asr, 4096 utterances, WeNet's conformer
+The trial is the one of ``sweeps/wenet_4v16.yaml`` (mini_asr, WeNet's conformer
 recipe) at world size V, warmup fixed, lr rule none, capped at a fixed number of updates, run
 through ``scalesweep run`` (``orchestrator.runner.run_sweep``) with ``backend`` set to
 ``simulate`` (one process plays all V ranks) or ``ddp`` (a TorchTrainer of V gloo workers). On a
@@ -47,6 +47,7 @@ def overrides(world: int, backend: str, updates: int, cpus_per_worker: float, qu
         f"baseline.world_size={world}",  # the one trial is its own baseline: a target to resolve
         "axes.warmup_rule=[fixed]",
         "axes.scaling_rule=[none]",
+        "axes.seed=[0]",
         "exclude=[]",
         f"backend={backend}",
         "physical_workers=auto",

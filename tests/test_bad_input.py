@@ -229,15 +229,6 @@ def run_subprocess(argv: Sequence[str], cwd: Path, timeout: float = 180,
     return proc.returncode, proc.stdout, proc.stderr
 
 
-@pytest.fixture
-def cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty working directory that must stay empty."""
-    work = tmp_path / "cwd"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    return work
-
-
 # --- the corpus, in process -------------------------------------------------------------------
 
 

@@ -21,12 +21,12 @@ def plan_of(name: str, *sets: str, cluster: ClusterInfo = LAPTOP):  # type: igno
 
 
 def test_wenet_fixed_warmup_peaks_four_times_later_in_epochs() -> None:
-    plan = plan_of("wenet_4v16.yaml")
+    plan = plan_of("wenet_4v16.yaml", "axes.seed=[0]")
     rows = {r.name: r for r in plan.rows}
     base = rows["ws4-warmup300-none"]
     fixed = rows["ws16-warmup300-none"]
     scaled = rows["ws16-warmup75-none"]
-    assert base.updates_per_epoch == 4 * fixed.updates_per_epoch == 64
+    assert base.updates_per_epoch == 4 * fixed.updates_per_epoch == 8192 // 64
     # WeNet warmuplr peaks at update == warmup_steps, so peak epoch == warmup epochs
     assert fixed.warmup_epochs == pytest.approx(4 * base.warmup_epochs, rel=1e-12)
     assert scaled.warmup_epochs == pytest.approx(base.warmup_epochs, rel=1e-12)
@@ -37,9 +37,11 @@ def test_wenet_fixed_warmup_peaks_four_times_later_in_epochs() -> None:
 
 
 def test_identical_trials_are_merged_and_excludes_apply() -> None:
-    plan = plan_of("wenet_4v16.yaml")
+    plan = plan_of("wenet_4v16.yaml", "axes.seed=[0]")
     names = [r.name for r in plan.rows]
-    assert len(names) == len(set(names)) == 10
+    # 1 + 3 x 3 - 1: the /16 warmup with sqrt is excluded, as is every /16 at the reference
+    assert len(names) == len(set(names)) == 9 and "ws16-warmup19-sqrt" not in names
+    assert len(plan_of("wenet_4v16.yaml").rows) == 27  # three seeds of each
     (base,) = [r for r in plan.rows if r.world_size == 4]
     # every rule and the scaled warmup give the same trial at the reference world size
     assert {(a["warmup_rule"], a["scaling_rule"]) for a in base.also} == {

@@ -23,7 +23,7 @@ def plan_of(name: str, *sets: str):  # type: ignore[no-untyped-def]
 
 
 def wenet(*sets: str):  # type: ignore[no-untyped-def]
-    return plan_of("wenet_4v16.yaml", "exclude=[]", "axes.warmup_rule=[fixed]", *sets)
+    return plan_of("wenet_4v16.yaml", "exclude=[]", "axes.warmup_rule=[fixed]", "axes.seed=[0]", *sets)
 
 
 # --- sqrt_adam ----------------------------------------------------------------------------

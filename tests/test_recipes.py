@@ -9,7 +9,6 @@ recipe's.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from orchestrator.errors import InputError
 from orchestrator.plan import make_plan
 from orchestrator.recipes import read_recipe
 from orchestrator.sweep import load_sweep
+from tests.helpers import cli
 
 # WeNet's AISHELL-1 u2++ conformer train.yaml (wenet/examples/aishell/s0/conf), complete.
 WENET_COMPLETE = """\
@@ -214,14 +214,6 @@ def sweep_file(directory: Path, recipe: Path, body: str = "") -> Path:
     path.write_text(f"name: recipe-study\nworkload: {{name: mlp_regression}}\nrecipe: {recipe.name}\n"
                     f"target: {{metric: dev_loss, value: 0.1}}\n{body}")
     return path
-
-
-def cli(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> str:
-    capsys.readouterr()
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    assert rc == 0, err
-    return out
 
 
 # --- the readers ------------------------------------------------------------------------------
