@@ -185,6 +185,18 @@ def advice_text(study: Study, table: pd.DataFrame) -> str:
         return f"no advice: {exc}"
 
 
+def first_eval_note(table: pd.DataFrame) -> str:
+    """Names the trials whose crossing lies before their first evaluation, and what to do."""
+    first = [str(n) for n, c in zip(table["trial_name"], table["crossing"], strict=True)
+             if c == "at_first_eval"]
+    if not first:
+        return ""
+    return (f"<p><b>{len(first)} trial(s) reached the target at their first evaluation</b> "
+            f"({html.escape(', '.join(first))}): their epochs to target are only bounds (≤ the "
+            "first eval), and every speedup or ratio involving them is unresolved. Evaluate more "
+            "often (<code>training.eval_every_epochs</code>) or set a harder target.</p>")
+
+
 def arms_html(arms: Sequence[dict[str, Any]]) -> str:
     """The arms section: each arm's seeds, median and interval, and its verdict."""
     if not arms:
@@ -281,6 +293,7 @@ interval excludes 1 at the nominal confidence; otherwise the verdict says so and
 many seeds would resolve it.</p>
 {arms_html(arms)}
 <h2>Trials</h2>
+{first_eval_note(table)}
 {about_projection}
 {body}
 {images}

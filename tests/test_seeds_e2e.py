@@ -75,6 +75,9 @@ def test_a_target_met_at_the_first_eval_is_a_bound(tmp_path: Path) -> None:
         assert t["epochs_to_target_lo"] == 0.0 and t["epochs_to_target_hi"] == pytest.approx(0.5, abs=0.02)
         assert t["speedup_vs_baseline"] is None and t["scaling_efficiency"] is None
         assert f"≤ {t['updates_to_target_hi']:.4g}" in proc.stdout
+    html = (tmp_path / "reports/smoke/report.html").read_text(encoding="utf-8")
+    assert "reached the target at their first evaluation" in html
+    assert "training.eval_every_epochs" in html and "ws2-warmup20-none" in html
     arms = json.loads((tmp_path / "reports/smoke/arms.json").read_text())
     assert {a["epochs_to_target_median_kind"] for a in arms} == {"at_most"}
     ratio = next(a for a in arms if a["arm"] != a["baseline_arm"])
