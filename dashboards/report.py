@@ -28,6 +28,7 @@ from dashboards.arm_figures import plot_epochs_to_target as plot_arms_epochs_to_
 from dashboards.arms_table import arm_summaries, arms_frame
 from dashboards.convergence_table import PROJECTED, convergence_table
 from dashboards.mlflow_data import Projection, Study, load_study
+from trainables.arms import interval_text, median_text
 from trainables.replicates import CONFIDENCE, METHOD
 
 __all__ = ["PROJECTED", "ReportPaths", "build_report", "convergence_table"]
@@ -203,26 +204,17 @@ def arms_html(arms: Sequence[dict[str, Any]]) -> str:
         return "<p>No arms.</p>"
     e = html.escape
 
-    def med(a: dict[str, Any], name: str) -> str:
-        value, kind = a.get(f"{name}_median"), a.get(f"{name}_median_kind")
-        if kind in (None, "never", "unknown", "range"):
-            return kind or "—"
-        return {"at_most": "≤ ", "at_least": "≥ "}.get(kind, "") + f"{value:.3g}"
-
-    def ci(a: dict[str, Any], name: str) -> str:
-        c = a.get(f"{name}_ci")
-        if c is None:
-            return "n/a"
-        lo, hi = c
-        return f"[{'—' if lo is None else f'{lo:.3g}'}, {'never' if hi is None else f'{hi:.3g}'}]"
+    def cells(a: dict[str, Any]) -> list[str]:
+        return [a["arm"], f"{a['n_reached']}/{a['n_seeds']}",
+                median_text(a, "epochs_to_target"), interval_text(a.get("epochs_to_target_ci")),
+                median_text(a, "updates_to_target"),
+                median_text(a, "epochs_ratio_vs_baseline"),
+                interval_text(a.get("epochs_ratio_vs_baseline_ci")),
+                median_text(a, "speedup_vs_baseline"), interval_text(a.get("speedup_vs_baseline_ci"))]
 
     rows = "\n".join(
-        f"<tr><td>{e(a['arm'])}</td><td>{a['n_reached']}/{a['n_seeds']}</td>"
-        f"<td>{e(med(a, 'epochs_to_target'))}</td><td>{e(ci(a, 'epochs_to_target'))}</td>"
-        f"<td>{e(med(a, 'updates_to_target'))}</td>"
-        f"<td>{e(med(a, 'epochs_ratio_vs_baseline'))}</td><td>{e(ci(a, 'epochs_ratio_vs_baseline'))}</td>"
-        f"<td>{e(med(a, 'speedup_vs_baseline'))}</td><td>{e(ci(a, 'speedup_vs_baseline'))}</td>"
-        f"<td style='text-align:left'>{e(a.get('verdict', ''))}</td></tr>"
+        "<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells(a))
+        + f"<td style='text-align:left'>{e(a.get('verdict', ''))}</td></tr>"
         for a in arms)
     return f"""<table class="trials"><tr><th>arm</th><th>seeds reached</th>
 <th>epochs to target (median)</th><th>interval</th><th>updates to target (median)</th>

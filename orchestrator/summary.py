@@ -26,26 +26,31 @@ def _baseline_arm_rows(plan: Plan, base: PlanRow) -> list[PlanRow]:
     return [r for r in plan.rows if r.arm == base.arm]
 
 
-def target_for(plan: Plan, row: PlanRow, curves: Mapping[str, Sequence[Mapping[str, Any]]]
-               ) -> tuple[float | None, PlanRow | None]:
-    """The absolute target for ``row`` and its baseline row (same seed); target None when a
-    relative target's baseline never produced a value.
+def targets(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
+            ) -> dict[str, tuple[float | None, PlanRow | None]]:
+    """Trial name -> (its absolute target, its baseline row with the same seed); target None
+    when a relative target's baseline never produced a value.
 
     A relative target is resolved once per baseline arm: the mean of its seeds' curves
     (:func:`trainables.arms.mean_curve_target`), so every seed meets the same target; with
     ``target.per_seed`` each seed uses its own baseline seed's best instead."""
     spec = plan.sweep.spec.target
     mode = metric_mode(plan.sweep)
-    base = plan.baseline_for(row)
-    if spec.value is not None:
-        return spec.value, base
-    if base is None:
-        return None, None
-    assert spec.relative_to_baseline is not None
-    sources = [base] if spec.per_seed else _baseline_arm_rows(plan, base)
-    seed_curves = [pts for r in sources if (pts := points(curves.get(r.name, []), spec.metric))]
-    target = arms.mean_curve_target(seed_curves, mode, spec.relative_to_baseline, spec.smoothing)
-    return target, base
+    resolved: dict[tuple[str, ...], float | None] = {}  # baseline trials -> their target
+    out: dict[str, tuple[float | None, PlanRow | None]] = {}
+    for row in plan.rows:
+        base = plan.baseline_for(row)
+        if spec.value is not None or base is None:
+            out[row.name] = (spec.value, base)
+            continue
+        assert spec.relative_to_baseline is not None
+        sources = (base.name,) if spec.per_seed else tuple(r.name for r in _baseline_arm_rows(plan, base))
+        if sources not in resolved:
+            seed_curves = [pts for name in sources if (pts := points(curves.get(name, []), spec.metric))]
+            resolved[sources] = arms.mean_curve_target(seed_curves, mode, spec.relative_to_baseline,
+                                                       spec.smoothing)
+        out[row.name] = (resolved[sources], base)
+    return out
 
 
 def summarize(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
@@ -54,9 +59,10 @@ def summarize(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
     spec = plan.sweep.spec.target
     mode = metric_mode(plan.sweep)
     out: dict[str, dict[str, Any]] = {}
+    resolved = targets(plan, curves)
     for row in plan.rows:
         curve = curves.get(row.name, [])
-        target, base = target_for(plan, row, curves)
+        target, base = resolved[row.name]
         pts = points(curve, spec.metric)
         dev = [float(r["dev_loss"]) for r in curve if r.get("dev_loss") is not None]
         summary: dict[str, Any] = dict.fromkeys((*SUMMARY_METRICS, *BRACKETS, "crossing"))
@@ -91,8 +97,9 @@ def arm_summaries(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
     spec = plan.sweep.spec.target
     mode = metric_mode(plan.sweep)
     trials, baseline_arm, axes = [], {}, {}
+    resolved = targets(plan, curves)
     for row in plan.rows:
-        target, base = target_for(plan, row, curves)
+        target, base = resolved[row.name]
         pts = points(curves.get(row.name, []), spec.metric)
         located = conv.locate(pts, target, mode, spec.smoothing) if target is not None and pts else None
         trials.append(arms.TrialCrossing(row.arm, row.seed, located))

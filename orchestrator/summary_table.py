@@ -7,6 +7,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from trainables.arms import interval_text, median_text
+
 COLUMNS = (("trial", "name"), ("status", "status"), ("epochs→target", "epochs_to_target"),
            ("updates→target", "updates_to_target"), ("speedup", "speedup_vs_baseline"),
            ("best dev_loss", "best_dev_loss"), ("train s", "train_seconds"))
@@ -61,21 +63,6 @@ def format_summary(trials: Sequence[dict[str, Any]]) -> str:
     return text
 
 
-def _interval(ci: Sequence[float | None] | None, digits: int = 3) -> str:
-    if ci is None:
-        return "n/a"
-    lo, hi = ci
-    return f"[{'—' if lo is None else f'{lo:.{digits}g}'}, {'never' if hi is None else f'{hi:.{digits}g}'}]"
-
-
-def _median(arm: dict[str, Any], name: str) -> str:
-    value, kind = arm.get(f"{name}_median"), arm.get(f"{name}_median_kind")
-    if kind in (None, "never", "unknown", "range"):
-        return kind or "—"
-    prefix = {"at_most": "≤ ", "at_least": "≥ "}.get(kind, "")
-    return f"{prefix}{value:.3g}"
-
-
 def format_arms(arms: Sequence[dict[str, Any]]) -> str:
     """Per arm: seeds reached / run, median epochs to target [interval], the epochs ratio to the
     baseline arm (paired by seed) [interval], and the verdict."""
@@ -85,9 +72,9 @@ def format_arms(arms: Sequence[dict[str, Any]]) -> str:
                      if a.get("epochs_to_target_ci_coverage")), None)
     header = ["arm", "reached", "epochs→target (median)", "interval", "epochs ratio vs baseline",
               "interval", "verdict"]
-    rows = [[a["arm"], f"{a['n_reached']}/{a['n_seeds']}", _median(a, "epochs_to_target"),
-             _interval(a.get("epochs_to_target_ci")), _median(a, "epochs_ratio_vs_baseline"),
-             _interval(a.get("epochs_ratio_vs_baseline_ci")), a.get("verdict", "")]
+    rows = [[a["arm"], f"{a['n_reached']}/{a['n_seeds']}", median_text(a, "epochs_to_target"),
+             interval_text(a.get("epochs_to_target_ci")), median_text(a, "epochs_ratio_vs_baseline"),
+             interval_text(a.get("epochs_ratio_vs_baseline_ci")), a.get("verdict", "")]
             for a in arms]
     note = (f"intervals: {arms[0].get('method', '')}; coverage {coverage:.0%} at these seeds "
             f"(nominal {arms[0].get('confidence', 0.9):.0%})" if coverage else

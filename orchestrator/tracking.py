@@ -205,7 +205,6 @@ class SweepTracker:
                 try:
                     self.client.log_batch(run_id, metrics=chunk)
                 except Exception as exc:
-                    rest = chunk
                     if _rejected(exc):
                         # the server refused the request (4xx): retrying cannot help, and
                         # holding it would block every later metric of the run

@@ -102,6 +102,23 @@ class ArmSummary:
         return out
 
 
+def median_text(arm: Mapping[str, Any], name: str) -> str:
+    """An arms.json median as people read it: "4.32", "≤ 1", "≥ 1.39", "never", "unknown"."""
+    value, kind = arm.get(f"{name}_median"), arm.get(f"{name}_median_kind")
+    if kind in (None, "never", "unknown", "range"):
+        return kind or "—"
+    prefix = {"at_most": "≤ ", "at_least": "≥ "}.get(kind, "")
+    return f"{prefix}{value:.3g}"
+
+
+def interval_text(ci: Sequence[float | None] | None) -> str:
+    """An arms.json interval: "[4, 4.5]", "[6, never]", or "n/a" (one seed)."""
+    if ci is None:
+        return "n/a"
+    lo, hi = ci
+    return f"[{'—' if lo is None else f'{lo:.3g}'}, {'never' if hi is None else f'{hi:.3g}'}]"
+
+
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
