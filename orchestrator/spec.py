@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from trainables.config import Dtype
+
 # allow_inf_nan=False: `.inf` epochs or lr are not numbers a user means
 STRICT = ConfigDict(strict=True, extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -43,7 +45,7 @@ class TrainingSpec(BaseModel):
     #: cadence: at the first eval at least ``checkpoint_every_s`` after the last checkpoint
     checkpoint_every: int | None = Field(default=None, ge=0)
     checkpoint_every_s: float = Field(default=60.0, gt=0)
-    dtype: Literal["float32", "float64"] = "float32"
+    dtype: Dtype = "float32"  # the loop's list: one place says which precisions exist
     #: auto: a fusable workload's micro-batches of an update run in a few passes grouped by
     #: length (the same gradient, faster); off: one pass per micro-batch (trainables.fusion)
     fuse: Literal["auto", "off"] = "auto"
