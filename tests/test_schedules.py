@@ -515,7 +515,7 @@ def test_warmup_steps() -> None:
 
 def test_types_are_consistent() -> None:
     assert set(S.SCHEDULE_TYPES) == {"warmuplr", "onecycle", "ds_warmuplr", "ds_warmup_decay",
-                                     "ds_warmup_cosine", "gradual_warmup", "constant"}
+                                     "ds_warmup_cosine", "gradual_warmup", "wsd", "constant"}
     assert S.ALIASES == {"WarmupLR": "ds_warmuplr", "OneCycle": "onecycle",
                          "WarmupDecayLR": "ds_warmup_decay",
                          "WarmupCosineLR": "ds_warmup_cosine"}

@@ -175,10 +175,23 @@ def apply(
                "reference lr" if optimizer_lr <= new_lr else "k < 1: no ramp down")
 
     if warmup_rule == "scaled":
+        how = f"scaled x {reference_global_batch}/{global_batch}"
+        before = dict(params)
         for key in kind.step_params:
-            if params[key] is not None:
-                change(key, _scale_count(params[key], global_batch, reference_global_batch),
-                       f"scaled x {reference_global_batch}/{global_batch}")
+            if params[key] is not None and not (kind.name == "wsd" and key == "decay_steps"):
+                change(key, _scale_count(params[key], global_batch, reference_global_batch), how)
+        if kind.name == "wsd":
+            # The decay's start (total - decay) is scaled as a count and the decay is what is
+            # left of the run. Rounding the three counts each on its own can round warmup and
+            # decay up and total down, so that a warmup which ended where the decay began
+            # (no stable phase) would overlap it: 25 + 75 of 100 at x 1/2 gives 13 + 38 > 50.
+            # Rounding is monotone, so scaled warmup <= scaled start holds whenever
+            # warmup <= start did. A decay never scales down to nothing, like a warmup.
+            start = _scale_count(before["total_steps"] - before["decay_steps"], global_batch,
+                                 reference_global_batch)
+            change("decay_steps", max(1, params["total_steps"] - start),
+                   f"{how}: total_steps minus the scaled decay start "
+                   f"{before['total_steps'] - before['decay_steps']} -> {start}")
     elif not isinstance(warmup_rule, str):
         if kind.warmup_param is None:
             raise ValueError(f"{kind.name} has no warmup to set, but got {warmup_rule=}")

@@ -8,6 +8,9 @@ construction and k-1 calls of ``step()``, so update k runs with ``lr(k)``:
 - DeepSpeed (``deepspeed/runtime/lr_schedules.py``, read at v0.19.8) starts
   ``last_batch_iteration`` at -1 and adds one per ``step()``, so update k has
   ``last_batch_iteration = k - 2``; update 1 holds whatever the constructor set.
+- ``gradual_warmup`` and ``wsd`` have no original class; their reference is a torch
+  ``LambdaLR``, whose construction evaluates the lambda at step 0, so update k runs at
+  step ``t = k - 1`` (Goyal et al.'s iteration count; Hugging Face's ``get_wsd_schedule``).
 
 The arithmetic below follows the originals' operation order, so values agree to the last bit or
 two, not just approximately. Where the originals do something surprising it is kept (the loop must
@@ -93,6 +96,7 @@ _LR = Param("float", ge=0)
 _WARMUP_TYPE = Param("str", default="log", choices=("log", "linear"))
 _DS_WARMUP_STEPS = Param("int", default=1000, ge=1)  # DeepSpeed raises for < 1 since v0.19.3
 _RATIO = Param("float", ge=0, le=1)
+_WSD_DECAY_TYPES = ("linear", "cosine", "1-sqrt")
 
 SCHEDULE_TYPES: dict[str, ScheduleType] = {
     t.name: t
@@ -164,6 +168,24 @@ SCHEDULE_TYPES: dict[str, ScheduleType] = {
                 "warmup_steps": Param("int", required=True, ge=0),
                 # None: the reference lr, filled in by scaling.apply (Goyal et al. 2017)
                 "start_lr": Param("float", default=None, nullable=True, ge=0),
+            },
+        ),
+        ScheduleType(
+            # every count is in updates, so a "scaled" warmup rule rescales all three, as it
+            # does ds_warmup_cosine's total_num_steps: at k x the global batch the run has 1/k
+            # of the updates, and the decay must still end where the run does (in samples).
+            # scaling.apply rescales decay_steps through the decay's start, not on its own, so
+            # that rounding never pushes the warmup into the decay.
+            "wsd", "warmup_steps", ("warmup_steps", "decay_steps", "total_steps"), (), True, False,
+            {
+                "warmup_steps": Param("int", required=True, ge=0),
+                "decay_steps": Param("int", required=True, ge=1),
+                "total_steps": Param("int", required=True, ge=1),
+                # same name and meaning as ds_warmup_cosine's: the warmup's first lr / base
+                "warmup_min_ratio": Param("float", default=0.0, ge=0, le=1),
+                "min_lr_ratio": Param("float", default=0.0, ge=0, le=1),
+                # 1-sqrt: Hägele et al. 2024 find it beats linear for the same decay length
+                "decay_type": Param("str", default="1-sqrt", choices=_WSD_DECAY_TYPES),
             },
         ),
         ScheduleType("constant", None, (), (), True, False, {}),
@@ -243,6 +265,13 @@ def _cross_checks(name: str, v: dict[str, Any], base_lr: float | None) -> list[P
             at_most("warmup_min_lr", "the optimizer lr", base_lr)
         else:
             at_most("warmup_min_lr", "warmup_max_lr", v["warmup_max_lr"])
+    elif name == "wsd":
+        # the phases must not overlap: warmup_steps + decay_steps <= total_steps
+        if v["decay_steps"] > v["total_steps"]:
+            at_most("decay_steps", "total_steps", v["total_steps"])
+        else:
+            at_most("warmup_steps", "total_steps - decay_steps",
+                    v["total_steps"] - v["decay_steps"])
     return out
 
 
@@ -475,6 +504,63 @@ class GradualWarmup(_NoMomentum):
 
 
 @dataclass(frozen=True)
+class WarmupStableDecay(_NoMomentum):
+    """Warmup-stable-decay (MiniCPM, Hu et al. 2024); the 1-sqrt decay from Hägele et al. 2024.
+
+    There is no original scheduler class to match; the reference is a torch ``LambdaLR`` (as
+    Hugging Face's ``get_wsd_schedule`` with a linear warmup), whose construction evaluates the
+    lambda at step 0. So update k runs at t = k - 1 completed updates, as ``GradualWarmup``
+    does. With W = warmup_steps, D = decay_steps, T = total_steps, S = T - D (W <= S),
+    r0 = warmup_min_ratio, m = min_lr_ratio:
+
+    - t < W (updates 1..W): ``base * (r0 + (1 - r0) * t / W)``; update 1 runs at r0 * base,
+      update W at ``base * (r0 + (1 - r0) * (W - 1) / W)``, never yet at base.
+    - W <= t < S (updates W+1..S): base, exactly; update W+1 is the first at base.
+    - S <= t < T (updates S+1..T): ``base * (m + (1 - m) * f(p))`` with p = (t - S) / D and
+      f = 1 - p (linear), (1 + cos(pi p)) / 2 (cosine) or 1 - sqrt(p) (1-sqrt). Update S+1
+      has p = 0 and runs at base exactly; update S+2 is the first below it; the last update
+      of the run, T, has p = (D - 1) / D, one decay step above m * base.
+    - t >= T (updates T+1 on): m * base, exactly.
+
+    With W = 0 there is no warmup (update 1 at base); with W = S there is no stable phase (the
+    decay starts right after the warmup, at base).
+    """
+
+    base: float
+    warmup: int
+    decay: int
+    total: int
+    warmup_min_ratio: float
+    min_ratio: float
+    decay_type: str
+
+    def _shape(self, p: float) -> float:
+        """The decay's fraction of the way from min to base, 1 at p = 0 and 0 at p = 1."""
+        if self.decay_type == "linear":
+            return 1.0 - p
+        if self.decay_type == "cosine":
+            return (1.0 + math.cos(math.pi * p)) / 2
+        return 1.0 - math.sqrt(p)
+
+    def lr(self, update: int) -> float:
+        t = _check_update(update) - 1
+        start = self.total - self.decay
+        if t < self.warmup:
+            ratio = self.warmup_min_ratio + (1.0 - self.warmup_min_ratio) * t / self.warmup
+        elif t < start:
+            return self.base
+        elif t < self.total:
+            # m + (1 - m) * 1 is 1.0 exactly in floats, so update S+1 gives base itself
+            ratio = self.min_ratio + (1.0 - self.min_ratio) * self._shape((t - start) / self.decay)
+        else:
+            ratio = self.min_ratio
+        return self.base * ratio
+
+    def boundaries(self) -> tuple[int, ...]:
+        return (self.warmup + 1, self.total - self.decay + 1, self.total + 1)
+
+
+@dataclass(frozen=True)
 class Constant(_NoMomentum):
     base: float
 
@@ -487,7 +573,7 @@ class Constant(_NoMomentum):
 
 
 _Built = WeNetWarmupLR | DeepSpeedWarmupLR | DeepSpeedWarmupCosineLR | DeepSpeedOneCycle | \
-    GradualWarmup | Constant
+    GradualWarmup | WarmupStableDecay | Constant
 
 def _make(name: str, p: dict[str, Any], base: float) -> _Built:
     def or_(value: Any, fallback: Any) -> Any:
@@ -514,6 +600,10 @@ def _make(name: str, p: dict[str, Any], base: float) -> _Built:
     if name == "gradual_warmup":
         # start_lr None (not filled in by scaling.apply) means the reference lr: base here
         return GradualWarmup(base, float(or_(p["start_lr"], base)), p["warmup_steps"])
+    if name == "wsd":
+        return WarmupStableDecay(
+            base, p["warmup_steps"], p["decay_steps"], p["total_steps"],
+            float(p["warmup_min_ratio"]), float(p["min_lr_ratio"]), p["decay_type"])
     return Constant(base)
 
 
