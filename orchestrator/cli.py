@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.errors import InputError, Problem
+from orchestrator.spec.errors import InputError, Problem
 from trainables.tracking_names import DEFAULT_TRACKING_URI
 
 EXIT_OK, EXIT_ERROR, EXIT_INPUT = 0, 1, 2
@@ -96,17 +96,17 @@ def tracking_uri(arg: str | None) -> str:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from orchestrator.plan import make_plan
-    from orchestrator.plan_table import format_plan
-    from orchestrator.sweep import load_sweep
+    from orchestrator.plan.rows import make_plan
+    from orchestrator.plan.table import format_plan
+    from orchestrator.spec.load import load_sweep
 
     sweep = load_sweep(args.sweep, args.set)
     cluster = None
     if args.address:
         import ray
 
-        from orchestrator.cluster import connected_cluster
-        from orchestrator.ray_auth import enable_token_auth
+        from orchestrator.plan.cluster import connected_cluster
+        from orchestrator.launch.ray_auth import enable_token_auth
 
         enable_token_auth(args.address)
         ray.init(address=args.address, logging_level=logging.ERROR, log_to_driver=False)
@@ -120,7 +120,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_lr(args: argparse.Namespace) -> int:
-    from orchestrator.lr_preview import plot, preview, write_csv
+    from orchestrator.plan.lr_preview import plot, preview, write_csv
 
     if args.world_size and not args.dataset_size:
         raise InputError("--world-size", [Problem("--dataset-size", None,
@@ -139,7 +139,7 @@ def cmd_lr(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from orchestrator.runner import ray_address, run_sweep
+    from orchestrator.launch.run import ray_address, run_sweep
 
     address = ray_address(args.address)
     kwargs = {"overrides": args.set, "address": address, "tracking_uri": tracking_uri(args.tracking_uri),
@@ -147,20 +147,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     if address and address.startswith("ray://"):
         # a Ray Client driver cannot host the sweep (Tune's callbacks would run remotely); its
         # driver runs on the head instead
-        from orchestrator.submit import run_via_client
+        from orchestrator.launch.submit import run_via_client
 
         return _finish(run_via_client(args.sweep, **kwargs))
     return _finish(run_sweep(args.sweep, **kwargs))
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from orchestrator.submit import submit
+    from orchestrator.launch.submit import submit
 
     return submit(args)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from orchestrator.runner import resume_sweep
+    from orchestrator.launch.run import resume_sweep
 
     outcome = resume_sweep(args.sweep, address=args.address, tracking_uri=args.tracking_uri,
                            summary_json=args.summary_json)
@@ -170,8 +170,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def _finish(outcome: Any) -> int:
     """Summary table, the report (logged on the parent run), and where to look next."""
     from dashboards.report import build_report
-    from orchestrator.summary_table import format_arms, format_summary
-    from orchestrator.ui import ui_hint
+    from orchestrator.tracking.summary_table import format_arms, format_summary
+    from orchestrator.tracking.ui import ui_hint
 
     print(format_summary(outcome.trials))
     if any(a["n_seeds"] > 1 for a in outcome.arms) or len(outcome.arms) < len(outcome.trials):
@@ -213,7 +213,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    from orchestrator.ui import serve
+    from orchestrator.tracking.ui import serve
 
     return serve(tracking_uri(args.tracking_uri), args.port)
 

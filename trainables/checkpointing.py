@@ -5,7 +5,10 @@ Layout of a checkpoint directory (what Ray Train / Tune persist and hand back on
 * ``state.pt`` -- ``torch.save`` of a dict of tensors and plain values (loads with
   ``weights_only=True``): ``model`` (state_dict of the plain module, not the DDP wrapper),
   ``optimizer`` (state_dict), ``progress`` (see :class:`Progress`), ``rng`` (torch CPU, CUDA,
-  Python ``random`` and NumPy states).
+  Python ``random`` and NumPy states); and ``precision`` only for a float16 trial: its
+  GradScaler's scale and growth tracker and its count of skipped updates, without which a
+  resumed trial would start again from the initial scale and skip updates the uninterrupted
+  one made (:mod:`trainables.precision`).
 * ``meta.json`` -- the same progress plus the trajectory-defining config fields, human-readable.
 
 The schedule's position is not stored: schedules are pure functions of the update count. The
@@ -22,7 +25,7 @@ import os
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -48,6 +51,12 @@ TRAJECTORY_FIELDS = (
     "seed",
     "dtype",
 )
+
+
+class Stateful(Protocol):
+    """What holds extra state for a checkpoint (``trainables.precision.Precision``)."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -84,8 +93,10 @@ def save(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     progress: Progress,
+    precision: dict[str, Any] | None = None,
 ) -> None:
-    """Write a checkpoint into the existing, empty ``directory``."""
+    """Write a checkpoint into the existing, empty ``directory``; ``precision``:
+    ``Precision.state_dict()``, stored only when non-empty (float16)."""
     path = Path(directory)
     state = {
         "format": FORMAT,
@@ -94,6 +105,8 @@ def save(
         "progress": asdict(progress),
         "rng": _rng_state(),
     }
+    if precision:  # absent otherwise: float32/float64 checkpoints hold what they always did
+        state["precision"] = precision
     torch.save(state, path / STATE_FILE)
     meta = {"format": FORMAT, "progress": asdict(progress), "config": _trajectory(config)}
     (path / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
@@ -107,8 +120,10 @@ def load(
     optimizer: torch.optim.Optimizer,
     updates_per_epoch: int,
     map_location: torch.device | str = "cpu",
+    precision: Stateful | None = None,
 ) -> Progress:
-    """Restore model, optimizer and RNG in place from ``directory``; returns the progress."""
+    """Restore model, optimizer, RNG and (given ``precision``) the loss scaler's state in
+    place from ``directory``; returns the progress."""
     path = Path(directory)
     meta = json.loads((path / META_FILE).read_text())
     mismatched = {
@@ -133,6 +148,8 @@ def load(
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     _set_rng_state(state["rng"])
+    if precision is not None:
+        precision.load_state_dict(state.get("precision", {}))
     return progress
 
 

@@ -12,7 +12,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Backend = Literal["ddp", "simulate"]
-Dtype = Literal["float32", "float64"]
+#: float32/float64: the whole trial in that dtype; bfloat16/float16: float32 parameters and
+#: optimizer state, forward and loss under torch.autocast (float16 with a GradScaler), see
+#: trainables.precision
+Dtype = Literal["float32", "float64", "bfloat16", "float16"]
 
 
 class StopAtTarget(BaseModel):

@@ -36,6 +36,18 @@ average holds ~NOISE_EVERY times fewer estimates, so it is noisier (its variance
 times larger). ``fuse: off`` measures at every update, reproducing the unfused numbers exactly.
 The cadence depends on the trial, never on P, so simulate, ddp and hybrids still report the
 same noise scale.
+
+Mixed precision (:mod:`trainables.precision`, ``dtype: bfloat16 | float16``): forward and loss
+(training and evaluation) run under ``torch.autocast``; parameters, gradients and optimizer
+state stay float32. Under float16 the backward runs on the loss times the GradScaler's scale,
+so every gradient the loop reads must be divided by it first: the all-reduced one by
+``Precision.unscale`` right after the last backward, before its norm feeds the noise scale and
+before clipping; the per-virtual-rank ones, which the probe reads mid-accumulation (where an
+in-place unscale would mix scaled and unscaled gradients), by the probe itself (the scale is a
+power of two, so the result is exactly what unscaling would give). An update the scaler skips
+(inf/nan gradients) changes neither the parameters nor the noise scale's averages; it still
+counts as an update (data, lr schedule), as in torch's own GradScaler recipe, and the reports
+carry the cumulative ``skipped_updates``.
 """
 
 from __future__ import annotations
@@ -57,6 +69,7 @@ from trainables import workloads as workload_registry
 from trainables.checkpointing import Progress
 from trainables.config import TrialConfig
 from trainables.noise_scale import EMA_DECAY, NoiseScale
+from trainables.precision import PARAM_DTYPES, Precision
 from trainables.sharding import Sharding
 from trainables.workloads.base import Workload
 from trainables.world import World
@@ -68,7 +81,6 @@ NOISE_EVERY = 4
 #: DeepSpeed's OneCycle cycles beta1 and holds beta2 at 0.99 (lr_schedules.py).
 MOMENTUM_BETA2 = 0.99
 
-_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "adam": torch.optim.Adam,
     "adamw": torch.optim.AdamW,
@@ -98,7 +110,7 @@ def train(
             f"% physical_workers({world.size}) != 0"
         )
     previous = torch.get_default_dtype()
-    torch.set_default_dtype(_DTYPES[config.dtype])
+    torch.set_default_dtype(PARAM_DTYPES[config.dtype])
     try:
         return _Trial(config, world, on_report, workload).run(resume_from)
     finally:
@@ -136,6 +148,7 @@ class _Trial:
         self.fused = fusion.fuses(config, self.workload)
         self.pass_budget = fusion.pass_budget(config, world.device)
         self.noise_every = NOISE_EVERY if self.fused else 1
+        self.precision = Precision(config.dtype, world.device)
 
         torch.manual_seed(config.seed)
         self.model = self.workload.build_model().to(world.device)
@@ -160,6 +173,7 @@ class _Trial:
                 optimizer=self.optimizer,
                 updates_per_epoch=self.sharding.updates_per_epoch,
                 map_location=self.world.device,
+                precision=self.precision,
             )
             if self.progress.status != "running":  # finished before the restart: nothing to do
                 return self._final(self.progress.last_report)
@@ -238,15 +252,18 @@ class _Trial:
             self._fused_passes(ddp, update, local)
         else:
             self._virtual_rank_passes(ddp, update, local, probe)
+        # float16: true gradients from here on (the noise scale's norm and clipping need them)
+        self.precision.unscale(self.optimizer)
         if probe:
             # before clipping: the noise scale is a property of the gradients, not of the step
             big_sq = _sum_sq(p.grad for p in self.model.parameters() if p.grad is not None)
         if cfg.grad_clip is not None:
             # On the all-reduced gradient: identical on every rank, as in the recipe.
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
-        self.optimizer.step()
+        # False only when float16's scaler found inf/nan: every rank finds the same (all-reduced)
+        stepped = self.precision.step(self.optimizer)
         total = self.world.all_reduce_sum(local).cpu()
-        if probe and self.noise is not None:
+        if probe and stepped and self.noise is not None:  # a skipped update's norms are inf/nan
             # Virtual rank v's increment is (P / V) g_v, its mean-gradient g_v times the loss
             # weight P / global_batch times its B_small samples; so mean_v |g_v|^2 is
             # (V / P^2) times the sum of the increments' squares over all V virtual ranks.
@@ -263,7 +280,7 @@ class _Trial:
         cfg = self.config
         steps = [(v, m) for v in self.virtual_ranks for m in range(cfg.accum_grad)]
         if probe:
-            self.probe.start()
+            self.probe.start(self.precision.grad_factor)
         for i, (v, m) in enumerate(steps):
             batch = self._batch(self.sharding.micro_batches(update, v)[m])
             _reseed(self.world.device, cfg.seed, 0, update, v, m)
@@ -294,8 +311,9 @@ class _Trial:
         """Forward and backward of a batch, each sample weighted by P / global_batch; only a
         ``reduce`` pass all-reduces. Returns its summed loss (float64, detached)."""
         with contextlib.nullcontext() if reduce else self.world.no_sync(ddp):
-            per_sample = self.workload.loss(ddp, batch)
-            (per_sample.sum() * self.loss_weight).backward()
+            with self.precision.autocast():  # forward and loss only; backward follows the forward's dtypes
+                per_sample = self.precision.master(self.workload.loss(ddp, batch))
+            self.precision.backward(per_sample.sum() * self.loss_weight)
         return per_sample.detach().double().sum()
 
     # -- evaluation and reports ------------------------------------------------------------
@@ -312,7 +330,9 @@ class _Trial:
             count = 0
             with torch.no_grad():
                 for batch in self.workload.dev_batches(EVAL_BATCH):
-                    out = self.workload.evaluate(model, _to_device(batch, self.world.device))
+                    # the model as it trains; the sums below are float64 whatever the dtype
+                    with self.precision.autocast():
+                        out = self.workload.evaluate(model, _to_device(batch, self.world.device))
                     for i, name in enumerate(self.metric_names):
                         values[i] += out[name].detach().double().sum().cpu()
                     count += len(out["loss"])
@@ -338,6 +358,7 @@ class _Trial:
             metrics["momentum"] = momentum
         if self.noise is not None:
             metrics["noise_scale"] = self.noise.value
+        metrics.update(self.precision.metrics())  # float16: skipped_updates
         return metrics
 
     def _report(self, metrics: dict[str, Any], *, checkpoint: bool) -> None:
@@ -352,6 +373,7 @@ class _Trial:
                 model=self.world.unwrap(self.model),
                 optimizer=self.optimizer,
                 progress=self.progress,
+                precision=self.precision.state_dict(),
             )
             self.on_report(dict(metrics), directory)
         finally:
@@ -386,11 +408,16 @@ class _GradProbe:
         self.copy: dict[torch.Tensor, torch.Tensor] = {}  # parameter -> its earlier .grad
         self.valid: set[torch.Tensor] = set()  # parameters whose copy is of this update
         self.sum_sq = torch.zeros((), dtype=torch.float64)
+        self.factor_sq = 1.0
 
-    def start(self) -> None:
-        """A new update: every accumulated gradient starts at zero."""
+    def start(self, grad_factor: float = 1.0) -> None:
+        """A new update: every accumulated gradient starts at zero. ``grad_factor`` turns the
+        gradients it will see into true ones (float16: 1 / the loss scale, a power of two, so
+        squaring and multiplying the float64 sums by it is exact: the probe measures the
+        unscaled gradients, as if each had been unscaled before it was read)."""
         self.valid.clear()
         self.sum_sq = torch.zeros((), dtype=torch.float64)
+        self.factor_sq = grad_factor**2
 
     def observe(self, grads: Sequence[tuple[torch.Tensor, torch.Tensor]], keep: bool = True) -> None:
         """``grads``: (parameter, accumulated gradient) pairs, all where one virtual rank ends;
@@ -403,7 +430,10 @@ class _GradProbe:
             increments = fresh
             if seen:
                 increments = fresh + list(torch._foreach_sub([g for _, g in seen], [c for c, _ in seen]))
-            self.sum_sq = self.sum_sq.to(grads[0][1].device) + _sum_sq(increments)
+            increments_sq = _sum_sq(increments)
+            if self.factor_sq != 1.0:  # float16's loss scale; float32/float64 run as before
+                increments_sq = increments_sq * self.factor_sq
+            self.sum_sq = self.sum_sq.to(grads[0][1].device) + increments_sq
             if keep:
                 for p, g in grads:
                     if p not in self.copy:

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import InputError, Problem
-from orchestrator.plan import Plan, PlanRow, make_plan
-from orchestrator.summary import BRACKETS, SUMMARY_METRICS, arm_summaries, summarize
-from orchestrator.sweep import Sweep, load_sweep
-from orchestrator.tracking import SweepTracker, check_reachable, curve_metrics
+from orchestrator.spec.errors import InputError, Problem
+from orchestrator.plan.rows import Plan, PlanRow, make_plan
+from orchestrator.tracking.summary import BRACKETS, SUMMARY_METRICS, arm_summaries, summarize
+from orchestrator.spec.load import Sweep, load_sweep
+from orchestrator.tracking.tracker import SweepTracker, check_reachable, curve_metrics
 
 STATE_FILE = "scalesweep.json"
 JOURNAL = "metrics.journal.jsonl"
@@ -93,12 +93,12 @@ def _connect(address: str | None, verbose: bool) -> None:
     if address and address.startswith("ray://"):
         raise InputError("ray", [Problem("address", address, "a Ray Client address cannot host "
                                          "the sweep driver: `scalesweep run --address ray://...` "
-                                         "runs it on the head (orchestrator.submit.run_via_client)")])
+                                         "runs it on the head (orchestrator.launch.submit.run_via_client)")])
     if address:
-        from orchestrator.ray_auth import enable_token_auth
+        from orchestrator.launch.ray_auth import enable_token_auth
 
         # Ray presents its auth token for "auto" by itself, for an explicit address only in
-        # token mode: turn that on when the user gave a token (see orchestrator.ray_auth)
+        # token mode: turn that on when the user gave a token (see orchestrator.launch.ray_auth)
         enable_token_auth(address)
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=verbose)
     else:
@@ -120,8 +120,8 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
     make_plan(sweep)  # every input problem the plan finds, before Ray starts or MLflow is touched
     check_reachable(tracking_uri)
     _connect(address, verbose)
-    from orchestrator.cluster import connected_cluster
-    from orchestrator.storage_check import check_shared_storage
+    from orchestrator.plan.cluster import connected_cluster
+    from orchestrator.launch.storage_check import check_shared_storage
 
     plan = make_plan(sweep, connected_cluster())
     _check_feasible(plan)
@@ -174,8 +174,8 @@ def resume_sweep(name_or_dir: str, *, address: str | None, tracking_uri: str | N
         raise InputError("resume", [Problem("--address", address, "resume runs where the sweep's "
                                             "state is: on the head, with --address auto")])
     _connect(address, verbose)
-    from orchestrator.cluster import connected_cluster
-    from orchestrator.storage_check import check_shared_storage
+    from orchestrator.plan.cluster import connected_cluster
+    from orchestrator.launch.storage_check import check_shared_storage
 
     plan = make_plan(sweep, connected_cluster())
     check_shared_storage(sweep_dir)
@@ -189,7 +189,7 @@ def resume_sweep(name_or_dir: str, *, address: str | None, tracking_uri: str | N
 
 def _parent_params(plan: Plan) -> dict[str, Any]:
     spec = plan.sweep.spec
-    from orchestrator.sweep import metric_mode
+    from orchestrator.spec.load import metric_mode
 
     return {
         "workload": spec.workload.name, "target_metric": spec.target.metric,
@@ -207,8 +207,8 @@ def _parent_params(plan: Plan) -> dict[str, Any]:
 
 def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path, uri: str,
              summary_json: str | None, existing: dict[str, Any]) -> Outcome:
-    from orchestrator.tune_callback import kept, run_status
-    from orchestrator.tune_launch import launch, resume_checkpoint
+    from orchestrator.tracking.callback import kept, run_status
+    from orchestrator.launch.tune import launch, resume_checkpoint
 
     sweep = plan.sweep
     rows = {r.name: r for r in plan.rows}

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import InputError, Problem
-from orchestrator.ray_auth import AUTH_HINT, auth_token, enable_token_auth, host_of, is_loopback
+from orchestrator.spec.errors import InputError, Problem
+from orchestrator.launch.ray_auth import AUTH_HINT, auth_token, enable_token_auth, host_of, is_loopback
 from trainables.tracking_names import DEFAULT_TRACKING_URI
 
 #: the checkout this code runs from (an editable install), or None for a plain install
@@ -129,7 +129,7 @@ def shipment(sweep_path: str, overrides: list[str], recipe: Path | None) -> Iter
 
 
 def _resolved_recipe(sweep: Any, sweep_path: str) -> Path | None:
-    from orchestrator.sweep import recipe_candidates
+    from orchestrator.spec.load import recipe_candidates
 
     if sweep.spec.recipe is None:
         return None
@@ -157,7 +157,7 @@ def _tracking_problems(uri: str) -> list[Problem]:
 
 def _validate(sweep_path: str, overrides: list[str], tracking_uri: str,
               arg_problems: list[Problem]) -> tuple[Any, Path | None]:
-    from orchestrator.sweep import load_sweep
+    from orchestrator.spec.load import load_sweep
 
     problems = arg_problems + _tracking_problems(tracking_uri)
     try:
@@ -340,7 +340,7 @@ def run_via_client(path: str, *, overrides: list[str], address: str, tracking_ur
     from ray.exceptions import RayTaskError
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from orchestrator.tracking import TrackingUnavailable
+    from orchestrator.tracking.tracker import TrackingUnavailable
 
     with shipment(path, overrides, recipe) as ship:
         ray.init(address=address, runtime_env={"working_dir": str(ship.directory),
@@ -368,7 +368,7 @@ def run_via_client(path: str, *, overrides: list[str], address: str, tracking_ur
 
 
 def _run_on_head(sweep: str, overrides: list[str], tracking_uri: str, verbose: bool) -> Any:
-    from orchestrator.runner import run_sweep
+    from orchestrator.launch.run import run_sweep
 
     # A Ray worker's stdout/stderr are Ray's flushing wrappers around files opened "a", and
     # Tune pickles its callbacks (ours keeps sys.stdout) when it starts: cloudpickle can pickle

@@ -1,7 +1,7 @@
 """The sweep file's schema. Validation happens here, once, where YAML becomes objects.
 
 Shape checks (types, ranges, unknown keys) come from pydantic in strict mode, so ``"4"`` is not
-a world size and ``true`` is not a number; the cross-field rules live in ``orchestrator.sweep``.
+a world size and ``true`` is not a number; the cross-field rules live in ``orchestrator.spec.load``.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import InputError, Problem
+from orchestrator.spec.errors import InputError, Problem
 
 DEFAULT_TIMEOUT_S = 60.0
 MARKER_PREFIX = ".scalesweep-storage-check-"

@@ -49,7 +49,7 @@ HOST = "127.0.0.1"
 ARMS_VIEW_ID = "scalesweep-arms"
 TRIALS_VIEW_ID = "scalesweep-trials"
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
-#: the MLflow param that names a trial's arm (its settings minus the seed; orchestrator.runner)
+#: the MLflow param that names a trial's arm (its settings minus the seed; orchestrator.launch.run)
 ARM_PARAM = "arm"
 #: sorting by run name (anything but start time) lists the child runs flat, next to their parent
 ORDER_BY = "tags.`mlflow.runName`"
@@ -150,7 +150,7 @@ def ensure_view(uri: str, experiment_id: str) -> str | None:
 
 
 def _trials(client: Any, experiment_id: str) -> list[Any]:
-    from orchestrator.tracking import ROLE_TAG
+    from orchestrator.tracking.tracker import ROLE_TAG
 
     return list(client.search_runs([experiment_id], f"tags.`{ROLE_TAG}` = 'trial'",
                                    max_results=5000))
@@ -214,7 +214,7 @@ def studies(uri: str) -> list[tuple[str, str]]:
     """(experiment id, name) of every study in the store that holds a scalesweep sweep."""
     from mlflow.tracking import MlflowClient
 
-    from orchestrator.tracking import ROLE_TAG
+    from orchestrator.tracking.tracker import ROLE_TAG
 
     try:
         client = MlflowClient(uri)

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.cluster import WORKER_MEMORY_GB, ClusterInfo, local_cluster
-from orchestrator.errors import InputError, Problem
-from orchestrator.recipes import integral_counts
-from orchestrator.spec import FIXED_AXES
-from orchestrator.sweep import Sweep
+from orchestrator.plan.cluster import WORKER_MEMORY_GB, ClusterInfo, local_cluster
+from orchestrator.spec.errors import InputError, Problem
+from orchestrator.spec.recipes import integral_counts
+from orchestrator.spec.schema import FIXED_AXES
+from orchestrator.spec.load import Sweep
 from trainables import scaling, schedules
 from trainables.batching import global_batch, updates_per_epoch
 from trainables.config import StopAtTarget, TrialConfig
@@ -381,7 +381,7 @@ def _sqrt_adam(sweep: Sweep, combo: dict[str, Any], optimizer: dict[str, Any],
 
 
 def _higher_is_better(sweep: Sweep) -> bool:
-    from orchestrator.sweep import metric_mode
+    from orchestrator.spec.load import metric_mode
 
     return metric_mode(sweep) == "max"
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from orchestrator.errors import InputError, Problem
-from orchestrator.files import load_mapping
-from orchestrator.recipes import read_recipe
+from orchestrator.spec.errors import InputError, Problem
+from orchestrator.spec.files import load_mapping
+from orchestrator.spec.recipes import read_recipe
 from trainables import schedules
 from trainables.batching import updates_per_epoch
 
@@ -40,7 +40,7 @@ def preview(path: str | Path, updates: int) -> Preview:
     dataset_size = None
     origins: dict[str, str] = {}
     if "axes" in raw or "workload" in raw:  # a sweep file: its settings before the axes apply
-        from orchestrator.sweep import load_sweep
+        from orchestrator.spec.load import load_sweep
 
         sweep = load_sweep(path)
         sched, opt, training = (dict(sweep.base.scheduler), sweep.base.optimizer,

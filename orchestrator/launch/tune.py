@@ -9,11 +9,11 @@ from typing import Any
 
 from ray import tune
 
-from orchestrator import trial_driver
-from orchestrator.plan import Plan, PlanRow
-from orchestrator.tracking import SweepTracker
-from orchestrator.trial_driver import latest_checkpoint
-from orchestrator.tune_callback import SweepCallback
+from orchestrator.launch import trial_driver
+from orchestrator.plan.rows import Plan, PlanRow
+from orchestrator.tracking.tracker import SweepTracker
+from orchestrator.launch.trial_driver import latest_checkpoint
+from orchestrator.tracking.callback import SweepCallback
 
 
 def max_concurrent(plan: Plan, rows: list[PlanRow]) -> int:
@@ -47,7 +47,7 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
 
     scheduler = None
     if spec.search.scheduler == "asha":
-        from orchestrator.sweep import metric_mode
+        from orchestrator.spec.load import metric_mode
 
         scheduler = tune.schedulers.ASHAScheduler(
             metric=spec.target.metric, mode=metric_mode(plan.sweep), time_attr="epoch",

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.errors import Problem
+from orchestrator.spec.errors import Problem
 
 _ADAM = ("lr", "betas", "eps", "weight_decay", "amsgrad")
 PARAMS: dict[str, tuple[str, ...]] = {

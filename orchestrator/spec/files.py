@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from orchestrator.errors import InputError, Problem
+from orchestrator.spec.errors import InputError, Problem
 
 #: a sweep or recipe file is a few KB; anything this large is a mistake (or an attack)
 MAX_FILE_BYTES = 2 * 1024 * 1024

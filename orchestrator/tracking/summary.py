@@ -6,8 +6,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from orchestrator.plan import Plan, PlanRow
-from orchestrator.sweep import metric_mode
+from orchestrator.plan.rows import Plan, PlanRow
+from orchestrator.spec.load import metric_mode
 from trainables import arms
 from trainables import convergence as conv
 from trainables.tracking_names import BRACKETS, SUMMARY_METRICS

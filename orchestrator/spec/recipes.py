@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import InputError, Problem
-from orchestrator.files import load_mapping
+from orchestrator.spec.errors import InputError, Problem
+from orchestrator.spec.files import load_mapping
 from trainables import schedules
 
 #: WeNet scheduler and optimizer names -> ours

@@ -14,10 +14,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from orchestrator import optimizers
-from orchestrator.errors import InputError, Problem, join_path
-from orchestrator.files import load_mapping
-from orchestrator.recipes import (
+from orchestrator.spec.schema import optimizers
+from orchestrator.spec.errors import InputError, Problem, join_path
+from orchestrator.spec.files import load_mapping
+from orchestrator.spec.recipes import (
     Recipe,
     ResolvedBatch,
     config_world_size,
@@ -25,7 +25,7 @@ from orchestrator.recipes import (
     read_recipe,
     resolve_batch,
 )
-from orchestrator.spec import DISTRIBUTIONS, FIXED_AXES, FREE_AXIS_SECTIONS, SweepSpec
+from orchestrator.spec.schema import DISTRIBUTIONS, FIXED_AXES, FREE_AXIS_SECTIONS, SweepSpec
 from trainables import schedules
 from trainables.batching import updates_per_epoch
 from trainables.workloads import UnknownWorkloadError, resolve

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.plan import Plan
+from orchestrator.plan.rows import Plan
 
 
 def format_plan(plan: Plan, verbose: bool = False) -> str:

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from ray import tune
 
-from orchestrator.tracking import SweepTracker, curve_metrics
+from orchestrator.tracking.tracker import SweepTracker, curve_metrics
 
 #: what we keep of a Tune result for convergence metrics and the summary
 KEEP = ("update", "samples_seen", "epoch", "wall_s", "train_loss", "lr", "momentum", "status",

@@ -1,0 +1,8 @@
+"""What MLflow holds: the sweep's parent run and one child run per trial, and what is read back.
+
+Public names: ``tracker.SweepTracker`` (buffered, deduplicated, journaled MLflow writes that
+survive an outage), ``callback.SweepCallback`` (Ray Tune's hooks -> the tracker),
+``summary.summarize``/``arm_summaries`` (convergence per trial and per arm for the summary JSON),
+``summary_table.format_summary``/``format_arms`` (what ``run`` prints), ``ui.serve``/``ui_hint``
+(the MLflow UI and its saved views). Reads plan and spec; never launch.
+"""
