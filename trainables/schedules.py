@@ -519,7 +519,7 @@ class WarmupStableDecay(_NoMomentum):
     - S <= t < T (updates S+1..T): ``base * (m + (1 - m) * f(p))`` with p = (t - S) / D and
       f = 1 - p (linear), (1 + cos(pi p)) / 2 (cosine) or 1 - sqrt(p) (1-sqrt). Update S+1
       has p = 0 and runs at base exactly; update S+2 is the first below it; the last update
-      of the run, T, has p = (D - 1) / D, one decay step above m * base.
+      of the run, T, has p = (D - 1) / D and is still above m * base (for m < 1).
     - t >= T (updates T+1 on): m * base, exactly.
 
     With W = 0 there is no warmup (update 1 at base); with W = S there is no stable phase (the
