@@ -256,7 +256,7 @@ def sqlite_uri(path: Path) -> str:
 
 
 def start_ray() -> None:
-    """A local Ray as ``scalesweep run`` starts it (orchestrator.runner._connect), so sweeps and
+    """A local Ray as ``scalesweep run`` starts it (orchestrator.launch.run._connect), so sweeps and
     the bare Ray baselines share one cluster. Stop it with ``ray.shutdown()``."""
     import ray
 
@@ -294,15 +294,16 @@ PHASES = ("validate", "plan", "mlflow_start", "tune_start", "trials", "tune_end"
 def sweep_run(
     sweep: str | Path, overrides: list[str], tracking_uri: str, log: Path
 ) -> tuple[float, Any, dict[str, float]]:
-    """``scalesweep run`` in process (``orchestrator.runner.run_sweep``): (wall seconds, Outcome,
+    """``scalesweep run`` in process (``orchestrator.launch.run.run_sweep``): (wall seconds, Outcome,
     phases). Phases, from timestamps taken by wrappers around the runner's steps (nothing of the
     product is changed): validate (load_sweep), plan (make_plan), mlflow_start (tracker and
     parent run), tune_start (launch until Tune starts the first trial), trials (first trial
     start to last trial end, as the sweep callback sees them), tune_end (until launch returns),
     finish (summaries, MLflow summaries and run ends, until run_sweep returns)."""
-    from orchestrator import runner, tune_launch
-    from orchestrator.tracking import SweepTracker
-    from orchestrator.tune_callback import SweepCallback
+    from orchestrator.launch import run as runner
+    from orchestrator.launch import tune as tune_launch
+    from orchestrator.tracking.callback import SweepCallback
+    from orchestrator.tracking.tracker import SweepTracker
 
     marks: dict[str, list[float]] = {}
 

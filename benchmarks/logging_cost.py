@@ -8,7 +8,7 @@ The simulate loop (``trainables.loop.train``, ``LocalWorld``, one thread) trains
   (``ray.air._internal.mlflow._MLflowLoggerUtil.log_metrics``): a ``get_run`` to check the run
   exists, then one ``log_metric`` request per key;
 * ``batch_sync``: one ``log_batch`` request per eval (``mlflow.log_metrics``' behaviour);
-* ``ours``: ``orchestrator.tracking.SweepTracker`` as the sweep callback drives it:
+* ``ours``: ``orchestrator.tracking.tracker.SweepTracker`` as the sweep callback drives it:
   ``add_result`` (with the write-ahead journal line) and ``maybe_flush`` per eval, one
   ``log_batch`` per run every 2 s, and the final ``flush`` at the end (counted);
 * ``none``: the loop alone, for its time per update.
@@ -44,7 +44,7 @@ from benchmarks._common import (
     spread,
     sqlite_uri,
 )
-from orchestrator.tracking import SweepTracker, curve_metrics
+from orchestrator.tracking.tracker import SweepTracker, curve_metrics
 from trainables import loop
 from trainables.config import TrialConfig
 from trainables.world import LocalWorld

@@ -180,8 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sweep = sweep_file(tmp, lrs, worlds, updates)
         say(f"{NAME}: plan")
         plan_cli = [cli("plan", str(sweep), "--json", cwd=tmp)[0] for _ in range(3)]
-        from orchestrator.plan import make_plan
-        from orchestrator.sweep import load_sweep
+        from orchestrator.plan.rows import make_plan
+        from orchestrator.spec.load import load_sweep
 
         plan_inproc = []
         for _ in range(3):

@@ -5,8 +5,8 @@ A ddp trial of world size V starts V Ray Train workers (plus its Tune trial proc
 in fresh Python processes (CPU seconds of the process, ``time.process_time``, so the load of a
 shared machine barely moves them), interleaved and repeated:
 
-* the import a Tune trial process makes to find our trainable: ``orchestrator.trial_driver``
-  (the entry point since the light-entry fix), against ``orchestrator.tune_launch`` (the entry
+* the import a Tune trial process makes to find our trainable: ``orchestrator.launch.trial_driver``
+  (the entry point since the light-entry fix), against ``orchestrator.launch.tune`` (the entry
   point before it: it also pulls in MLflow and the planner) and against what a simulate trial
   needs (``ray.tune`` + ``trainables.loop``);
 * the steps of a ddp worker in order: ``import ray.train`` (+ torch), our worker module, the
@@ -29,8 +29,8 @@ from benchmarks._common import ROOT, Column, Report, Table, median, parse_args, 
 NAME = "startup"
 
 IMPORTS = {
-    "orchestrator.tune_launch (the Tune entry point before the fix)": "import orchestrator.tune_launch",
-    "orchestrator.trial_driver (the Tune entry point)": "import orchestrator.trial_driver",
+    "orchestrator.launch.tune (the Tune entry point before the fix)": "import orchestrator.launch.tune",
+    "orchestrator.launch.trial_driver (the Tune entry point)": "import orchestrator.launch.trial_driver",
     "ray.tune + trainables.loop (what a simulate trial runs)": (
         "import ray.tune, trainables.loop, trainables.world, trainables.config"
     ),

@@ -1,1 +1,3 @@
-"""Driver side of scalesweep: sweep spec, plan, Tune wiring, trial driver, MLflow, CLI."""
+"""Driver side of scalesweep, one sub-package per stage of the flow (docs/design.md §3.1):
+``spec`` (what the user asked) → ``plan`` (what will run) → ``tracking`` (what MLflow holds) →
+``launch`` (making it run: Ray, Tune, the trial driver, submit); ``cli`` on top."""

@@ -105,8 +105,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.address:
         import ray
 
-        from orchestrator.plan.cluster import connected_cluster
         from orchestrator.launch.ray_auth import enable_token_auth
+        from orchestrator.plan.cluster import connected_cluster
 
         enable_token_auth(args.address)
         ray.init(address=args.address, logging_level=logging.ERROR, log_to_driver=False)

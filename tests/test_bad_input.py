@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.files import MAX_FILE_BYTES
+from orchestrator.spec.files import MAX_FILE_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = Path(__file__).resolve().parent / "bad_inputs"

@@ -213,7 +213,7 @@ def test_lr_plot_onecycle_with_momentum(tmp_path: Path) -> None:
 
 
 def test_lr_in_process_writes_to_the_current_stdout() -> None:
-    import orchestrator.lr_preview  # noqa: F401  (imported before any redirect, as in a host app)
+    import orchestrator.plan.lr_preview  # noqa: F401  (imported before any redirect, as in a host app)
 
     for _ in range(2):
         buf = io.StringIO()
@@ -256,7 +256,7 @@ def test_lr_onecycle_with_sgd_has_no_momentum(tmp_path: Path) -> None:
     # the lr is the same cycle as with Adam
     _, with_adam = parse_csv(lr_cli([ONECYCLE, "--updates", "1500"], tmp_path))
     assert [r[1] for r in rows] == [r[1] for r in with_adam]
-    from orchestrator.lr_preview import preview
+    from orchestrator.plan.lr_preview import preview
 
     assert all(m is None for _, _, m in preview(onecycle_sgd, 50).rows)
     assert any(m is not None for _, _, m in preview(ONECYCLE, 50).rows)

@@ -21,8 +21,8 @@ from types import SimpleNamespace
 import pytest
 from mlflow.tracking import MlflowClient
 
-from orchestrator import submit as sub
-from orchestrator.storage_check import is_uri, local_path
+from orchestrator.launch import submit as sub
+from orchestrator.launch.storage_check import is_uri, local_path
 from tests.cluster_helpers import RayCluster, can_unshare_mount
 from tests.helpers import ROOT, SWEEPS, MlflowServer, cli_env
 

@@ -52,7 +52,7 @@ from ray.train.torch import TorchConfig
 from ray.train.v2.api.config import RunConfig, ScalingConfig
 from ray.train.v2.torch.torch_trainer import TorchTrainer
 
-from orchestrator import trial_driver
+from orchestrator.launch import trial_driver
 from trainables import fusion, loop, workloads
 from trainables.config import TrialConfig
 from trainables.world import DistributedWorld, LocalWorld
@@ -273,7 +273,7 @@ def test_ddp_trial_shares_its_workload_and_falls_back_when_unpicklable(ray_clust
     be pickled is left to each worker to make (None), not an error."""
     import torch
 
-    from orchestrator.trial_driver import shared_workload
+    from orchestrator.launch.trial_driver import shared_workload
     from trainables import workloads
 
     options = {"train_size": 64, "dev_size": 16, "d_model": 32, "num_blocks": 1}

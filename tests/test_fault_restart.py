@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from ray import tune
 
-from orchestrator.trial_driver import run_trial, trial_resources
+from orchestrator.launch.trial_driver import run_trial, trial_resources
 from trainables import loop
 from trainables.config import TrialConfig
 from trainables.world import LocalWorld

@@ -219,9 +219,9 @@ def test_noise_scale_moves_to_another_decay_keeping_its_averages() -> None:
 
 
 def test_the_sweep_file_carries_fuse_to_every_trial() -> None:
-    from orchestrator.cluster import ClusterInfo
-    from orchestrator.plan import make_plan
-    from orchestrator.sweep import load_sweep
+    from orchestrator.plan.cluster import ClusterInfo
+    from orchestrator.plan.rows import make_plan
+    from orchestrator.spec.load import load_sweep
     from tests.helpers import SWEEPS
 
     laptop = ClusterInfo(cpus=8, gpus=0, memory_gb=32, where="this machine")

@@ -39,7 +39,7 @@ def _graph() -> dict[str, set[str]]:
 
 def test_graph_sees_the_modules() -> None:
     graph = _graph()
-    assert "orchestrator.runner" in graph and "trainables.loop" in graph
+    assert "orchestrator.launch.run" in graph and "trainables.loop" in graph
     assert "trainables.convergence" in graph["dashboards.convergence_table"]
 
 
@@ -73,3 +73,36 @@ def test_no_import_cycle() -> None:
         if m not in state:
             visit(m)
     assert cycles == []
+
+
+#: orchestrator's stages, top to bottom (docs/design.md §3.1): a stage imports only stages below it
+STAGES = ("cli", "launch", "tracking", "plan", "spec")
+
+
+def _stage(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "orchestrator" or len(parts) < 2:
+        return None
+    return STAGES.index(parts[1]) if parts[1] in STAGES else None
+
+
+def test_orchestrator_stages_import_only_downwards() -> None:
+    graph = _graph()
+    up = [(m, d) for m, deps in graph.items() for d in deps
+          if (sm := _stage(m)) is not None and (sd := _stage(d)) is not None and sd < sm]
+    assert up == []
+
+
+def test_every_orchestrator_module_belongs_to_a_stage() -> None:
+    # a new file dropped at the top of orchestrator/ would bring the flat folder back
+    loose = [m for m in _graph() if m.startswith("orchestrator.") and _stage(m) is None
+             and m not in ("orchestrator.__main__",)]
+    assert loose == []
+
+
+def test_stage_packages_import_nothing() -> None:
+    # a Tune trial process imports orchestrator.launch.trial_driver, which runs
+    # orchestrator/launch/__init__.py first: an import there would load the launcher on every worker
+    for stage in STAGES[1:]:
+        tree = ast.parse((ROOT / "orchestrator" / stage / "__init__.py").read_text(encoding="utf-8"))
+        assert [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)] == [], stage

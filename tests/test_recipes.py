@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.errors import InputError
-from orchestrator.plan import make_plan
-from orchestrator.recipes import read_recipe
-from orchestrator.sweep import load_sweep
+from orchestrator.plan.rows import make_plan
+from orchestrator.spec.errors import InputError
+from orchestrator.spec.load import load_sweep
+from orchestrator.spec.recipes import read_recipe
 from tests.helpers import cli
 
 # WeNet's AISHELL-1 u2++ conformer train.yaml (wenet/examples/aishell/s0/conf), complete.

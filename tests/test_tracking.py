@@ -17,7 +17,7 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from orchestrator.tracking import (
+from orchestrator.tracking.tracker import (
     FAIL_FAST,
     MAX_BATCH,
     SweepTracker,
@@ -233,7 +233,7 @@ def test_dead_port_fails_fast_keeps_every_metric_and_restores_the_environment(
 def test_outage_buffers_and_the_recovered_server_gets_every_step_once(
         http_tracker: SweepTracker, mlflow_http: MlflowHttp,
         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="orchestrator.tracking")
+    caplog.set_level(logging.WARNING, logger="orchestrator.tracking.tracker")
     parent = http_tracker.start_parent({}, {})
     a, b = http_tracker.child(parent, "a", {}), http_tracker.child(parent, "b", {})
     http_tracker.add_result(a, 1, _eval(1))
@@ -297,7 +297,7 @@ def test_a_rejected_metric_is_dropped_with_its_message_and_the_rest_is_sent(
     """A 400 (a metric name MLflow refuses) is not an outage: retrying cannot help. The refused
     name is dropped and reported once with the server's message; the run's other metrics of
     the same eval, and other runs, are sent."""
-    caplog.set_level(logging.WARNING, logger="orchestrator.tracking")
+    caplog.set_level(logging.WARNING, logger="orchestrator.tracking.tracker")
     parent = http_tracker.start_parent({}, {})
     bad, good = http_tracker.child(parent, "bad", {}), http_tracker.child(parent, "good", {})
     http_tracker.add_result(bad, 1, {"epoch": 0.1, "dev_acc@1": 0.5})

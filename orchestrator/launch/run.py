@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.spec.errors import InputError, Problem
 from orchestrator.plan.rows import Plan, PlanRow, make_plan
-from orchestrator.tracking.summary import BRACKETS, SUMMARY_METRICS, arm_summaries, summarize
+from orchestrator.spec.errors import InputError, Problem
 from orchestrator.spec.load import Sweep, load_sweep
+from orchestrator.tracking.summary import BRACKETS, SUMMARY_METRICS, arm_summaries, summarize
 from orchestrator.tracking.tracker import SweepTracker, check_reachable, curve_metrics
 
 STATE_FILE = "scalesweep.json"
@@ -120,8 +120,8 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
     make_plan(sweep)  # every input problem the plan finds, before Ray starts or MLflow is touched
     check_reachable(tracking_uri)
     _connect(address, verbose)
-    from orchestrator.plan.cluster import connected_cluster
     from orchestrator.launch.storage_check import check_shared_storage
+    from orchestrator.plan.cluster import connected_cluster
 
     plan = make_plan(sweep, connected_cluster())
     _check_feasible(plan)
@@ -174,8 +174,8 @@ def resume_sweep(name_or_dir: str, *, address: str | None, tracking_uri: str | N
         raise InputError("resume", [Problem("--address", address, "resume runs where the sweep's "
                                             "state is: on the head, with --address auto")])
     _connect(address, verbose)
-    from orchestrator.plan.cluster import connected_cluster
     from orchestrator.launch.storage_check import check_shared_storage
+    from orchestrator.plan.cluster import connected_cluster
 
     plan = make_plan(sweep, connected_cluster())
     check_shared_storage(sweep_dir)
@@ -207,8 +207,8 @@ def _parent_params(plan: Plan) -> dict[str, Any]:
 
 def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path, uri: str,
              summary_json: str | None, existing: dict[str, Any]) -> Outcome:
-    from orchestrator.tracking.callback import kept, run_status
     from orchestrator.launch.tune import launch, resume_checkpoint
+    from orchestrator.tracking.callback import kept, run_status
 
     sweep = plan.sweep
     rows = {r.name: r for r in plan.rows}

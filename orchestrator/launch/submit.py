@@ -40,14 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.spec.errors import InputError, Problem
 from orchestrator.launch.ray_auth import AUTH_HINT, auth_token, enable_token_auth, host_of, is_loopback
+from orchestrator.spec.errors import InputError, Problem
 from trainables.tracking_names import DEFAULT_TRACKING_URI
 
 #: the checkout this code runs from (an editable install), or None for a plain install
 PROJECT_ROOT: Path | None = (
-    Path(__file__).resolve().parents[1]
-    if (Path(__file__).resolve().parents[1] / "pyproject.toml").is_file() else None)
+    Path(__file__).resolve().parents[2]
+    if (Path(__file__).resolve().parents[2] / "pyproject.toml").is_file() else None)
 PACKAGES = ("orchestrator", "trainables", "dashboards")
 #: never shipped: environments, VCS, local MLflow stores, sweep state, reports, caches
 EXCLUDES = (".venv", "venv", ".git", "mlflow.db", "mlflow.db-*", "mlruns", "mlartifacts", "scalesweep_runs",

@@ -10,10 +10,10 @@ from typing import Any
 from ray import tune
 
 from orchestrator.launch import trial_driver
-from orchestrator.plan.rows import Plan, PlanRow
-from orchestrator.tracking.tracker import SweepTracker
 from orchestrator.launch.trial_driver import latest_checkpoint
+from orchestrator.plan.rows import Plan, PlanRow
 from orchestrator.tracking.callback import SweepCallback
+from orchestrator.tracking.tracker import SweepTracker
 
 
 def max_concurrent(plan: Plan, rows: list[PlanRow]) -> int:

@@ -12,9 +12,9 @@ from typing import Any
 
 from orchestrator.plan.cluster import WORKER_MEMORY_GB, ClusterInfo, local_cluster
 from orchestrator.spec.errors import InputError, Problem
+from orchestrator.spec.load import Sweep
 from orchestrator.spec.recipes import integral_counts
 from orchestrator.spec.schema import FIXED_AXES
-from orchestrator.spec.load import Sweep
 from trainables import scaling, schedules
 from trainables.batching import global_batch, updates_per_epoch
 from trainables.config import StopAtTarget, TrialConfig

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from orchestrator.spec.schema import optimizers
+from orchestrator.spec import optimizers
 from orchestrator.spec.errors import InputError, Problem, join_path
 from orchestrator.spec.files import load_mapping
 from orchestrator.spec.recipes import (
