@@ -382,3 +382,24 @@ def test_custom_example_loads_by_path_and_honours_the_contract(on_path: None) ->
         workloads.make("examples.custom_workload:make", {"noise": -1})
     with pytest.raises(WorkloadOptionError, match="allowed"):
         workloads.make("examples.custom_workload:make", {"nosie": 1})
+
+
+def test_asr_data_is_made_once_per_process_for_the_same_options() -> None:
+    # a reused Tune actor runs the next trial of a study with the same data options
+    first = asr(train_size=60)
+    first.prepare()
+    same_data = asr(train_size=60, d_model=16, num_blocks=1)  # another model, the same data
+    same_data.prepare()
+    assert same_data._splits() is first._splits()
+    other = asr(train_size=60, data_seed=1)
+    other.prepare()
+    assert other._splits() is not first._splits()
+    assert not torch.equal(other._splits()[0][0][:10], first._splits()[0][0][:10])
+    # values from the cache are those a fresh generation gives
+    mini_asr._LAST = None
+    fresh = asr(train_size=60)
+    fresh.prepare()
+    assert fresh._splits() is not first._splits()
+    for a, b in zip(fresh._splits()[0] + fresh._splits()[1], first._splits()[0] + first._splits()[1],
+                    strict=True):
+        assert torch.equal(a, b)
