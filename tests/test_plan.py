@@ -21,7 +21,7 @@ def plan_of(name: str, *sets: str, cluster: ClusterInfo = LAPTOP):  # type: igno
 
 
 def test_wenet_fixed_warmup_peaks_four_times_later_in_epochs() -> None:
-    plan = plan_of("wenet_4v16.yaml", "axes.seed=[0]")
+    plan = plan_of("wenet_4v16_rules.yaml", "axes.seed=[0]")
     rows = {r.name: r for r in plan.rows}
     base = rows["ws4-warmup300-none"]
     fixed = rows["ws16-warmup300-none"]
@@ -36,12 +36,22 @@ def test_wenet_fixed_warmup_peaks_four_times_later_in_epochs() -> None:
     assert base.global_batch * 4 == fixed.global_batch
 
 
+def test_the_quick_start_study_is_four_arms_of_five_seeds() -> None:
+    plan = plan_of("wenet_4v16.yaml")
+    arms: dict[str, list[int]] = {}
+    for row in plan.rows:
+        arms.setdefault(row.arm, []).append(row.trial.seed)
+    assert sorted(arms) == ["ws16-warmup19-none", "ws16-warmup300-none", "ws16-warmup75-linear",
+                            "ws4-warmup300-none"]
+    assert all(sorted(seeds) == [0, 1, 2, 3, 4] for seeds in arms.values())
+
+
 def test_identical_trials_are_merged_and_excludes_apply() -> None:
-    plan = plan_of("wenet_4v16.yaml", "axes.seed=[0]")
+    plan = plan_of("wenet_4v16_rules.yaml", "axes.seed=[0]")
     names = [r.name for r in plan.rows]
     # 1 + 3 x 3 - 1: the /16 warmup with sqrt is excluded, as is every /16 at the reference
     assert len(names) == len(set(names)) == 9 and "ws16-warmup19-sqrt" not in names
-    assert len(plan_of("wenet_4v16.yaml").rows) == 27  # three seeds of each
+    assert len(plan_of("wenet_4v16_rules.yaml").rows) == 27  # three seeds of each
     (base,) = [r for r in plan.rows if r.world_size == 4]
     # every rule and the scaled warmup give the same trial at the reference world size
     assert {(a["warmup_rule"], a["scaling_rule"]) for a in base.also} == {
