@@ -38,8 +38,8 @@ from trainables.workloads.mlp_regression import MLPRegression
 from trainables.world import DistributedWorld, LocalWorld
 
 MLP = {"train_size": 512, "dev_size": 160}
-ADAM = {"type": "adam", "lr": 3e-3}
-SGD_CLIP = {"type": "sgd", "lr": 0.05, "momentum": 0.9}
+ADAM: dict[str, Any] = {"type": "adam", "lr": 3e-3}
+SGD_CLIP: dict[str, Any] = {"type": "sgd", "lr": 0.05, "momentum": 0.9}
 #: float16 against float32 (module doc of test_noise_scale_sees_unscaled_gradients)
 NOISE_RTOL = 1e-2
 
