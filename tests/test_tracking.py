@@ -161,6 +161,12 @@ def test_curve_metrics_keeps_numeric_curve_keys_only() -> None:
     assert curve_metrics(result) == {"train_loss": 0.5, "lr": 1.0, "dev_loss": 0.25, "dev_wer": 0.1}
 
 
+def test_a_float16_trials_skipped_updates_reach_its_charts() -> None:
+    # the loop reports the gradient scaler's skips; MLflow must hold them (docs/cluster.md §10)
+    assert curve_metrics({"update": 8, "train_loss": 0.5, "skipped_updates": 2}) == {
+        "train_loss": 0.5, "skipped_updates": 2.0}
+
+
 # --- the write-ahead journal -----------------------------------------------------------------
 
 

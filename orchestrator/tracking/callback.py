@@ -16,10 +16,10 @@ from typing import IO, Any
 from ray import tune
 
 from orchestrator.tracking.tracker import SweepTracker, curve_metrics
+from trainables.tracking_names import CURVE_METRICS
 
 #: what we keep of a Tune result for convergence metrics and the summary
-KEEP = ("update", "samples_seen", "epoch", "wall_s", "train_loss", "lr", "momentum", "status",
-        "train_seconds", "noise_scale")
+KEEP = ("update", "status", "train_seconds", *CURVE_METRICS)
 
 
 def kept(result: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,12 +23,12 @@ from typing import Any
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
-from trainables.tracking_names import PARENT_TAG, ROLE_TAG
+from trainables.tracking_names import CURVE_METRICS, PARENT_TAG, ROLE_TAG
 
 log = logging.getLogger(__name__)
 
 #: what a trial reports per eval that goes to MLflow as a metric (plus every dev_* key)
-CURVE_KEYS = ("train_loss", "lr", "momentum", "samples_seen", "epoch", "wall_s", "noise_scale")
+CURVE_KEYS = CURVE_METRICS
 MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch request
 MAX_PARAM_LEN = 6000
 FAIL_FAST = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
