@@ -256,8 +256,8 @@ def sqlite_uri(path: Path) -> str:
 
 
 def start_ray() -> None:
-    """A local Ray as ``scalesweep run`` starts it (orchestrator.launch.run._connect), so sweeps and
-    the bare Ray baselines share one cluster. Stop it with ``ray.shutdown()``."""
+    """A local Ray as ``scalesweep run`` starts it (scalesweep.orchestrator.launch.run._connect),
+    so sweeps and the bare Ray baselines share one cluster. Stop it with ``ray.shutdown()``."""
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -294,16 +294,16 @@ PHASES = ("validate", "plan", "mlflow_start", "tune_start", "trials", "tune_end"
 def sweep_run(
     sweep: str | Path, overrides: list[str], tracking_uri: str, log: Path
 ) -> tuple[float, Any, dict[str, float]]:
-    """``scalesweep run`` in process (``orchestrator.launch.run.run_sweep``): (wall seconds, Outcome,
-    phases). Phases, from timestamps taken by wrappers around the runner's steps (nothing of the
-    product is changed): validate (load_sweep), plan (make_plan), mlflow_start (tracker and
+    """``scalesweep run`` in process (``scalesweep.orchestrator.launch.run.run_sweep``): (wall
+    seconds, Outcome, phases). Phases, from timestamps taken by wrappers around the runner's steps
+    (nothing of the product is changed): validate (load_sweep), plan (make_plan), mlflow_start (tracker and
     parent run), tune_start (launch until Tune starts the first trial), trials (first trial
     start to last trial end, as the sweep callback sees them), tune_end (until launch returns),
     finish (summaries, MLflow summaries and run ends, until run_sweep returns)."""
-    from orchestrator.launch import run as runner
-    from orchestrator.launch import tune as tune_launch
-    from orchestrator.tracking.callback import SweepCallback
-    from orchestrator.tracking.tracker import SweepTracker
+    from scalesweep.orchestrator.launch import run as runner
+    from scalesweep.orchestrator.launch import tune as tune_launch
+    from scalesweep.orchestrator.tracking.callback import SweepCallback
+    from scalesweep.orchestrator.tracking.tracker import SweepTracker
 
     marks: dict[str, list[float]] = {}
 

@@ -2,7 +2,7 @@
 
 The trial is the one of ``sweeps/wenet_4v16.yaml`` (mini_asr, WeNet's conformer
 recipe) at world size V, warmup fixed, lr rule none, capped at a fixed number of updates, run
-through ``scalesweep run`` (``orchestrator.launch.run.run_sweep``) with ``backend`` set to
+through ``scalesweep run`` (``scalesweep.orchestrator.launch.run.run_sweep``) with ``backend`` set to
 ``simulate`` (one process plays all V ranks) or ``ddp`` (a TorchTrainer of V gloo workers). On a
 2-core machine the 16 workers share 2 cores, so every worker gets ``cpus_per_worker = cores / V``.
 

@@ -1,6 +1,6 @@
 """Fused virtual ranks: updates per second of the loop, fused against one pass per micro-batch.
 
-1. The loop (``trainables.loop.train``, simulate ``LocalWorld``) on mini_asr at V = 4 and 16,
+1. The loop (``scalesweep.trainables.loop.train``, simulate ``LocalWorld``) on mini_asr at V = 4 and 16,
    ``per_worker_batch`` 16 (the WeNet study's), one eval at the end, with ``fuse: auto`` (the
    default: fused passes grouped by length, the noise scale measured per virtual rank at every
    4th update) and ``fuse: off``; plus a diagnostic variant, fused with the noise-scale probe
@@ -27,12 +27,12 @@ from typing import Any
 import torch
 
 from benchmarks._common import Column, Report, Table, median, parse_args, ratio, say, spread
-from trainables import fusion, loop
-from trainables import workloads as registry
-from trainables.batching import updates_per_epoch
-from trainables.config import TrialConfig
-from trainables.sharding import Sharding
-from trainables.world import LocalWorld
+from scalesweep.trainables import fusion, loop
+from scalesweep.trainables import workloads as registry
+from scalesweep.trainables.batching import updates_per_epoch
+from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.sharding import Sharding
+from scalesweep.trainables.world import LocalWorld
 
 NAME = "fusion"
 Timing = tuple[float, float]  # (CPU s, wall s)

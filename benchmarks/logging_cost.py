@@ -1,6 +1,6 @@
 """Logging cost per update: synchronous per-result MLflow logging against our batched tracker.
 
-The simulate loop (``trainables.loop.train``, ``LocalWorld``, one thread) trains
+The simulate loop (``scalesweep.trainables.loop.train``, ``LocalWorld``, one thread) trains
 ``mlp_regression`` at world size 4 and hands every eval's metrics to a logger, at eval cadences
 1, 10, 100 and the default (every 0.5 epoch = 16 updates here). Loggers, all on one sqlite store:
 
@@ -8,7 +8,7 @@ The simulate loop (``trainables.loop.train``, ``LocalWorld``, one thread) trains
   (``ray.air._internal.mlflow._MLflowLoggerUtil.log_metrics``): a ``get_run`` to check the run
   exists, then one ``log_metric`` request per key;
 * ``batch_sync``: one ``log_batch`` request per eval (``mlflow.log_metrics``' behaviour);
-* ``ours``: ``orchestrator.tracking.tracker.SweepTracker`` as the sweep callback drives it:
+* ``ours``: ``scalesweep.orchestrator.tracking.tracker.SweepTracker`` as the sweep callback drives it:
   ``add_result`` (with the write-ahead journal line) and ``maybe_flush`` per eval, one
   ``log_batch`` per run every 2 s, and the final ``flush`` at the end (counted);
 * ``none``: the loop alone, for its time per update.
@@ -44,10 +44,10 @@ from benchmarks._common import (
     spread,
     sqlite_uri,
 )
-from orchestrator.tracking.tracker import SweepTracker, curve_metrics
-from trainables import loop
-from trainables.config import TrialConfig
-from trainables.world import LocalWorld
+from scalesweep.orchestrator.tracking.tracker import SweepTracker, curve_metrics
+from scalesweep.trainables import loop
+from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.world import LocalWorld
 
 NAME = "logging_cost"
 LOGGERS = ("none", "ray_sync", "batch_sync", "ours")

@@ -1,6 +1,6 @@
 """Loop efficiency: our training loop against a bare PyTorch loop, same model, batches, optimizer.
 
-Ours is ``trainables.loop.train`` with the simulate ``LocalWorld``: virtual-rank sharding
+Ours is ``scalesweep.trainables.loop.train`` with the simulate ``LocalWorld``: virtual-rank sharding
 (DistributedSampler per rank and epoch), per-micro-batch reseeding, the lr schedule set per
 update, loss weighting, metrics, dev evaluations, checkpoints (the planner's default: at the
 first eval 60 s or more after the last checkpoint, and at the end) and reports (to a no-op here:
@@ -34,13 +34,13 @@ from typing import Any
 import torch
 
 from benchmarks._common import Column, Report, Table, median, parse_args, ratio, say, spread
-from trainables import loop
-from trainables import workloads as registry
-from trainables.batching import updates_per_epoch
-from trainables.config import TrialConfig
-from trainables.loop import EVAL_BATCH, build_optimizer
-from trainables.sharding import Sharding
-from trainables.world import LocalWorld
+from scalesweep.trainables import loop
+from scalesweep.trainables import workloads as registry
+from scalesweep.trainables.batching import updates_per_epoch
+from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.loop import EVAL_BATCH, build_optimizer
+from scalesweep.trainables.sharding import Sharding
+from scalesweep.trainables.world import LocalWorld
 
 NAME = "loop_efficiency"
 

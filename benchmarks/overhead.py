@@ -4,7 +4,8 @@ Three measurements, all in one Ray cluster, variants interleaved and repeated:
 
 1. Simulate sweeps of 4 and of 12 ``mlp_regression`` trials (world size 2, a few updates each,
    default resources: 2 trials at a time on 2 cores) through ``scalesweep run``
-   (``orchestrator.launch.run.run_sweep``, MLflow on sqlite): sweep wall time against the sum of the
+   (``scalesweep.orchestrator.launch.run.run_sweep``, MLflow on sqlite): sweep wall time against the
+   sum of the
    trials' loop times, and the marginal cost of one more trial, (wall(12) - wall(4)) / 8, in
    which Ray, Tune and MLflow start-up cancel. Beside it, the same for a bare Tune function
    trainable that does nothing (same concurrency, actors reused).
@@ -92,7 +93,7 @@ def _plain_ddp_loop(config: dict[str, Any]) -> None:
     import ray.train.torch
     import torch
 
-    from trainables import workloads
+    from scalesweep.trainables import workloads
 
     ctx = ray.train.get_context()
     rank, size = ctx.get_world_rank(), ctx.get_world_size()
@@ -153,7 +154,7 @@ def bare_tune(
         trainable: Any = _empty
         space: dict[str, Any] = {"i": tune.grid_search(list(range(trials)))}
     else:
-        from orchestrator.launch.trial_driver import DRIVER_MEMORY_BYTES
+        from scalesweep.orchestrator.launch.trial_driver import DRIVER_MEMORY_BYTES
 
         trainable = tune.with_resources(
             _tune_torch_trainer, tune.PlacementGroupFactory([{"CPU": 0, "memory": DRIVER_MEMORY_BYTES}])

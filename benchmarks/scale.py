@@ -55,7 +55,7 @@ def cli(*args: str, cwd: Path, timeout: float = 3600) -> tuple[float, subprocess
     env.update(RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1")
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
+        [sys.executable, "-m", "scalesweep", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -180,8 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sweep = sweep_file(tmp, lrs, worlds, updates)
         say(f"{NAME}: plan")
         plan_cli = [cli("plan", str(sweep), "--json", cwd=tmp)[0] for _ in range(3)]
-        from orchestrator.plan.rows import make_plan
-        from orchestrator.spec.load import load_sweep
+        from scalesweep.orchestrator.plan.rows import make_plan
+        from scalesweep.orchestrator.spec.load import load_sweep
 
         plan_inproc = []
         for _ in range(3):

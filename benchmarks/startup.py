@@ -5,10 +5,10 @@ A ddp trial of world size V starts V Ray Train workers (plus its Tune trial proc
 in fresh Python processes (CPU seconds of the process, ``time.process_time``, so the load of a
 shared machine barely moves them), interleaved and repeated:
 
-* the import a Tune trial process makes to find our trainable: ``orchestrator.launch.trial_driver``
-  (the entry point since the light-entry fix), against ``orchestrator.launch.tune`` (the entry
+* the import a Tune trial process makes to find our trainable: ``scalesweep.orchestrator.launch.trial_driver``
+  (the entry point since the light-entry fix), against ``scalesweep.orchestrator.launch.tune`` (the entry
   point before it: it also pulls in MLflow and the planner) and against what a simulate trial
-  needs (``ray.tune`` + ``trainables.loop``);
+  needs (``ray.tune`` + ``scalesweep.trainables.loop``);
 * the steps of a ddp worker in order: ``import ray.train`` (+ torch), our worker module, the
   workload's data (``mini_asr`` as in the WeNet study, 4096 utterances), the model, the first
   optimizer (torch imports ``torch._dynamo`` on it), and, for comparison with making the data,
@@ -29,10 +29,13 @@ from benchmarks._common import ROOT, Column, Report, Table, median, parse_args, 
 NAME = "startup"
 
 IMPORTS = {
-    "orchestrator.launch.tune (the Tune entry point before the fix)": "import orchestrator.launch.tune",
-    "orchestrator.launch.trial_driver (the Tune entry point)": "import orchestrator.launch.trial_driver",
-    "ray.tune + trainables.loop (what a simulate trial runs)": (
-        "import ray.tune, trainables.loop, trainables.world, trainables.config"
+    "scalesweep.orchestrator.launch.tune (the Tune entry point before the fix)":
+        "import scalesweep.orchestrator.launch.tune",
+    "scalesweep.orchestrator.launch.trial_driver (the Tune entry point)":
+        "import scalesweep.orchestrator.launch.trial_driver",
+    "ray.tune + scalesweep.trainables.loop (what a simulate trial runs)": (
+        "import ray.tune, scalesweep.trainables.loop, scalesweep.trainables.world, "
+        "scalesweep.trainables.config"
     ),
     "python -c pass": "pass",
 }
@@ -43,8 +46,8 @@ marks = []
 def mark(name, c=[time.process_time()]):
     now = time.process_time(); marks.append((name, now - c[0])); c[0] = now
 import ray.train, ray.train.torch; mark("import ray.train, ray.train.torch (and torch)")
-import trainables.ray_worker; mark("import trainables.ray_worker (our worker module)")
-from trainables import workloads
+import scalesweep.trainables.ray_worker; mark("import scalesweep.trainables.ray_worker (our worker module)")
+from scalesweep.trainables import workloads
 w = workloads.make(sys.argv[1], json.loads(sys.argv[2]))
 getattr(w, "prepare", lambda: None)()  # lazily generated data: generate it now
 mark(f"make the workload's data ({sys.argv[1]}; per worker before ddp trials shared it)")

@@ -3,7 +3,7 @@
 Name it in a sweep file as ``workload: {name: "examples.custom_workload:make", options: {...}}``
 (the module must be importable where the driver and the workers run: run from the directory
 that holds ``examples/``, or install your package). Every point of the contract in
-``trainables/workloads/base.py`` is shown here, with the reason next to it.
+``scalesweep/trainables/workloads/base.py`` is shown here, with the reason next to it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from trainables.workloads.base import Direction, WorkloadOptionError
+from scalesweep.trainables.workloads.base import Direction, WorkloadOptionError
 
 DEFAULT_OPTIONS: dict[str, Any] = {"train_size": 2000, "dev_size": 500, "noise": 0.2, "seed": 0}
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
-from trainables.workloads.base import Workload
-from trainables.workloads.mlp_regression import make as make_mlp
+from scalesweep.trainables.workloads.base import Workload
+from scalesweep.trainables.workloads.mlp_regression import make as make_mlp
 
 
 class _FailsOnSeed:

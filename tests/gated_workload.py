@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from trainables.workloads.base import Workload
-from trainables.workloads.mlp_regression import make as make_mlp
+from scalesweep.trainables.workloads.base import Workload
+from scalesweep.trainables.workloads.mlp_regression import make as make_mlp
 
 #: a held trial gives up waiting after this long, so a test that died cannot leave it forever
 MAX_HOLD_S = 900.0

@@ -25,13 +25,13 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 def scalesweep(*args: str, cwd: Path, timeout: float = 600, **env: str
                ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "scalesweep", *args], cwd=cwd,
                           env=cli_env(**env), capture_output=True, text=True, timeout=timeout)
 
 
 def cli(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> str:
     """stdout of a successful in-process run of the CLI."""
-    from orchestrator.cli import main
+    from scalesweep.orchestrator.cli import main
 
     capsys.readouterr()
     rc = main(list(argv))

@@ -12,9 +12,9 @@ import pytest
 from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
-from dashboards.advice import BEST, advise, render
-from dashboards.mlflow_data import load_study
-from orchestrator.cli import main
+from scalesweep.dashboards.advice import BEST, advise, render
+from scalesweep.dashboards.mlflow_data import load_study
+from scalesweep.orchestrator.cli import main
 
 DATASET = 65536
 PER_WORKER = 16
@@ -186,7 +186,7 @@ def test_two_world_sizes_support_no_fit(uri: str, capsys: pytest.CaptureFixture[
 
 
 def test_report_shows_the_advice(uri: str, tmp_path: Path) -> None:
-    from dashboards.report import build_report
+    from scalesweep.dashboards.report import build_report
 
     paths = build_report(uri, experiment="scaling", out_dir=tmp_path)
     text = render(advise(load_study(uri, experiment="scaling")))

@@ -6,7 +6,7 @@ The corpus is ``tests/bad_inputs/``: one small sweep or schedule file per mistak
 comment saying what is wrong (JSON files cannot have one; their case row says it). ``CASES``
 below is the expected-substring table: what stderr must contain for each file. Files that
 cannot live in the repository sensibly (over 2 MiB, non-UTF-8 bytes, an alias bomb) are made
-by the tests. Most cases run in process through ``orchestrator.cli.main`` (fast); a
+by the tests. Most cases run in process through ``scalesweep.orchestrator.cli.main`` (fast); a
 representative subset runs the real CLI in a subprocess.
 
 A case that does not behave as required is a product bug: it carries ``bug=...`` and runs as
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli import main
-from orchestrator.spec.files import MAX_FILE_BYTES
+from scalesweep.orchestrator.cli import main
+from scalesweep.orchestrator.spec.files import MAX_FILE_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = Path(__file__).resolve().parent / "bad_inputs"
@@ -223,7 +223,7 @@ def run_subprocess(argv: Sequence[str], cwd: Path, timeout: float = 180,
         if memory_bytes:
             resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
 
-    proc = subprocess.run([str(PYTHON), "-m", "orchestrator", *argv], cwd=cwd, env=env,
+    proc = subprocess.run([str(PYTHON), "-m", "scalesweep", *argv], cwd=cwd, env=env,
                           capture_output=True, text=True, errors="replace", timeout=timeout,
                           preexec_fn=limit if memory_bytes else None)
     return proc.returncode, proc.stdout, proc.stderr

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from trainables import batch_fit as bf
+from scalesweep.trainables import batch_fit as bf
 
 S_MIN, B_CRIT = 1000.0, 512.0
 BATCHES = [64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0]

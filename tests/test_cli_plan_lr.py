@@ -1,6 +1,6 @@
 """`scalesweep plan` and `scalesweep lr` behave as docs/design.md §4.1 says, through the real CLI.
 
-Most cases call ``orchestrator.cli.main(argv)`` in process (the CLI minus the interpreter start);
+Most cases call ``scalesweep.orchestrator.cli.main(argv)`` in process (the CLI minus the interpreter start);
 a few run the console script in a subprocess to prove the installed entry point is the same.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cli import main
+from scalesweep.orchestrator.cli import main
 from tests.helpers import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -213,7 +213,7 @@ def test_lr_plot_onecycle_with_momentum(tmp_path: Path) -> None:
 
 
 def test_lr_in_process_writes_to_the_current_stdout() -> None:
-    import orchestrator.plan.lr_preview  # noqa: F401  (imported before any redirect, as in a host app)
+    import scalesweep.orchestrator.plan.lr_preview  # noqa: F401  (imported before any redirect, as in a host app)
 
     for _ in range(2):
         buf = io.StringIO()
@@ -234,7 +234,7 @@ def test_lr_reads_our_own_form(tmp_path: Path) -> None:
 
 def test_lr_reads_a_sweep_file_and_plots_per_epoch_at_its_world_sizes(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from orchestrator.cli import main
+    from scalesweep.orchestrator.cli import main
 
     png = tmp_path / "sweep_lr.png"
     assert main(["lr", str(ROOT / "sweeps" / "wenet_4v16.yaml"), "--updates", "600",
@@ -256,7 +256,7 @@ def test_lr_onecycle_with_sgd_has_no_momentum(tmp_path: Path) -> None:
     # the lr is the same cycle as with Adam
     _, with_adam = parse_csv(lr_cli([ONECYCLE, "--updates", "1500"], tmp_path))
     assert [r[1] for r in rows] == [r[1] for r in with_adam]
-    from orchestrator.plan.lr_preview import preview
+    from scalesweep.orchestrator.plan.lr_preview import preview
 
     assert all(m is None for _, _, m in preview(onecycle_sgd, 50).rows)
     assert any(m is not None for _, _, m in preview(ONECYCLE, 50).rows)

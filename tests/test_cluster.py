@@ -21,8 +21,8 @@ from types import SimpleNamespace
 import pytest
 from mlflow.tracking import MlflowClient
 
-from orchestrator.launch import submit as sub
-from orchestrator.launch.storage_check import is_uri, local_path
+from scalesweep.orchestrator.launch import submit as sub
+from scalesweep.orchestrator.launch.storage_check import is_uri, local_path
 from tests.cluster_helpers import RayCluster, can_unshare_mount
 from tests.helpers import ROOT, SWEEPS, MlflowServer, cli_env
 
@@ -66,7 +66,7 @@ def run_cli(*args: str, cwd: Path, timeout: float = 600, **env: str) -> subproce
     base = {k: v for k, v in cli_env().items() if k not in AUTH_VARS}
     base["HOME"] = str(cwd)
     base.update(env)
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=cwd, env=base,
+    return subprocess.run([sys.executable, "-m", "scalesweep", *args], cwd=cwd, env=base,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -139,7 +139,7 @@ def test_shipment_copies_the_project_and_an_outside_sweep_and_recipe(tmp_path: P
     sweep.write_text((SWEEPS / "smoke.yaml").read_text())
     with sub.shipment(str(sweep), ["seed=1"], recipe.resolve()) as ship:
         tree = ship.directory
-        assert (tree / "orchestrator" / "cli.py").is_file()
+        assert (tree / "scalesweep" / "orchestrator" / "cli.py").is_file()
         assert (tree / ship.sweep).read_text() == sweep.read_text()
         assert ship.sweep == f"{sub.STAGE}/mine.yaml"
         assert ship.overrides == ["seed=1", f"recipe={sub.STAGE}/recipes/my_recipe.yaml"]
@@ -275,7 +275,7 @@ def test_run_through_ray_client_drives_the_sweep_on_the_head(
 
 
 def test_project_root_is_this_checkout() -> None:
-    assert sub.PROJECT_ROOT == ROOT and os.path.isdir(ROOT / "orchestrator")
+    assert sub.PROJECT_ROOT == ROOT and os.path.isdir(ROOT / "scalesweep" / "orchestrator")
 
 
 @pytest.mark.slow

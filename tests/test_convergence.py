@@ -1,4 +1,4 @@
-"""trainables.convergence on hand-made curves with exact expected numbers."""
+"""scalesweep.trainables.convergence on hand-made curves with exact expected numbers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from trainables.convergence import (
+from scalesweep.trainables.convergence import (
     Crossing,
     EvalPoint,
     Summary,

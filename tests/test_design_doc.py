@@ -116,7 +116,7 @@ def test_every_design_anchor_link_names_a_heading() -> None:
 
 
 def test_every_mlflow_name_of_the_contract_is_in_the_design() -> None:
-    from trainables import tracking_names
+    from scalesweep.trainables import tracking_names
 
     design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
     names = [v for k, v in vars(tracking_names).items() if k.isupper() and isinstance(v, str)]

@@ -25,7 +25,7 @@ by |G_small|²/(|G_small|² − |G_big|²) = 1 + B_small/B_simple (~1.5 here), s
 tolerances hold for it too (measured with plain torch.distributed: 3e-16 in float64, 7e-9 in
 float32 after 20 updates).
 
-Fused virtual ranks (trainables.fusion): mlp_regression and mini_asr without dropout are
+Fused virtual ranks (scalesweep.trainables.fusion): mlp_regression and mini_asr without dropout are
 fusable, so simulate and each process of a hybrid run their micro-batches of an update in a few
 passes (mini_asr: grouped by utterance length, at most 6 samples a pass here, so several per
 process); every fusable case is also checked against simulate with ``fuse: off`` (one pass per
@@ -52,10 +52,10 @@ from ray.train.torch import TorchConfig
 from ray.train.v2.api.config import RunConfig, ScalingConfig
 from ray.train.v2.torch.torch_trainer import TorchTrainer
 
-from orchestrator.launch import trial_driver
-from trainables import fusion, loop, workloads
-from trainables.config import TrialConfig
-from trainables.world import DistributedWorld, LocalWorld
+from scalesweep.orchestrator.launch import trial_driver
+from scalesweep.trainables import fusion, loop, workloads
+from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.world import DistributedWorld, LocalWorld
 
 pytestmark = pytest.mark.slow
 
@@ -273,8 +273,8 @@ def test_ddp_trial_shares_its_workload_and_falls_back_when_unpicklable(ray_clust
     be pickled is left to each worker to make (None), not an error."""
     import torch
 
-    from orchestrator.launch.trial_driver import shared_workload
-    from trainables import workloads
+    from scalesweep.orchestrator.launch.trial_driver import shared_workload
+    from scalesweep.trainables import workloads
 
     options = {"train_size": 64, "dev_size": 16, "d_model": 32, "num_blocks": 1}
     trial = _trial(4, 4, 1, ADAM_ONECYCLE, "float32").model_copy(

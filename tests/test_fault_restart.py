@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from ray import tune
 
-from orchestrator.launch.trial_driver import run_trial, trial_resources
-from trainables import loop
-from trainables.config import TrialConfig
-from trainables.world import LocalWorld
+from scalesweep.orchestrator.launch.trial_driver import run_trial, trial_resources
+from scalesweep.trainables import loop
+from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.world import LocalWorld
 
 pytestmark = pytest.mark.slow
 

@@ -59,7 +59,7 @@ def test_tracking_server_outage_mid_sweep_loses_no_metric(tmp_path: Path) -> Non
 
     server = MlflowServer(tmp_path / "server").start()
     driver = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "run", str(SWEEPS / "smoke.yaml"),
+        [sys.executable, "-m", "scalesweep", "run", str(SWEEPS / "smoke.yaml"),
          "--tracking-uri", server.uri, "--set", "training.epochs=25",
          "--set", "resources.max_concurrent_trials=1", "--summary-json", "s.json"],
         cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

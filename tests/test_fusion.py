@@ -1,4 +1,4 @@
-"""Fused virtual ranks (trainables.fusion): the passes, the flag, and the loop's updates.
+"""Fused virtual ranks (scalesweep.trainables.fusion): the passes, the flag, and the loop's updates.
 
 A fused update runs a process's micro-batches in a few passes grouped by length instead of one
 per virtual rank; its gradient is the same weighted sum, so in float64 a fused run reports the
@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import torch
 
-from trainables import fusion, loop, workloads
-from trainables.config import TrialConfig
-from trainables.loop import NOISE_EVERY, train
-from trainables.noise_scale import EMA_DECAY, NoiseScale
-from trainables.world import LocalWorld
+from scalesweep.trainables import fusion, loop, workloads
+from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.loop import NOISE_EVERY, train
+from scalesweep.trainables.noise_scale import EMA_DECAY, NoiseScale
+from scalesweep.trainables.world import LocalWorld
 
 RTOL = 1e-9
 #: one conformer block of width 32, short utterances: float64 convolutions are slow on a CPU
@@ -219,9 +219,9 @@ def test_noise_scale_moves_to_another_decay_keeping_its_averages() -> None:
 
 
 def test_the_sweep_file_carries_fuse_to_every_trial() -> None:
-    from orchestrator.plan.cluster import ClusterInfo
-    from orchestrator.plan.rows import make_plan
-    from orchestrator.spec.load import load_sweep
+    from scalesweep.orchestrator.plan.cluster import ClusterInfo
+    from scalesweep.orchestrator.plan.rows import make_plan
+    from scalesweep.orchestrator.spec.load import load_sweep
     from tests.helpers import SWEEPS
 
     laptop = ClusterInfo(cpus=8, gpus=0, memory_gb=32, where="this machine")

@@ -8,7 +8,9 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("orchestrator", "trainables", "dashboards")
+#: the one import namespace; its layers are its sub-packages
+TOP = "scalesweep"
+LAYERS = ("orchestrator", "trainables", "dashboards")
 
 
 def _module(path: Path) -> str:
@@ -19,7 +21,7 @@ def _module(path: Path) -> str:
 
 
 def _graph() -> dict[str, set[str]]:
-    modules = {_module(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    modules = {_module(p): p for p in (ROOT / TOP).rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         deps: set[str] = set()
@@ -32,22 +34,34 @@ def _graph() -> dict[str, set[str]]:
                            else node.module for a in node.names]
             else:
                 continue
-            deps |= {t for t in targets if t.split(".")[0] in PACKAGES and t != name}
+            deps |= {t for t in targets if t.split(".")[0] == TOP and t != name}
         graph[name] = {d for d in deps if d in modules}
     return graph
 
 
 def test_graph_sees_the_modules() -> None:
     graph = _graph()
-    assert "orchestrator.launch.run" in graph and "trainables.loop" in graph
-    assert "trainables.convergence" in graph["dashboards.convergence_table"]
+    assert "scalesweep.orchestrator.launch.run" in graph and "scalesweep.trainables.loop" in graph
+    assert "scalesweep.trainables.convergence" in graph["scalesweep.dashboards.convergence_table"]
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
 
 
 def test_lower_layers_never_import_higher_ones() -> None:
     bad = [(m, d) for m, deps in _graph().items() for d in deps
-           if (m.startswith("trainables") and d.split(".")[0] in ("orchestrator", "dashboards"))
-           or (m.startswith("dashboards") and d.startswith("orchestrator"))]
+           if (_layer(m) == "trainables" and _layer(d) in ("orchestrator", "dashboards"))
+           or (_layer(m) == "dashboards" and _layer(d) == "orchestrator")]
     assert bad == []
+
+
+def test_nothing_of_ours_is_installed_outside_the_namespace() -> None:
+    # what setuptools packages (pyproject's packages.find) is scalesweep* only: a user's
+    # environment gets no top-level orchestrator, trainables or dashboards
+    assert not any((ROOT / layer).exists() for layer in LAYERS)
+    assert 'include = ["scalesweep*"]' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
 
 
 def test_no_import_cycle() -> None:
@@ -81,9 +95,9 @@ STAGES = ("cli", "launch", "tracking", "plan", "spec")
 
 def _stage(module: str) -> int | None:
     parts = module.split(".")
-    if parts[0] != "orchestrator" or len(parts) < 2:
+    if parts[:2] != [TOP, "orchestrator"] or len(parts) < 3:
         return None
-    return STAGES.index(parts[1]) if parts[1] in STAGES else None
+    return STAGES.index(parts[2]) if parts[2] in STAGES else None
 
 
 def test_orchestrator_stages_import_only_downwards() -> None:
@@ -94,15 +108,16 @@ def test_orchestrator_stages_import_only_downwards() -> None:
 
 
 def test_every_orchestrator_module_belongs_to_a_stage() -> None:
-    # a new file dropped at the top of orchestrator/ would bring the flat folder back
+    # a new file dropped at the top of scalesweep/orchestrator/ would bring the flat folder back
     loose = [m for m in _graph() if m.startswith("orchestrator.") and _stage(m) is None
-             and m not in ("orchestrator.__main__",)]
+             and m not in ("scalesweep.orchestrator.__main__",)]
     assert loose == []
 
 
 def test_stage_packages_import_nothing() -> None:
-    # a Tune trial process imports orchestrator.launch.trial_driver, which runs
-    # orchestrator/launch/__init__.py first: an import there would load the launcher on every worker
+    # a Tune trial process imports scalesweep.orchestrator.launch.trial_driver, which runs
+    # scalesweep/orchestrator/launch/__init__.py first: an import there would load the launcher
+    # on every worker
     for stage in STAGES[1:]:
-        tree = ast.parse((ROOT / "orchestrator" / stage / "__init__.py").read_text(encoding="utf-8"))
+        tree = ast.parse((ROOT / TOP / "orchestrator" / stage / "__init__.py").read_text(encoding="utf-8"))
         assert [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)] == [], stage

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import torch
 
-from trainables import checkpointing
-from trainables.batching import updates_per_epoch
-from trainables.config import TrialConfig
-from trainables.loop import build_optimizer, train
-from trainables.world import LocalWorld
+from scalesweep.trainables import checkpointing
+from scalesweep.trainables.batching import updates_per_epoch
+from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.loop import build_optimizer, train
+from scalesweep.trainables.world import LocalWorld
 
 Reports = list[tuple[dict[str, Any], str | None]]
 
@@ -271,7 +271,7 @@ def test_batches_move_to_an_accelerator_whatever_their_container() -> None:
     # "meta" stands in for a GPU here: every tensor must move, every container keep its type
     from typing import NamedTuple
 
-    from trainables.loop import _to_device
+    from scalesweep.trainables.loop import _to_device
 
     class Batch(NamedTuple):
         x: torch.Tensor

@@ -18,10 +18,10 @@ import pytest
 import torch
 from torch import nn
 
-from trainables import noise_scale as ns
-from trainables.config import TrialConfig
-from trainables.loop import train
-from trainables.world import LocalWorld
+from scalesweep.trainables import noise_scale as ns
+from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.loop import train
+from scalesweep.trainables.world import LocalWorld
 
 D, SIGMA, DELTA_SQ = 8, 1.0, 1.0
 TRUE_TRACE = (D + 1) * DELTA_SQ + D * SIGMA**2

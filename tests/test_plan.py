@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.plan.cluster import ClusterInfo
-from orchestrator.plan.rows import PLAN_FIELDS, make_plan
-from orchestrator.spec.errors import InputError
-from orchestrator.spec.load import load_sweep
+from scalesweep.orchestrator.plan.cluster import ClusterInfo
+from scalesweep.orchestrator.plan.rows import PLAN_FIELDS, make_plan
+from scalesweep.orchestrator.spec.errors import InputError
+from scalesweep.orchestrator.spec.load import load_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 LAPTOP = ClusterInfo(cpus=2, gpus=0, memory_gb=24, where="test machine")

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator.plan.cluster import ClusterInfo
-from orchestrator.plan.rows import make_plan
-from orchestrator.spec.errors import InputError
-from orchestrator.spec.load import load_sweep
+from scalesweep.orchestrator.plan.cluster import ClusterInfo
+from scalesweep.orchestrator.plan.rows import make_plan
+from scalesweep.orchestrator.spec.errors import InputError
+from scalesweep.orchestrator.spec.load import load_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 LAPTOP = ClusterInfo(cpus=2, gpus=0, memory_gb=24, where="test machine")
@@ -79,8 +79,8 @@ def test_projection_is_validated_all_at_once() -> None:
 
 
 def test_projection_is_a_json_parent_param() -> None:
-    from orchestrator.launch.run import _parent_params
-    from orchestrator.tracking.tracker import _param_str
+    from scalesweep.orchestrator.launch.run import _parent_params
+    from scalesweep.orchestrator.tracking.tracker import _param_str
 
     plan = plan_of("wenet_4v16.yaml")
     projection = plan.sweep.spec.projection

@@ -1,4 +1,4 @@
-"""Mixed precision in the loop (trainables.precision): bfloat16 and float16 (GradScaler).
+"""Mixed precision in the loop (scalesweep.trainables.precision): bfloat16 and float16 (GradScaler).
 
 Fast tests run the loop in simulate (P = 1) on a real workload (mlp_regression) that only adds
 hooks: one records the dtype its forward ran in, one can multiply the gradient of one update
@@ -32,10 +32,10 @@ import ray
 import ray.cloudpickle
 import torch
 
-from trainables import checkpointing, loop, schedules
-from trainables.config import TrialConfig
-from trainables.workloads.mlp_regression import MLPRegression
-from trainables.world import DistributedWorld, LocalWorld
+from scalesweep.trainables import checkpointing, loop, schedules
+from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.workloads.mlp_regression import MLPRegression
+from scalesweep.trainables.world import DistributedWorld, LocalWorld
 
 MLP = {"train_size": 512, "dev_size": 160}
 ADAM: dict[str, Any] = {"type": "adam", "lr": 3e-3}
@@ -251,7 +251,7 @@ def test_resume_restores_the_scaler_and_the_skip_count(tmp_path: Path) -> None:
 
 
 def test_float16_refuses_a_checkpoint_without_scaler_state() -> None:
-    from trainables.precision import Precision
+    from scalesweep.trainables.precision import Precision
 
     with pytest.raises(ValueError, match="GradScaler"):
         Precision("float16", torch.device("cpu")).load_state_dict({})

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cli import main
-from orchestrator.plan.rows import make_plan
-from orchestrator.spec.errors import InputError
-from orchestrator.spec.load import load_sweep
-from orchestrator.spec.recipes import read_recipe
+from scalesweep.orchestrator.cli import main
+from scalesweep.orchestrator.plan.rows import make_plan
+from scalesweep.orchestrator.spec.errors import InputError
+from scalesweep.orchestrator.spec.load import load_sweep
+from scalesweep.orchestrator.spec.recipes import read_recipe
 from tests.helpers import cli
 
 # WeNet's AISHELL-1 u2++ conformer train.yaml (wenet/examples/aishell/s0/conf), complete.

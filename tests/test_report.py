@@ -1,4 +1,4 @@
-"""dashboards.report against a real MLflow sqlite store logged the way docs/design.md §4.5 says."""
+"""scalesweep.dashboards.report against a real MLflow sqlite store logged the way docs/design.md §4.5 says."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
-from dashboards.mlflow_data import load_study
-from dashboards.report import PROJECTED, build_report, convergence_table
+from scalesweep.dashboards.mlflow_data import load_study
+from scalesweep.dashboards.report import PROJECTED, build_report, convergence_table
 
 DATASET = 12800  # samples; updates_per_epoch = DATASET // global_batch
 PER_WORKER_BATCH = 16

@@ -53,7 +53,7 @@ def test_resume_finishes_only_unfinished_trials_without_duplicates(tmp_path: Pat
                 "gated_trial: 1, gate_eval: 4}}")
     env = cli_env(PYTHONPATH=str(ROOT))
     driver = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "run", str(SWEEPS / "smoke.yaml"), *SETS,
+        [sys.executable, "-m", "scalesweep", "run", str(SWEEPS / "smoke.yaml"), *SETS,
          "--set", workload],
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     db = tmp_path / "mlflow.db"

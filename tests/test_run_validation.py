@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.launch.run import ray_address
+from scalesweep.orchestrator.launch.run import ray_address
 from tests.helpers import SWEEPS, scalesweep
 
 

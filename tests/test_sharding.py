@@ -1,7 +1,7 @@
-"""Sharding must be DistributedSampler's, cut into updates as trainables.batching counts them, and
+"""Sharding must be DistributedSampler's, cut into updates as scalesweep.trainables.batching counts them, and
 the samples of an update must not depend on the number of physical processes P.
 
-trainables.sharding calls DistributedSampler itself, so comparing it with another
+scalesweep.trainables.sharding calls DistributedSampler itself, so comparing it with another
 DistributedSampler call would test nothing: the reference here is DistributedSampler's algorithm
 written out (torch/utils/data/distributed.py: a randperm seeded with ``seed + epoch``, padded
 with its own head to a multiple of the world size, then every ``world_size``-th index from
@@ -17,8 +17,8 @@ import pytest
 import torch
 from torch.utils.data import DistributedSampler, TensorDataset
 
-from trainables.batching import updates_per_epoch
-from trainables.sharding import Sharding, shard
+from scalesweep.trainables.batching import updates_per_epoch
+from scalesweep.trainables.sharding import Sharding, shard
 
 
 def _sampler_order(n: int, world: int, rank: int, seed: int, epoch: int) -> list[int]:
@@ -32,7 +32,7 @@ def _sampler_order(n: int, world: int, rank: int, seed: int, epoch: int) -> list
 
 
 def _virtual_ranks(world: int, physical: int, p: int) -> range:
-    """The virtual ranks physical worker ``p`` of ``physical`` plays (trainables.loop._Trial)."""
+    """The virtual ranks physical worker ``p`` of ``physical`` plays (scalesweep.trainables.loop._Trial)."""
     per = world // physical
     return range(p * per, (p + 1) * per)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli import build_parser, main
-from orchestrator.spec.files import load_mapping
-from orchestrator.spec.recipes import read_recipe
+from scalesweep.orchestrator.cli import build_parser, main
+from scalesweep.orchestrator.spec.files import load_mapping
+from scalesweep.orchestrator.spec.recipes import read_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALESWEEP = ROOT / ".venv" / "bin" / "scalesweep"
@@ -108,7 +108,7 @@ def test_recipe_header_commands_name_the_file(path: Path) -> None:
 def test_the_readme_sweep_file_reference_is_a_valid_sweep(tmp_path: Path) -> None:
     """The annotated sweep file in the README is loaded like any sweep: every key it shows
     exists, with a value of the right type."""
-    from orchestrator.spec.load import load_sweep
+    from scalesweep.orchestrator.spec.load import load_sweep
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## The sweep file"):]

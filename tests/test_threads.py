@@ -9,7 +9,7 @@ import pytest
 import ray
 import torch
 
-from orchestrator.launch import trial_driver
+from scalesweep.orchestrator.launch import trial_driver
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from orchestrator.tracking.tracker import (
+from scalesweep.orchestrator.tracking.tracker import (
     FAIL_FAST,
     MAX_BATCH,
     SweepTracker,
@@ -25,9 +25,9 @@ from orchestrator.tracking.tracker import (
     check_reachable,
     curve_metrics,
 )
+from scalesweep.trainables.tracking_names import PARENT_TAG, ROLE_TAG
 from tests.conftest import MlflowHttp
 from tests.helpers import MlflowServer, free_port
-from trainables.tracking_names import PARENT_TAG, ROLE_TAG
 
 NO_RUN = "0" * 32  # a run id: buffering needs no server
 
@@ -239,7 +239,7 @@ def test_dead_port_fails_fast_keeps_every_metric_and_restores_the_environment(
 def test_outage_buffers_and_the_recovered_server_gets_every_step_once(
         http_tracker: SweepTracker, mlflow_http: MlflowHttp,
         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="orchestrator.tracking.tracker")
+    caplog.set_level(logging.WARNING, logger="scalesweep.orchestrator.tracking.tracker")
     parent = http_tracker.start_parent({}, {})
     a, b = http_tracker.child(parent, "a", {}), http_tracker.child(parent, "b", {})
     http_tracker.add_result(a, 1, _eval(1))
@@ -303,7 +303,7 @@ def test_a_rejected_metric_is_dropped_with_its_message_and_the_rest_is_sent(
     """A 400 (a metric name MLflow refuses) is not an outage: retrying cannot help. The refused
     name is dropped and reported once with the server's message; the run's other metrics of
     the same eval, and other runs, are sent."""
-    caplog.set_level(logging.WARNING, logger="orchestrator.tracking.tracker")
+    caplog.set_level(logging.WARNING, logger="scalesweep.orchestrator.tracking.tracker")
     parent = http_tracker.start_parent({}, {})
     bad, good = http_tracker.child(parent, "bad", {}), http_tracker.child(parent, "good", {})
     http_tracker.add_result(bad, 1, {"epoch": 0.1, "dev_acc@1": 0.5})

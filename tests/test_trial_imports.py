@@ -1,6 +1,7 @@
 """What a Tune trial process imports: the module of the function Tune runs, and nothing of the
 sweep driver's. MLflow, the planner and Ray Train (for simulate) cost ~1.3 CPU seconds per trial
-process on 2 cores (benchmarks/README.md); they must stay out of ``orchestrator.launch.trial_driver``."""
+process on 2 cores (benchmarks/README.md); they must stay out of
+``scalesweep.orchestrator.launch.trial_driver``."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import json
 import subprocess
 import sys
 
-DRIVER_ONLY = ("mlflow", "orchestrator.plan.rows", "orchestrator.tracking.tracker", "orchestrator.spec.load",
-               "orchestrator.launch.tune", "dashboards", "matplotlib",
-               "ray.train.v2.torch.torch_trainer")  # fmt: skip
+DRIVER_ONLY = ("mlflow", "scalesweep.orchestrator.plan.rows", "scalesweep.orchestrator.tracking.tracker",
+               "scalesweep.orchestrator.spec.load", "scalesweep.orchestrator.launch.tune",
+               "scalesweep.dashboards", "matplotlib", "ray.train.v2.torch.torch_trainer")  # fmt: skip
 
 
 def _imported_after(statement: str) -> list[str]:
@@ -20,11 +21,11 @@ def _imported_after(statement: str) -> list[str]:
 
 
 def test_trial_entry_point_imports_none_of_the_driver() -> None:
-    from orchestrator.launch import trial_driver
+    from scalesweep.orchestrator.launch import trial_driver
 
     # Tune pickles the trainable by reference: the trial process imports this module
-    assert trial_driver.trainable.__module__ == "orchestrator.launch.trial_driver"
-    modules = _imported_after("import orchestrator.launch.trial_driver")
-    assert "trainables.loop" in modules and "ray.tune" in modules
+    assert trial_driver.trainable.__module__ == "scalesweep.orchestrator.launch.trial_driver"
+    modules = _imported_after("import scalesweep.orchestrator.launch.trial_driver")
+    assert "scalesweep.trainables.loop" in modules and "ray.tune" in modules
     assert [m for m in modules if m.startswith(DRIVER_ONLY)] == []
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from orchestrator.tracking.callback import KEEP, SweepCallback
-from orchestrator.tracking.tracker import SweepTracker
+from scalesweep.orchestrator.tracking.callback import KEEP, SweepCallback
+from scalesweep.orchestrator.tracking.tracker import SweepTracker
 from tests.conftest import MlflowHttp
 
 TOTAL = 40

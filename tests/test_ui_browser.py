@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.tracking.ui import (
+from scalesweep.orchestrator.tracking.ui import (
     ARMS_VIEW_ID,
     ARMS_VIEW_STATE,
     TRIALS_VIEW_ID,
@@ -111,7 +111,7 @@ def test_view_tags_are_the_envelopes_mlflow_reads() -> None:
 def test_ensure_view_writes_the_view_once_and_colours_trials_apart(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
-    from orchestrator.tracking.ui import PALETTE, RUN_COLOR_TAG, ensure_view
+    from scalesweep.orchestrator.tracking.ui import PALETTE, RUN_COLOR_TAG, ensure_view
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
@@ -142,7 +142,7 @@ def _env() -> dict[str, str]:
 
 def _scalesweep() -> list[str]:
     exe = ROOT / ".venv" / "bin" / "scalesweep"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "orchestrator"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "scalesweep"]
 
 
 def _free_port() -> int:
@@ -396,7 +396,7 @@ def test_saved_view_charts_every_trial_beyond_the_first_ten_rows(study: Study, u
     from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
 
-    from orchestrator.tracking.ui import ensure_view
+    from scalesweep.orchestrator.tracking.ui import ensure_view
 
     client = MlflowClient(study.uri)
     eid = client.create_experiment("ui-many-trials")
@@ -445,7 +445,7 @@ def test_url_lands_on_one_line_per_arm_with_its_band_and_one_click_gives_every_t
     from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
-    from orchestrator.tracking.ui import ensure_view
+    from scalesweep.orchestrator.tracking.ui import ensure_view
 
     client = MlflowClient(study.uri)
     eid = client.create_experiment("ui-arms")

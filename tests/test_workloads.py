@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import torch
 
-from trainables import workloads
-from trainables.workloads import mini_asr
-from trainables.workloads.base import Workload, WorkloadOptionError
+from scalesweep.trainables import workloads
+from scalesweep.trainables.workloads import mini_asr
+from scalesweep.trainables.workloads.base import Workload, WorkloadOptionError
 
 ROOT = Path(__file__).resolve().parents[1]
 

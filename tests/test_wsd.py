@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from scalesweep.trainables import scaling
+from scalesweep.trainables import schedules as S
 from tests.helpers import cli
-from trainables import scaling
-from trainables import schedules as S
 
 REL = 1e-12
 SHAPES = ("linear", "cosine", "1-sqrt")
@@ -361,7 +361,7 @@ def test_plan_applies_the_lr_and_warmup_rules(cwd: Path,
 
 def test_plan_refuses_an_explicit_warmup_into_the_decay(
         cwd: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from orchestrator.cli import main
+    from scalesweep.orchestrator.cli import main
 
     (cwd / "wsd.yaml").write_text(SWEEP.replace("[fixed, scaled, 5]", "[fixed, 400]"))
     capsys.readouterr()
@@ -393,7 +393,7 @@ def test_lr_preview_prints_it_without_a_momentum_column(
 
 def test_lr_preview_reports_bad_params_and_exits_2(
         cwd: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from orchestrator.cli import main
+    from scalesweep.orchestrator.cli import main
 
     (cwd / "bad.yaml").write_text(
         "optimizer: {type: adam, lr: 0.001}\n"

@@ -1,3 +1,0 @@
-from orchestrator.cli import main
-
-raise SystemExit(main())

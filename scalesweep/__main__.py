@@ -1,0 +1,3 @@
+from scalesweep.orchestrator.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,336 @@
+"""The convergence report of one sweep: a table, figures, the scaling advice, and one
+self-contained HTML page.
+
+Reads MLflow (through :mod:`scalesweep.dashboards.mlflow_data`) and the pure math only; the table is
+:func:`scalesweep.dashboards.convergence_table.convergence_table`, the advice
+:func:`scalesweep.dashboards.advice.advise` (the text ``scalesweep advise`` prints).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from scalesweep.dashboards import advice as scaling_advice
+from scalesweep.dashboards.arm_figures import plot_dev_loss_by_arm
+from scalesweep.dashboards.arm_figures import plot_epochs_to_target as plot_arms_epochs_to_target
+from scalesweep.dashboards.arms_table import arm_summaries, arms_frame
+from scalesweep.dashboards.convergence_table import PROJECTED, convergence_table
+from scalesweep.dashboards.mlflow_data import Projection, Study, load_study
+from scalesweep.trainables.arms import interval_text, median_text
+from scalesweep.trainables.replicates import CONFIDENCE, METHOD
+
+__all__ = ["PROJECTED", "ReportPaths", "build_report", "convergence_table"]
+
+X_LABELS = {
+    "step": "optimizer updates",
+    "samples_seen": "samples seen",
+    "epoch": "epoch",
+    "wall_s": "wall time (s)",
+}
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    out_dir: Path
+    html: Path
+    csv: Path
+    json: Path
+    advice: Path
+    arms_csv: Path
+    arms_json: Path
+    figures: dict[str, Path]
+
+
+def plot_curves(
+    history: pd.DataFrame,
+    y: str,
+    x: str,
+    *,
+    order: Sequence[str] = (),
+    target: float | None = None,
+    title: str = "",
+) -> Figure:
+    """``y`` against ``x`` (any history column, ``step`` = updates), one line per trial."""
+    fig = Figure(figsize=(8, 4.8), layout="constrained")
+    ax = fig.add_subplot()
+    names = list(order) or sorted(history["trial_name"].unique())
+    for name in names:
+        rows = history[history["trial_name"] == name]
+        if y not in rows or x not in rows:
+            continue
+        rows = rows[rows[y].notna() & rows[x].notna()].sort_values(x)
+        if not rows.empty:
+            marker = "." if len(rows) <= 60 else None  # dots show where the evals are
+            ax.plot(rows[x], rows[y], marker=marker, markersize=3, linewidth=1.2, label=name)
+    if target is not None:
+        ax.axhline(target, color="black", linestyle="--", linewidth=0.8, label=f"target {target:g}")
+    values = [float(v) for line in ax.lines for v in np.asarray(line.get_ydata(), dtype=float)]
+    if ("loss" in y or y == "noise_scale") and values and min(values) > 0 and max(values) / min(values) > 10:
+        # early losses are 10-100x the converged ones: on a linear axis every curve looks
+        # the same near the target, which is where the comparison is; the noise scale grows
+        # by orders of magnitude as the loss falls, and its estimate from few small batches
+        # spikes late in training
+        ax.set_yscale("log")
+    ax.set_xlabel(X_LABELS.get(x, x))
+    ax.set_ylabel(y)
+    ax.set_title(title or f"{y} vs {X_LABELS.get(x, x)}")
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return fig
+
+
+def plot_projected_time(arms: Sequence[dict[str, Any]], projection: Projection) -> Figure:
+    """Per arm, the median measured seconds to target (this run's machine) beside the projected
+    time to target on the projection's cluster: median epochs to target × its seconds per
+    epoch at the arm's world size (hours, or minutes below two hours); "never" where half or
+    more seeds never reached the target."""
+    fig = Figure(figsize=(max(8.0, 1.2 * len(arms) + 3), 4.8), layout="constrained")
+    labels = [a["arm"].replace("-", "\n", 2) for a in arms]
+    measured, projected = [], []
+    for a in arms:
+        kind = a.get("epochs_to_target_median_kind")
+        per_epoch = projection.seconds_per_epoch.get(int(a.get("axes", {}).get("world_size", 0)))
+        epochs = a.get("epochs_to_target_median") if kind == "value" else None
+        projected.append(math.nan if epochs is None or per_epoch is None else epochs * per_epoch)
+        sec = a.get("seconds_to_target_median") if a.get("seconds_to_target_median_kind") == "value" else None
+        measured.append(math.nan if sec is None else float(sec))
+    longest = max([v for v in projected if math.isfinite(v)] or [0.0])
+    unit, unit_name = (3600.0, "hours") if longest >= 7200 else (60.0, "minutes")
+    panels = [
+        (measured, 1.0, "median measured seconds to target (this run)", "tab:gray", "measured here"),
+        (projected, unit, f"projected {unit_name} to target", "tab:orange",
+         f"projected (from {projection.label})"),
+    ]  # fmt: skip
+    for i, (values, scale, ylabel, color, title) in enumerate(panels):
+        ax = fig.add_subplot(1, 2, i + 1)
+        bars = ax.bar(range(len(arms)), [0.0 if not math.isfinite(v) else v / scale for v in values],
+                      color=color)
+        for bar, v, a in zip(bars, values, arms, strict=True):
+            never = a.get("epochs_to_target_median_kind") == "never"
+            text = ("never" if never else "—") if not math.isfinite(v) else f"{v / scale:.3g}"
+            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center", va="bottom", fontsize="small")
+        ax.set_xticks(range(len(arms)), labels, fontsize="x-small")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize="medium")
+        ax.grid(axis="y", alpha=0.3)
+    timings = ", ".join(f"{ws} workers {s:g} s" for ws, s in sorted(projection.seconds_per_epoch.items()))
+    fig.suptitle(f"wall time to target: projected = median epochs to target × seconds per epoch "
+                 f"({timings})", fontsize="small")
+    return fig
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return buf.getvalue()
+
+
+def report_figures(study: Study, table: pd.DataFrame, arms: Sequence[dict[str, Any]] = ()
+                   ) -> dict[str, Figure]:
+    order = list(table["trial_name"])
+    target = study.target_value
+    ys = list(dict.fromkeys(["dev_loss", study.target_metric]))
+    out = {
+        f"{y}_vs_{x}": plot_curves(
+            study.history, y, x, order=order,
+            target=target if y == study.target_metric else None,
+        )
+        for y in ys
+        for x in ("epoch", "samples_seen", "step", "wall_s")
+    }  # fmt: skip
+    out["lr_vs_epoch"] = plot_curves(study.history, "lr", "epoch", order=order)
+    if "noise_scale" in study.history and study.history["noise_scale"].notna().any():
+        out["noise_scale_vs_epoch"] = plot_curves(
+            study.history, "noise_scale", "epoch", order=order,
+            title="gradient noise scale B_simple (EMA) vs epoch")
+    if not arms:
+        arms = arm_summaries(study, table)
+    out["dev_loss_by_arm_vs_epoch"] = plot_dev_loss_by_arm(
+        study.history, table, target=target if study.target_metric == "dev_loss" else None)
+    out["epochs_to_target"] = plot_arms_epochs_to_target(arms, table)
+    projection = study.projection
+    if projection is not None:
+        out["projected_time_to_target"] = plot_projected_time(arms, projection)
+    return out
+
+
+def _cell(v: object) -> str:
+    if v is None or v is pd.NA or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    if isinstance(v, float):
+        if v.is_integer() and abs(v) < 1e15:
+            return f"{v:,.0f}"
+        return f"{v:,.1f}" if abs(v) >= 100 else f"{v:.4g}"
+    return str(v)
+
+
+def advice_text(study: Study, table: pd.DataFrame) -> str:
+    """``scalesweep advise``'s text for the largest measured world size, or why there is none."""
+    try:
+        return scaling_advice.render(scaling_advice.advise(study, table=table))
+    except ValueError as exc:  # e.g. no trial with a known global batch
+        return f"no advice: {exc}"
+
+
+def first_eval_note(table: pd.DataFrame) -> str:
+    """Names the trials whose crossing lies before their first evaluation, and what to do."""
+    first = [str(n) for n, c in zip(table["trial_name"], table["crossing"], strict=True)
+             if c == "at_first_eval"]
+    if not first:
+        return ""
+    return (f"<p><b>{len(first)} trial(s) reached the target at their first evaluation</b> "
+            f"({html.escape(', '.join(first))}): their epochs to target are only bounds (≤ the "
+            "first eval), and every speedup or ratio involving them is unresolved. Evaluate more "
+            "often (<code>training.eval_every_epochs</code>) or set a harder target.</p>")
+
+
+def arms_html(arms: Sequence[dict[str, Any]]) -> str:
+    """The arms section: each arm's seeds, median and interval, and its verdict."""
+    if not arms:
+        return "<p>No arms.</p>"
+    e = html.escape
+
+    def cells(a: dict[str, Any]) -> list[str]:
+        return [a["arm"], f"{a['n_reached']}/{a['n_seeds']}",
+                median_text(a, "epochs_to_target"), interval_text(a.get("epochs_to_target_ci")),
+                median_text(a, "updates_to_target"),
+                median_text(a, "epochs_ratio_vs_baseline"),
+                interval_text(a.get("epochs_ratio_vs_baseline_ci")),
+                median_text(a, "speedup_vs_baseline"), interval_text(a.get("speedup_vs_baseline_ci"))]
+
+    rows = "\n".join(
+        "<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells(a))
+        + f"<td style='text-align:left'>{e(a.get('verdict', ''))}</td></tr>"
+        for a in arms)
+    return f"""<table class="trials"><tr><th>arm</th><th>seeds reached</th>
+<th>epochs to target (median)</th><th>interval</th><th>updates to target (median)</th>
+<th>epochs ratio vs baseline (paired)</th><th>interval</th><th>speedup (updates, paired)</th>
+<th>interval</th><th>verdict</th></tr>
+{rows}</table>"""
+
+
+def render_html(study: Study, table: pd.DataFrame, pngs: dict[str, bytes], advice: str = "",
+                arms: Sequence[dict[str, Any]] = ()) -> str:
+    """One page, no external resources: images inline as base64, styles inline."""
+    target = study.target_value
+    sign = "≤" if study.target_mode == "min" else "≥"
+    goal = "not set" if target is None else f"{study.target_metric} {sign} {target:g}"
+    if study.target_smoothing:
+        goal += f" (EMA smoothing {study.target_smoothing:g})"
+    shown = table.map(_cell)
+    projection = study.projection
+    about_projection = ""
+    if projection is not None:
+        label = f"projected (from {projection.label})"
+        shown = shown.rename(columns={PROJECTED: f"{PROJECTED} — {label}"})
+        missing = sorted({int(ws) for ws in table["world_size"].dropna()}
+                         - set(projection.seconds_per_epoch))
+        timings = ", ".join(f"{ws} workers: {s:g} s"
+                            for ws, s in sorted(projection.seconds_per_epoch.items()))
+        about_projection = (
+            f"<p><b>{html.escape(label)}</b>: {PROJECTED} = epochs_to_target × the seconds per "
+            f"epoch measured there ({html.escape(timings)}). A projection, not a measurement: it "
+            "assumes this study's epochs to target carry over to that job. seconds_to_target is "
+            "this run's own wall time."
+            + (f" No timing for world size(s) {', '.join(map(str, missing))}: shown as —."
+               if missing else "") + "</p>")
+    body = shown.to_html(index=False, escape=True, classes="trials")
+    images = "\n".join(
+        f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,'
+        f'{base64.b64encode(png).decode("ascii")}"><figcaption>{html.escape(name)}'
+        "</figcaption></figure>"
+        for name, png in pngs.items()
+    )
+    e = html.escape
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>scalesweep report: {e(study.experiment_name)}</title>
+<style>
+body {{ font-family: sans-serif; margin: 1.5em; }}
+table.trials {{ border-collapse: collapse; font-size: 0.85em; }}
+table.trials th, table.trials td {{ border: 1px solid #ccc; padding: 0.25em 0.5em; }}
+table.trials td {{ text-align: right; }}
+figure {{ display: inline-block; margin: 0.5em; }}
+img {{ max-width: 100%; }}
+</style></head><body>
+<h1>Study {e(study.experiment_name)}</h1>
+<p>Parent run {e(study.parent_run_name)} ({e(study.parent_run_id)}) ·
+target: <b>{e(goal)}</b> · baseline trial: {e(study.baseline_trial or "none")}</p>
+<p>Speedup is the baseline's optimizer updates to target over the trial's (Shallue et al.
+2019); speedup_by_epochs is the same on the epoch clock; scaling efficiency is the updates
+speedup over the global-batch ratio (1 = perfect). Trials that never reached the target show
+"—" and are listed last.</p>
+<h2>Arms: seeds as replicates</h2>
+<p>An arm is a trial's settings minus its seed. Per arm: how many seeds reached the target, the
+median epochs to target (a seed that never reached counts as +infinity, so the median is
+"never" once half or more never reach; "≤ x" where the crossing lies before the first
+evaluation), and the epochs ratio and updates speedup against the baseline arm, paired by seed.
+Intervals: {e(METHOD)}; nominal {CONFIDENCE:.0%}, two-sided, with the exact coverage the seed
+count allows (3 seeds: 75 %, 5: 93.75 %). A comparison is <b>resolved</b> only when its
+interval excludes 1 at the nominal confidence; otherwise the verdict says so and roughly how
+many seeds would resolve it.</p>
+{arms_html(arms)}
+<h2>Trials</h2>
+{first_eval_note(table)}
+{about_projection}
+{body}
+{images}
+<h2>Scaling advice</h2>
+<p>What <code>scalesweep advise</code> says about this study (at its largest world size; pass
+<code>--world-size N</code> to it for another): updates to target against global batch, the
+fit S = S_min (1 + B_crit / B) of McCandlish et al. where the data support one, the measured
+gradient noise scale, and the lr and warmup rules to use. A fit needs the target reached at 3 or
+more global batches; with fewer, only measured world sizes get a recommendation.</p>
+<pre>{e(advice)}</pre>
+</body></html>
+"""
+
+
+def build_report(
+    tracking_uri: str,
+    *,
+    experiment: str | None = None,
+    parent_run_id: str | None = None,
+    out_dir: str | Path,
+) -> ReportPaths:
+    """Load the study from MLflow and write report.html, trials.csv/.json and one PNG a figure."""
+    study = load_study(tracking_uri, experiment=experiment, parent_run_id=parent_run_id)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    table = convergence_table(study)
+    arms = arm_summaries(study, table)
+    pngs = {name: _png(fig) for name, fig in report_figures(study, table, arms).items()}
+    paths = ReportPaths(
+        out_dir=out,
+        html=out / "report.html",
+        csv=out / "trials.csv",
+        json=out / "trials.json",
+        advice=out / "advice.txt",
+        arms_csv=out / "arms.csv",
+        arms_json=out / "arms.json",
+        figures={name: out / f"{name}.png" for name in pngs},
+    )
+    for name, png in pngs.items():
+        paths.figures[name].write_bytes(png)
+    table.to_csv(paths.csv, index=False)
+    table.to_json(paths.json, orient="records", indent=2)
+    paths.arms_json.write_text(json.dumps(arms, indent=1), encoding="utf-8")
+    arms_frame(arms).to_csv(paths.arms_csv, index=False)
+    advice = advice_text(study, table)
+    paths.advice.write_text(advice + "\n", encoding="utf-8")
+    paths.html.write_text(render_html(study, table, pngs, advice, arms), encoding="utf-8")
+    return paths

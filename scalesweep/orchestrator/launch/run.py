@@ -1,0 +1,340 @@
+"""`scalesweep run` and `scalesweep resume`: plan -> Ray Tune -> MLflow -> summary.
+
+parse -> build -> run -> close, in that order: every input problem is found before Ray starts
+or MLflow is touched, and an unreachable tracking server fails before any compute.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
+from scalesweep.orchestrator.spec.errors import InputError, Problem
+from scalesweep.orchestrator.spec.load import Sweep, load_sweep
+from scalesweep.orchestrator.tracking.summary import BRACKETS, SUMMARY_METRICS, arm_summaries, summarize
+from scalesweep.orchestrator.tracking.tracker import SweepTracker, check_reachable, curve_metrics
+
+STATE_FILE = "scalesweep.json"
+JOURNAL = "metrics.journal.jsonl"
+FINAL = ("completed", "diverged", "stopped", "failed")
+
+
+@dataclass
+class Outcome:
+    parent_run_id: str
+    experiment: str
+    sweep_dir: Path
+    tracking_uri: str
+    trials: list[dict[str, Any]] = field(default_factory=list)
+    arms: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(t["status"] == "failed" for t in self.trials) else 0
+
+
+def storage_root(sweep: Sweep | None = None) -> Path:
+    """Where sweep state, Tune and Train checkpoints go: the sweep's ``storage_path``, else
+    ``SCALESWEEP_STORAGE``, else ./scalesweep_runs (a path every node must see on a cluster)."""
+    configured = sweep.spec.storage_path if sweep is not None else None
+    return Path(configured or os.environ.get("SCALESWEEP_STORAGE", "scalesweep_runs")).resolve()
+
+
+def trial_params(row: PlanRow, sweep: Sweep, baseline_arm: str | None = None) -> dict[str, Any]:
+    """Every axis and every derived value, as MLflow params (docs/design.md §4.5); ``arm``
+    (the settings minus the seed) lets the MLflow UI group a trial's seeds into one line."""
+    params: dict[str, Any] = {
+        "arm": row.arm, "baseline_arm": baseline_arm,
+        "world_size": row.world_size, "global_batch": row.global_batch,
+        "reference_global_batch": row.reference_global_batch, "scaling_rule": row.scaling_rule,
+        "base_lr": row.base_lr, "lr": row.lr, "peak_lr": row.peak_lr,
+        "warmup_steps": row.warmup_steps, "warmup_rule": row.warmup_rule,
+        "warmup_epochs": round(row.warmup_epochs, 6), "updates_per_epoch": row.updates_per_epoch,
+        "total_updates": row.total_updates, "scheduler": row.scheduler, "backend": row.backend,
+        "physical_workers": row.physical_workers, "accum_grad": row.accum_grad,
+        "per_worker_batch": row.per_worker_batch, "seed": row.seed,
+        "workload": sweep.spec.workload.name, "optimizer": row.trial.optimizer.get("type"),
+        "eval_every": row.eval_every, "dtype": row.trial.dtype, "fuse": row.trial.fuse,
+    }
+    for key, value in row.axes.items():
+        params.setdefault(key, value)
+    for key, value in row.trial.scheduler.items():
+        params.setdefault(f"scheduler.{key}", value)
+    return params
+
+
+def ray_address(arg: str | None) -> str | None:
+    """The cluster to use: ``--address``, else ``RAY_ADDRESS``, else None (start a local Ray)."""
+    return arg or os.environ.get("RAY_ADDRESS") or None
+
+
+def _connect(address: str | None, verbose: bool) -> None:
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Tune's own CSV/JSON/TensorBoard loggers duplicate what MLflow gets, and cost time.
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # Tune's result grid looks for the per-trial JSON/CSV files we just switched off; we read
+    # results from our own callback, so its warning about the missing files is noise.
+    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+    if ray.is_initialized():
+        return
+    # RAY_ADDRESS counts as --address: ray.init() would connect to it anyway, and then refuse
+    # the num_cpus that only a new local Ray accepts
+    address = ray_address(address)
+    if address and address.startswith("ray://"):
+        raise InputError("ray", [Problem("address", address, "a Ray Client address cannot host "
+                                         "the sweep driver: `scalesweep run --address ray://...` "
+                                         "runs it on the head (orchestrator.launch.submit.run_via_client)")])
+    if address:
+        from scalesweep.orchestrator.launch.ray_auth import enable_token_auth
+
+        # Ray presents its auth token for "auto" by itself, for an explicit address only in
+        # token mode: turn that on when the user gave a token (see scalesweep.orchestrator.launch.ray_auth)
+        enable_token_auth(address)
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=verbose)
+    else:
+        ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=verbose,
+                 num_cpus=os.cpu_count())
+
+
+def _check_feasible(plan: Plan) -> None:
+    bad = [r for r in plan.rows if not r.feasible]
+    if bad:
+        raise InputError(plan.sweep.source, [
+            Problem(f"trial {r.name}", f"{r.physical_workers} workers", f"cannot be scheduled: {r.reason}")
+            for r in bad])
+
+
+def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_uri: str,
+              summary_json: str | None = None, verbose: bool = False) -> Outcome:
+    sweep = load_sweep(path, overrides)
+    make_plan(sweep)  # every input problem the plan finds, before Ray starts or MLflow is touched
+    check_reachable(tracking_uri)
+    _connect(address, verbose)
+    from scalesweep.orchestrator.launch.storage_check import check_shared_storage
+    from scalesweep.orchestrator.plan.cluster import connected_cluster
+
+    plan = make_plan(sweep, connected_cluster())
+    _check_feasible(plan)
+    check_shared_storage(storage_root(sweep))  # multi-node: every node must see it (exit 2 if not)
+    tracker = SweepTracker(tracking_uri, sweep.spec.name)
+    parent_id = tracker.start_parent(_parent_params(plan), {"sweep_file": str(Path(path).resolve())})
+    sweep_dir = storage_root(sweep) / f"{sweep.spec.name}-{parent_id[:8]}"
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    tracker.journal = sweep_dir / JOURNAL
+    # resume reads the sweep (and its recipe) from these copies: the originals may be gone
+    # (a submitted job's working dir) or edited by the time a crashed sweep is resumed
+    shutil.copyfile(path, sweep_dir / "sweep.yaml")
+    saved_overrides = list(overrides)
+    if sweep.recipe is not None:
+        recipe_copy = sweep_dir / f"recipe{Path(sweep.recipe.source).suffix}"
+        shutil.copyfile(sweep.recipe.source, recipe_copy)
+        saved_overrides.append(f"recipe={recipe_copy}")
+    state = {"sweep_file": str(sweep_dir / "sweep.yaml"), "overrides": saved_overrides,
+             "tracking_uri": tracking_uri, "parent_run_id": parent_id,
+             "experiment": sweep.spec.name, "address": address}
+    (sweep_dir / STATE_FILE).write_text(json.dumps(state, indent=1))
+    print(f"sweep {sweep.spec.name}: {len(plan.rows)} trials, MLflow parent run {parent_id} "
+          f"at {tracking_uri}; state in {sweep_dir}")
+    return _execute(plan, tracker, parent_id, sweep_dir, tracking_uri, summary_json, {})
+
+
+def find_sweep_dir(name_or_dir: str) -> Path:
+    p = Path(name_or_dir)
+    if (p / STATE_FILE).is_file():
+        return p.resolve()
+    root = storage_root()
+    candidates = sorted((d for d in root.glob(f"{name_or_dir}-*") if (d / STATE_FILE).is_file()),
+                        key=lambda d: (d / STATE_FILE).stat().st_mtime)
+    if not candidates:
+        raise InputError("resume", [Problem("SWEEP_NAME_OR_DIR", name_or_dir,
+                                            f"no sweep directory with {STATE_FILE} here or under {root}")])
+    return candidates[-1]
+
+
+def resume_sweep(name_or_dir: str, *, address: str | None, tracking_uri: str | None,
+                 summary_json: str | None = None, verbose: bool = False) -> Outcome:
+    sweep_dir = find_sweep_dir(name_or_dir)
+    state = json.loads((sweep_dir / STATE_FILE).read_text())
+    uri = tracking_uri or state["tracking_uri"]
+    sweep = load_sweep(state["sweep_file"], state["overrides"])
+    make_plan(sweep)  # input problems before Ray starts
+    check_reachable(uri)
+    address = ray_address(address) or state.get("address")
+    if address and address.startswith("ray://"):
+        raise InputError("resume", [Problem("--address", address, "resume runs where the sweep's "
+                                            "state is: on the head, with --address auto")])
+    _connect(address, verbose)
+    from scalesweep.orchestrator.launch.storage_check import check_shared_storage
+    from scalesweep.orchestrator.plan.cluster import connected_cluster
+
+    plan = make_plan(sweep, connected_cluster())
+    check_shared_storage(sweep_dir)
+    tracker = SweepTracker(uri, sweep.spec.name, journal=sweep_dir / JOURNAL)
+    parent_id = state["parent_run_id"]
+    existing = tracker.children(parent_id)
+    tracker.client.update_run(parent_id, status="RUNNING")
+    print(f"resuming sweep {sweep.spec.name} (parent run {parent_id}) from {sweep_dir}")
+    return _execute(plan, tracker, parent_id, sweep_dir, uri, summary_json, existing)
+
+
+def _parent_params(plan: Plan) -> dict[str, Any]:
+    spec = plan.sweep.spec
+    from scalesweep.orchestrator.spec.load import metric_mode
+
+    return {
+        "workload": spec.workload.name, "target_metric": spec.target.metric,
+        # a relative target's value is known once the baseline has run: logged at the end
+        **({"target_value": spec.target.value} if spec.target.value is not None else {}),
+        "target_relative_to_baseline": spec.target.relative_to_baseline,
+        "target_mode": metric_mode(plan.sweep), "target_smoothing": spec.target.smoothing,
+        "baseline_trial": next((r.name for r in plan.rows if plan.baseline_for(r) is r), None),
+        "trials": len(plan.rows), "backend": spec.backend, "search": spec.search.type,
+        "reference_world_size": plan.sweep.reference_world_size,
+        "recipe": spec.recipe,
+        **({"projection": spec.projection.model_dump(mode="json")} if spec.projection else {}),
+    }
+
+
+def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path, uri: str,
+             summary_json: str | None, existing: dict[str, Any]) -> Outcome:
+    from scalesweep.orchestrator.launch.tune import launch, resume_checkpoint
+    from scalesweep.orchestrator.tracking.callback import kept, run_status
+
+    sweep = plan.sweep
+    rows = {r.name: r for r in plan.rows}
+    curves: dict[str, list[dict[str, Any]]] = {}
+    done: dict[str, str] = {}
+    logged: dict[str, set[str]] = {}
+    for name, run in existing.items():
+        if name not in rows:
+            continue
+        logged[name] = set(run.data.metrics)
+        status = run.data.tags.get("status")
+        curves[name] = _history(tracker, run.info.run_id)
+        if run.info.status in ("FINISHED", "FAILED") and status in FINAL:
+            done[name] = status
+
+    def child_for(name: str) -> str:
+        base = plan.baseline_for(rows[name])
+        params = trial_params(rows[name], sweep, base.arm if base else None)
+        return tracker.child(parent_id, name, params, existing)
+
+    # evals the killed driver had accepted but not yet sent: MLflow gets them now, and the
+    # resumed trials (from checkpoints possibly past them) will not report them again
+    run_ids_existing = {str(r.info.run_id): n for n, r in existing.items()}
+    for name, run in existing.items():
+        if name in rows:
+            tracker.adopt(str(run.info.run_id))
+    for entry in tracker.replay_journal():
+        trial = run_ids_existing.get(entry["run_id"])
+        if trial is not None:
+            curves.setdefault(trial, []).append({"update": entry["step"], **entry["metrics"]})
+    todo = [r for r in plan.rows if r.name not in done]
+    # the eval a trial's checkpoint was taken with may have died with the driver before it was
+    # logged; the resumed trial starts after it, so log it from the checkpoint itself
+    for row in todo:
+        run = existing.get(row.name)
+        ckpt = resume_checkpoint(sweep_dir, row) if run is not None else None
+        report = _checkpoint_report(ckpt) if ckpt else None
+        if run is not None and report and tracker.add_result(
+                str(run.info.run_id), int(report["update"]), curve_metrics(report)):
+            curves.setdefault(row.name, []).append(kept(report))
+    if done:
+        print(f"{len(done)} trials already finished (left as they are); running {len(todo)}")
+    callback = None
+    interrupted = False
+    try:
+        callback = launch(plan, todo, sweep_dir, tracker, child_for, curves)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        pending_ok = tracker.flush_with_retry(deadline_s=60.0)
+        if not pending_ok:
+            spool = sweep_dir / "unsent_metrics.jsonl"
+            with spool.open("a") as f:
+                for item in tracker.unsent():
+                    f.write(json.dumps(item) + "\n")
+            print(f"warning: MLflow unreachable; {tracker.pending()} metric values kept in {spool}",
+                  file=sys.stderr)
+    if interrupted:
+        tracker.end_run(parent_id, "KILLED")
+        raise KeyboardInterrupt
+    assert callback is not None
+    statuses = {**done, **callback.status}
+    errors = callback.errors
+    summaries = summarize(plan, curves)
+    run_ids = {**{n: str(r.info.run_id) for n, r in existing.items()}, **callback.run_ids}
+    trials = []
+    for row in plan.rows:
+        status = statuses.get(row.name, "failed")
+        if status == "running":
+            status = "failed"
+        s = summaries[row.name]
+        run_id = run_ids.get(row.name) or child_for(row.name)
+        # summaries only where missing: a resumed sweep never logs a step twice
+        have = logged.get(row.name, set())
+        tracker.add_summary(run_id, {k: s.get(k) for k in (*SUMMARY_METRICS, *BRACKETS, "target_value")
+                                     if k not in have})
+        if row.name not in done:
+            tags = {"status": status}
+            if s.get("crossing"):
+                tags["crossing"] = s["crossing"]
+            if row.name in errors:
+                tags["error"] = errors[row.name]
+            tracker.set_tags(run_id, tags)
+        trials.append({**row.to_json(), "status": status, "mlflow_run_id": run_id,
+                       **{k: s.get(k) for k in (*SUMMARY_METRICS, "crossing", *BRACKETS, "target_value",
+                                                "baseline_trial", "baseline_arm")},
+                       "error": errors.get(row.name)})
+    targets = [t["target_value"] for t in trials if t["target_value"] is not None]
+    if targets and "target_value" not in tracker.client.get_run(parent_id).data.params:
+        tracker.log_params(parent_id, {"target_value": targets[0]})
+    tracker.flush_with_retry(deadline_s=60.0)
+    names = {str(t["mlflow_run_id"]): t["name"] for t in trials}
+    for (run_id, key), message in tracker.rejected.items():
+        print(f"warning: MLflow refused metric {key!r} of trial {names.get(run_id, run_id)} "
+              f"(not logged): {message}", file=sys.stderr)
+    for t in trials:
+        if t["name"] not in done:
+            tracker.end_run(t["mlflow_run_id"], run_status(t["status"]))
+    tracker.end_run(parent_id, "FINISHED")
+    outcome = Outcome(parent_run_id=parent_id, experiment=sweep.spec.name, sweep_dir=sweep_dir,
+                      tracking_uri=uri, trials=trials, arms=arm_summaries(plan, curves))
+    if summary_json:
+        Path(summary_json).parent.mkdir(parents=True, exist_ok=True)
+        Path(summary_json).write_text(json.dumps(trials, indent=1, default=str))
+    (sweep_dir / "summary.json").write_text(json.dumps(trials, indent=1, default=str))
+    (sweep_dir / "arms.json").write_text(json.dumps(outcome.arms, indent=1, default=str))
+    return outcome
+
+
+def _checkpoint_report(checkpoint: str) -> dict[str, Any] | None:
+    """The metrics reported together with a checkpoint (its meta.json), if readable."""
+    try:
+        meta = json.loads((Path(checkpoint) / "meta.json").read_text())
+        report = meta["progress"]["last_report"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return report if isinstance(report, dict) and "update" in report else None
+
+
+def _history(tracker: SweepTracker, run_id: str) -> list[dict[str, Any]]:
+    """A run's logged evals as result dicts (for a resumed sweep's convergence metrics)."""
+    by_step: dict[int, dict[str, Any]] = {}
+    keys = tracker.client.get_run(run_id).data.metrics.keys()
+    for key in keys:
+        if key in SUMMARY_METRICS:
+            continue
+        for m in tracker.client.get_metric_history(run_id, key):
+            by_step.setdefault(m.step, {"update": m.step})[key] = m.value
+    return [by_step[s] for s in sorted(by_step) if "epoch" in by_step[s]]

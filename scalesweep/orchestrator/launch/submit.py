@@ -1,0 +1,393 @@
+"""Sweeps whose driver runs on a Ray cluster's head node.
+
+* ``scalesweep submit SWEEP --address http://HEAD:8265``: a Ray job (the Jobs API) whose
+  entrypoint is ``python -m scalesweep run SWEEP --address auto ...``; its logs stream back and
+  its exit code is ours.
+* ``scalesweep run SWEEP --address ray://HEAD:10001`` (Ray Client): the same run, as one task
+  pinned to the head; the summary comes back to this machine.
+
+Both validate the sweep here first (exit 2, nothing submitted), then ship a snapshot of the
+project (the ``working_dir`` of the runtime env) with the sweep file and its recipe, copied in
+when they live outside the project. MLflow is written from the head, so the tracking URI must
+make sense there: an MLflow server the head can reach, or an absolute path on the head.
+
+Token authentication (Ray >= 2.52; on by default for new local clusters since 2.59): Ray's own
+clients send ``Authorization: Bearer <token>`` only when this process runs with
+``RAY_AUTH_MODE=token``, with the token from ``RAY_AUTH_TOKEN``, the file named by
+``RAY_AUTH_TOKEN_PATH``, or ``~/.ray/auth_token`` (in that order). :func:`auth_token` follows the
+same sources, and also treats an explicitly given ``RAY_AUTH_TOKEN``/``RAY_AUTH_TOKEN_PATH`` (or
+the default file, for a cluster on this machine's loopback) as meaning token mode when
+``RAY_AUTH_MODE`` is unset, as Ray does for ``address="auto"``. The default file is never sent to
+another host unless ``RAY_AUTH_MODE=token`` says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scalesweep.orchestrator.launch.ray_auth import (
+    AUTH_HINT,
+    auth_token,
+    enable_token_auth,
+    host_of,
+    is_loopback,
+)
+from scalesweep.orchestrator.spec.errors import InputError, Problem
+from scalesweep.trainables.tracking_names import DEFAULT_TRACKING_URI
+
+#: the checkout this code runs from (an editable install), or None for a plain install
+PROJECT_ROOT: Path | None = (
+    Path(__file__).resolve().parents[3]
+    if (Path(__file__).resolve().parents[3] / "pyproject.toml").is_file() else None)
+PACKAGES = ("scalesweep",)
+#: never shipped: environments, VCS, local MLflow stores, sweep state, reports, caches
+EXCLUDES = (".venv", "venv", ".git", "mlflow.db", "mlflow.db-*", "mlruns", "mlartifacts", "scalesweep_runs",
+            "reports", "test-artifacts", "__pycache__", ".mypy_cache", ".ruff_cache",
+            ".pytest_cache", "*.egg-info", "build", "dist", ".ipynb_checkpoints", "*.pyc")
+STAGE = "_scalesweep_submit"  # inside the shipped tree: sweep/recipe files from elsewhere
+SUMMARY_MARK = "@@scalesweep-summary@@ "
+TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+
+
+# -- what gets shipped -----------------------------------------------------------------------
+
+
+@dataclass
+class Shipment:
+    """A snapshot of the project in a temporary directory, plus how to name the sweep there."""
+
+    directory: Path
+    sweep: str  # the sweep file, relative to the shipped tree
+    overrides: list[str] = field(default_factory=list)  # --set values, recipe path fixed up
+
+
+def _inside(path: Path, root: Path | None) -> Path | None:
+    if root is None:
+        return None
+    try:
+        return path.resolve().relative_to(root)
+    except ValueError:
+        return None
+
+
+def _copy_file(src: str, dst: str) -> None:
+    # a file that vanishes while we copy (a sqlite journal, an editor's swap file) was never
+    # part of the project
+    with contextlib.suppress(FileNotFoundError):
+        shutil.copy2(src, dst)
+
+
+def _copy_project(dest: Path) -> None:
+    ignore = shutil.ignore_patterns(*EXCLUDES)
+    if PROJECT_ROOT is not None:
+        for attempt in range(3):  # others may be writing in the checkout while we copy it
+            try:
+                shutil.copytree(PROJECT_ROOT, dest, ignore=ignore, copy_function=_copy_file)
+                return
+            except shutil.Error:
+                shutil.rmtree(dest, ignore_errors=True)
+                if attempt == 2:
+                    raise
+    dest.mkdir(parents=True)
+    for name in PACKAGES:  # a plain install: the packages are all there is to ship
+        module = __import__(name)
+        shutil.copytree(Path(module.__file__ or "").parent, dest / name, ignore=ignore,
+                        copy_function=_copy_file)
+
+
+@contextlib.contextmanager
+def shipment(sweep_path: str, overrides: list[str], recipe: Path | None) -> Iterator[Shipment]:
+    """The working_dir to ship: the project, the sweep file and its recipe (resolved here)."""
+    with tempfile.TemporaryDirectory(prefix="scalesweep-ship-") as tmp:
+        tree = Path(tmp) / "project"
+        _copy_project(tree)
+        rel = _inside(Path(sweep_path), PROJECT_ROOT)
+        if rel is None:
+            (tree / STAGE).mkdir(exist_ok=True)
+            shutil.copy2(sweep_path, tree / STAGE / Path(sweep_path).name)
+            rel = Path(STAGE) / Path(sweep_path).name
+        out = list(overrides)
+        if recipe is not None:
+            rrel = _inside(recipe, PROJECT_ROOT)
+            if rrel is None:
+                (tree / STAGE / "recipes").mkdir(parents=True, exist_ok=True)
+                rrel = Path(STAGE) / "recipes" / recipe.name
+                shutil.copy2(recipe, tree / rrel)
+            # where the head would otherwise look first (its cwd, then the sweep's directory)
+            # may hold a different file of that name: name the one resolved here explicitly
+            out.append(f"recipe={rrel.as_posix()}")
+        yield Shipment(tree, rel.as_posix(), out)
+
+
+def _resolved_recipe(sweep: Any, sweep_path: str) -> Path | None:
+    from scalesweep.orchestrator.spec.load import recipe_candidates
+
+    if sweep.spec.recipe is None:
+        return None
+    return next((c.resolve() for c in recipe_candidates(sweep.spec.recipe, Path(sweep_path))
+                 if c.is_file()), None)
+
+
+def _tracking_problems(uri: str) -> list[Problem]:
+    """A store the head can use: a server, or an absolute path (a relative one would live in
+    the job's temporary working directory and vanish with it)."""
+    path = None
+    if uri.startswith("sqlite:///"):
+        path = uri[len("sqlite:///"):]
+    elif uri.startswith("file://"):
+        path = uri[len("file://"):]
+    elif "://" not in uri:
+        path = uri
+    if path is not None and not path.startswith("/"):
+        return [Problem("--tracking-uri", uri,
+                        "the sweep's driver runs on the cluster, so a relative local store would be "
+                        "made in the job's temporary directory and lost; pass an MLflow server the "
+                        "head can reach (--tracking-uri http://HOST:5000) or an absolute path there")]
+    return []
+
+
+def _validate(sweep_path: str, overrides: list[str], tracking_uri: str,
+              arg_problems: list[Problem]) -> tuple[Any, Path | None]:
+    from scalesweep.orchestrator.spec.load import load_sweep
+
+    problems = arg_problems + _tracking_problems(tracking_uri)
+    try:
+        sweep = load_sweep(sweep_path, overrides)
+    except InputError as exc:
+        raise InputError(exc.source, [*problems, *exc.problems]) from None
+    if problems:
+        raise InputError("scalesweep", problems)
+    return sweep, _resolved_recipe(sweep, sweep_path)
+
+
+def _env_vars() -> dict[str, str]:
+    env = {"PYTHONUNBUFFERED": "1"}
+    # SCALESWEEP_STORAGE as the cluster's nodes see it; unset, the head's own environment decides
+    for key in ("SCALESWEEP_STORAGE", "SCALESWEEP_DEBUG"):
+        if os.environ.get(key):
+            env[key] = os.environ[key]
+    return env
+
+
+def _warn_loopback_tracking(address: str, tracking_uri: str) -> None:
+    if tracking_uri.startswith(("http://", "https://")) and is_loopback(host_of(tracking_uri)) \
+            and not is_loopback(host_of(address)):
+        print(f"warning: --tracking-uri {tracking_uri} names a loopback address, which on the "
+              "cluster is the head itself", file=sys.stderr)
+
+
+# -- scalesweep submit -----------------------------------------------------------------------
+
+
+def submit(args: argparse.Namespace) -> int:
+    """``scalesweep submit``: returns the job's exit code (see module docs)."""
+    address = args.address or os.environ.get("RAY_ADDRESS", "")
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    arg_problems = []
+    if not address.startswith(("http://", "https://")):
+        arg_problems.append(Problem(
+            "--address", address or None,
+            "submit needs the Ray dashboard's address, http://HEAD:8265 (`scalesweep run "
+            "--address` takes auto, host:port or ray://host:10001)"))
+    sweep, recipe = _validate(args.sweep, list(args.set), uri, arg_problems)
+    _warn_loopback_tracking(address, uri)
+    client = _jobs_client(address)
+    with shipment(args.sweep, list(args.set), recipe) as ship:
+        entrypoint = _entrypoint(ship, uri, args.verbose, bool(args.summary_json))
+        job_id = f"scalesweep-{sweep.spec.name}-{uuid.uuid4().hex[:8]}"
+        client.submit_job(
+            entrypoint=entrypoint, submission_id=job_id,
+            runtime_env={"working_dir": str(ship.directory), "env_vars": _env_vars()},
+            metadata={"scalesweep.sweep": sweep.spec.name, "scalesweep.file": args.sweep})
+    print(f"submitted Ray job {job_id} to {address}: {entrypoint.split(';')[0]}", flush=True)
+    print("following its logs (Ctrl-C stops the job)", flush=True)
+    try:
+        printed = _follow(client, job_id)
+        info = _wait_terminal(client, job_id, timeout_s=120.0)
+    except KeyboardInterrupt:
+        print(f"\nstopping job {job_id} ...", file=sys.stderr, flush=True)
+        client.stop_job(job_id)
+        with contextlib.suppress(Exception):
+            info = _wait_terminal(client, job_id, timeout_s=30.0)
+            print(f"job {job_id}: {info.status}", file=sys.stderr)
+        raise
+    logs = client.get_job_logs(job_id)
+    _print_rest(logs, printed)
+    code = job_exit_code(info)
+    status = str(getattr(info.status, "value", info.status))
+    print(f"job {job_id} {status}" + (f" (exit code {code})" if code else ""), flush=True)
+    if code and info.message:
+        print(f"ray: {info.message}", file=sys.stderr)
+    if args.summary_json:
+        _write_summary(logs, args.summary_json)
+    return code
+
+
+def job_exit_code(info: Any) -> int:
+    """0 for SUCCEEDED; else the driver's own exit code where Ray kept it, else 1."""
+    status = str(getattr(info.status, "value", info.status))
+    if status == "SUCCEEDED":
+        return 0
+    code = getattr(info, "driver_exit_code", None)
+    return code if isinstance(code, int) and 0 < code < 256 else 1
+
+
+def _jobs_client(address: str) -> Any:
+    from ray.exceptions import AuthenticationError
+    from ray.job_submission import JobSubmissionClient
+
+    token = auth_token(address)
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    try:
+        return JobSubmissionClient(address, headers=headers)
+    except AuthenticationError as exc:
+        first = str(exc).splitlines()[0]
+        raise RuntimeError(f"{first}; {AUTH_HINT} (nothing was submitted)") from None
+    except ConnectionError as exc:
+        raise RuntimeError(f"cannot reach the Ray Jobs API at {address} ({exc}); is the head's "
+                           "dashboard running there? (nothing was submitted)") from None
+
+
+def _entrypoint(ship: Shipment, uri: str, verbose: bool, summary: bool) -> str:
+    cmd = ["python", "-m", "scalesweep", "run", ship.sweep, "--address", "auto",
+           "--tracking-uri", uri]
+    for item in ship.overrides:
+        cmd += ["--set", item]
+    if verbose:
+        cmd.append("--verbose")
+    if not summary:
+        return shlex.join(cmd)
+    # the summary is written on the head; it comes back as one marked line of the logs
+    path = f"{STAGE}/summary.json"
+    emit = (f"import json,os,sys; p=sys.argv[1]; os.path.exists(p) and "
+            f"print({SUMMARY_MARK!r} + json.dumps(json.load(open(p))))")
+    return (f"{shlex.join([*cmd, '--summary-json', path])}; rc=$?; "
+            f"{shlex.join(['python', '-c', emit, path])}; exit $rc")
+
+
+def _follow(client: Any, job_id: str) -> int:
+    """Stream the job's logs to stdout until it ends; returns how many characters came."""
+    count = 0
+    pending = ""
+
+    async def tail() -> None:
+        nonlocal count, pending
+        async for chunk in client.tail_job_logs(job_id):
+            count += len(chunk)
+            pending += chunk
+            *lines, pending = pending.split("\n")
+            for line in lines:
+                if not line.startswith(SUMMARY_MARK):
+                    print(line, flush=True)
+
+    try:
+        asyncio.run(tail())
+    except (RuntimeError, OSError) as exc:  # the websocket dropped: the rest comes at the end
+        print(f"(log stream interrupted: {exc}; waiting for the job)", file=sys.stderr, flush=True)
+    if pending and not pending.startswith(SUMMARY_MARK):
+        print(pending, flush=True)
+    return count
+
+
+def _print_rest(logs: str, printed: int) -> None:
+    for line in logs[printed:].splitlines():
+        if not line.startswith(SUMMARY_MARK):
+            print(line, flush=True)
+
+
+def _wait_terminal(client: Any, job_id: str, timeout_s: float) -> Any:
+    end = time.monotonic() + timeout_s
+    while True:
+        info = client.get_job_info(job_id)
+        if str(getattr(info.status, "value", info.status)) in TERMINAL or time.monotonic() > end:
+            return info
+        time.sleep(0.5)
+
+
+def _write_summary(logs: str, path: str) -> None:
+    lines = [ln for ln in logs.splitlines() if ln.startswith(SUMMARY_MARK)]
+    if not lines:
+        print(f"warning: the job wrote no summary, so {path} was not written", file=sys.stderr)
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(json.loads(lines[-1][len(SUMMARY_MARK):]), indent=1))
+
+
+# -- scalesweep run --address ray://... ------------------------------------------------------
+
+
+def run_via_client(path: str, *, overrides: list[str], address: str, tracking_uri: str,
+                   summary_json: str | None, verbose: bool) -> Any:
+    """``run`` through Ray Client: the whole run is one task on the head, in the shipped tree.
+
+    A Ray Client driver cannot run the sweep itself: Tune moves its driver to the head then,
+    and the MLflow callback's state would never come back. So the head runs ``run_sweep`` and
+    returns its ``Outcome``; the summary JSON is written here.
+    """
+    sweep, recipe = _validate(path, overrides, tracking_uri, [])
+    _warn_loopback_tracking(address, tracking_uri)
+    enable_token_auth(address)
+    import ray
+    from ray.exceptions import RayTaskError
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from scalesweep.orchestrator.tracking.tracker import TrackingUnavailable
+
+    with shipment(path, overrides, recipe) as ship:
+        ray.init(address=address, runtime_env={"working_dir": str(ship.directory),
+                                               "env_vars": _env_vars()},
+                 logging_level=logging.WARNING, log_to_driver=True)
+    head = next((n["NodeID"] for n in ray.nodes()
+                 if n.get("Alive") and "node:__internal_head__" in n.get("Resources", {})), None)
+    strategy = NodeAffinitySchedulingStrategy(head, soft=False) if head else "DEFAULT"
+    print(f"sweep {sweep.spec.name}: its driver runs on the head of {address}", flush=True)
+    task = ray.remote(_run_on_head).options(num_cpus=0, max_retries=0, scheduling_strategy=strategy)
+    ref = task.remote(ship.sweep, ship.overrides, tracking_uri, verbose)
+    try:
+        outcome = ray.get(ref)
+    except KeyboardInterrupt:
+        ray.cancel(ref, force=True)
+        raise
+    except RayTaskError as exc:  # input and tracking problems keep their exit codes
+        if isinstance(exc.cause, InputError | TrackingUnavailable):
+            raise exc.cause from None
+        raise
+    if summary_json:
+        Path(summary_json).parent.mkdir(parents=True, exist_ok=True)
+        Path(summary_json).write_text(json.dumps(outcome.trials, indent=1, default=str))
+    return outcome
+
+
+def _run_on_head(sweep: str, overrides: list[str], tracking_uri: str, verbose: bool) -> Any:
+    from scalesweep.orchestrator.launch.run import run_sweep
+
+    # A Ray worker's stdout/stderr are Ray's flushing wrappers around files opened "a", and
+    # Tune pickles its callbacks (ours keeps sys.stdout) when it starts: cloudpickle can pickle
+    # sys.stdout itself, not a wrapper of it. So the plain files, line-buffered, for this run.
+    saved = sys.stdout, sys.stderr
+    for name in ("stdout", "stderr"):
+        inner = getattr(getattr(sys, name), "stream", None)
+        if inner is not None and hasattr(inner, "reconfigure"):
+            inner.reconfigure(line_buffering=True)
+            setattr(sys, name, inner)
+    try:
+        # already inside the cluster: run_sweep's connect is a no-op here
+        return run_sweep(sweep, overrides=overrides, address=None, tracking_uri=tracking_uri,
+                         verbose=verbose)
+    finally:
+        sys.stdout, sys.stderr = saved

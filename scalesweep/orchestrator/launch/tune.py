@@ -1,0 +1,85 @@
+"""Ray Tune wiring: one Tune trial per plan row, resources sized so nothing waits forever."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+
+from scalesweep.orchestrator.launch import trial_driver
+from scalesweep.orchestrator.launch.trial_driver import latest_checkpoint
+from scalesweep.orchestrator.plan.rows import Plan, PlanRow
+from scalesweep.orchestrator.tracking.callback import SweepCallback
+from scalesweep.orchestrator.tracking.tracker import SweepTracker
+
+
+def max_concurrent(plan: Plan, rows: list[PlanRow]) -> int:
+    """How many trials may run at once. Tune would start a trial whenever its own (driver)
+    resources fit, and a ddp driver's worker group then waits for CPUs other drivers hold; so
+    for ddp we admit only as many trials as can hold their whole worker groups at once."""
+    res = plan.sweep.spec.resources
+    if res.max_concurrent_trials:
+        return res.max_concurrent_trials
+    cpus = max(plan.cluster.cpus, 1.0)
+    per_trial = max(r.physical_workers * res.cpus_per_worker if r.backend == "ddp"
+                    else res.cpus_per_worker for r in rows)
+    return max(1, math.floor(cpus / per_trial + 1e-9))
+
+
+def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTracker,
+           child_for: Callable[[str], str], curves: dict[str, list[dict[str, Any]]]
+           ) -> SweepCallback:
+    spec = plan.sweep.spec
+    callback = SweepCallback(tracker, child_for, curves, total=len(rows))
+    if not rows:
+        return callback
+    res = spec.resources
+    resume = {r.name: resume_checkpoint(sweep_dir, r) for r in rows}
+    configs = [{"trial": r.trial.model_dump(mode="json"),
+                "storage_path": str(sweep_dir / "train"),
+                "max_failures": spec.max_failures,
+                "cpus_per_worker": res.cpus_per_worker,
+                "gpus_per_worker": res.gpus_per_worker,
+                "resume_from": resume[r.name]} for r in rows]
+
+    scheduler = None
+    if spec.search.scheduler == "asha":
+        from scalesweep.orchestrator.spec.load import metric_mode
+
+        scheduler = tune.schedulers.ASHAScheduler(
+            metric=spec.target.metric, mode=metric_mode(plan.sweep), time_attr="epoch",
+            max_t=math.ceil(max(r.epochs for r in rows)),
+            grace_period=max(1, math.floor(min(r.epochs for r in rows) / 4)))
+    run_index = len(list(sweep_dir.glob("tune*")))
+    tuner = tune.Tuner(
+        tune.with_resources(trial_driver.trainable, trial_driver.resources),
+        param_space={"trial_config": tune.grid_search(configs)},
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=max_concurrent(plan, rows), reuse_actors=True,
+            scheduler=scheduler,
+            trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
+        run_config=tune.RunConfig(
+            name=f"tune{run_index}" if run_index else "tune", storage_path=str(sweep_dir),
+            callbacks=[callback], verbose=0,
+            failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=2)),
+    )
+    tuner.fit()
+    return callback
+
+
+def _trial_name(trial: Any) -> str:
+    return str(trial.config["trial_config"]["trial"]["name"])
+
+
+def resume_checkpoint(sweep_dir: Path, row: PlanRow) -> str | None:
+    """The checkpoint an earlier (killed) run of this sweep left for ``row``, if any: simulate
+    trials checkpoint through Tune (``tune*/<name>/``), ddp ones through Ray Train."""
+    if row.backend == "ddp":
+        return latest_checkpoint(sweep_dir / "train", row.trial)
+    found = sorted(sweep_dir.glob(f"tune*/{row.name}/checkpoint_*"),
+                   key=lambda p: p.stat().st_mtime)
+    return str(found[-1]) if found else None

@@ -1,0 +1,147 @@
+"""`scalesweep lr`: the lr (and momentum) a recipe's scheduler gives at every update."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from scalesweep.orchestrator.spec.errors import InputError, Problem
+from scalesweep.orchestrator.spec.files import load_mapping
+from scalesweep.orchestrator.spec.recipes import read_recipe
+from scalesweep.trainables import schedules
+from scalesweep.trainables.batching import updates_per_epoch
+
+MAX_UPDATES = 10_000_000
+
+
+@dataclass
+class Preview:
+    source: str
+    scheduler: dict[str, Any]
+    base_lr: float
+    rows: list[tuple[int, float, float | None]]
+    per_worker_batch: int | None
+    accum_grad: int
+    world_sizes: tuple[int, ...] = ()  # from a sweep file's axes
+    dataset_size: int | None = None  # from a sweep file's workload
+
+
+def preview(path: str | Path, updates: int) -> Preview:
+    if not 1 <= updates <= MAX_UPDATES:
+        raise InputError("--updates", [Problem("--updates", updates,
+                                               f"must be between 1 and {MAX_UPDATES}")])
+    src = str(path)
+    raw = load_mapping(path)
+    world_sizes: tuple[int, ...] = ()
+    dataset_size = None
+    origins: dict[str, str] = {}
+    if "axes" in raw or "workload" in raw:  # a sweep file: its settings before the axes apply
+        from scalesweep.orchestrator.spec.load import load_sweep
+
+        sweep = load_sweep(path)
+        sched, opt, training = (dict(sweep.base.scheduler), sweep.base.optimizer,
+                                sweep.base.training)
+        world_sizes = tuple(sweep.spec.axes.world_size)
+        dataset_size = sweep.workload.train_size()
+        origins = sweep.base.origins
+    else:
+        recipe = read_recipe(path)
+        sched = dict(recipe.settings.get("scheduler") or {})
+        opt = recipe.settings.get("optimizer") or {}
+        training = recipe.settings.get("training") or {}
+        origins = recipe.origins
+    if not sched:
+        raise InputError(src, [Problem("scheduler", None, "the file has no scheduler block")])
+    if isinstance(sched.get("type"), str):
+        with contextlib.suppress(ValueError):  # validate() reports bad names
+            sched["type"] = schedules.canonical_name(sched["type"])
+    problems = [Problem(origins.get(f"scheduler.{p.field}", p.field), p.value, p.rule)
+                for p in schedules.validate(sched)]
+    kind = schedules.SCHEDULE_TYPES.get(str(sched.get("type")))
+    lr = opt.get("lr")
+    if kind is not None and kind.reads_optimizer_lr({k: v for k, v in sched.items() if k != "type"}):
+        if lr is None:
+            problems.append(Problem("optimizer lr", None,
+                                    f"{kind.name} scales the optimizer's lr: the file must give it"))
+        elif isinstance(lr, bool) or not isinstance(lr, int | float) or lr <= 0:
+            problems.append(Problem(origins.get("optimizer.lr", "lr"), lr, "must be > 0"))
+    if problems:
+        raise InputError(src, problems)
+    base_lr = float(lr) if isinstance(lr, int | float) and not isinstance(lr, bool) else 1.0
+    schedule = schedules.build(sched, base_lr)
+    rows = schedules.table(schedule, updates)
+    if not moves_momentum(opt.get("type")):
+        rows = [(k, lr_k, None) for k, lr_k, _ in rows]
+    batch = training.get("per_worker_batch")
+    return Preview(source=src, scheduler=sched, base_lr=base_lr, rows=rows,
+                   per_worker_batch=batch if isinstance(batch, int) else None,
+                   accum_grad=int(training.get("accum_grad", 1) or 1),
+                   world_sizes=world_sizes, dataset_size=dataset_size)
+
+
+#: optimizers whose param groups have ``betas``: the only ones whose momentum a schedule moves
+#: (DeepSpeed's OneCycle turns ``cycle_momentum`` off when ``betas`` is not in the optimizer's
+#: defaults, and the loop sets beta1 only where a group has betas)
+BETAS_OPTIMIZERS = ("adam", "adamw")
+
+
+def moves_momentum(optimizer_type: Any) -> bool:
+    """Whether the schedule's momentum reaches the optimizer; an unknown optimizer (a DeepSpeed
+    JSON without an optimizer block: the client's own) is taken to have betas."""
+    return optimizer_type is None or optimizer_type in BETAS_OPTIMIZERS
+
+
+def write_csv(p: Preview, out: IO[str] | None = None) -> None:
+    out = out if out is not None else sys.stdout  # looked up now: callers may redirect it
+    with_mom = any(m is not None for _, _, m in p.rows)
+    out.write("update,lr,momentum\n" if with_mom else "update,lr\n")
+    for k, lr, mom in p.rows:
+        out.write(f"{k},{lr!r},{mom!r}\n" if with_mom else f"{k},{lr!r}\n")
+
+
+def plot(p: Preview, png: str | Path, world_sizes: Sequence[int] = (),
+         dataset_size: int | None = None) -> None:
+    """lr against update and, when the data size is known, against epoch for each world size
+    (the WeNet analysis plot: the same schedule stretched over 4x the epochs at 4x the GPUs)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    world_sizes = tuple(world_sizes) or p.world_sizes
+    dataset_size = dataset_size or p.dataset_size
+    by_epoch = bool(world_sizes and dataset_size and p.per_worker_batch)
+    fig, axes = plt.subplots(1, 2 if by_epoch else 1, figsize=(12 if by_epoch else 7, 4.2),
+                             squeeze=False)
+    ks = [k for k, _, _ in p.rows]
+    lrs = [lr for _, lr, _ in p.rows]
+    moms = [m for _, _, m in p.rows]
+    ax = axes[0][0]
+    ax.plot(ks, lrs, color="tab:blue", label="lr")
+    ax.set_xlabel("optimizer update")
+    ax.set_ylabel("lr")
+    ax.set_title(f"{p.scheduler['type']} ({Path(p.source).name})")
+    if any(m is not None for m in moms):
+        ax2 = ax.twinx()
+        ax2.plot(ks, moms, color="tab:orange", label="momentum")
+        ax2.set_ylabel("momentum (beta1)", color="tab:orange")
+    if by_epoch:
+        assert dataset_size is not None and p.per_worker_batch is not None
+        ax = axes[0][1]
+        for ws in world_sizes:
+            upe = updates_per_epoch(dataset_size, ws, p.per_worker_batch, p.accum_grad)
+            if upe:
+                ax.plot([k / upe for k in ks], lrs, label=f"{ws} workers ({upe} updates/epoch)")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("lr")
+        ax.set_title(f"same schedule per epoch; {dataset_size} samples, batch "
+                     f"{p.per_worker_batch} x accum {p.accum_grad}")
+        ax.legend()
+    fig.tight_layout()
+    Path(png).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,446 @@
+"""Expand a validated sweep into one row per trial: every derived number, and whether the
+trial can run where it is going."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from scalesweep.orchestrator.plan.cluster import WORKER_MEMORY_GB, ClusterInfo, local_cluster
+from scalesweep.orchestrator.spec.errors import InputError, Problem
+from scalesweep.orchestrator.spec.load import Sweep
+from scalesweep.orchestrator.spec.recipes import integral_counts
+from scalesweep.orchestrator.spec.schema import FIXED_AXES
+from scalesweep.trainables import scaling, schedules
+from scalesweep.trainables.batching import global_batch, updates_per_epoch
+from scalesweep.trainables.config import StopAtTarget, TrialConfig
+
+#: plan fields that docs/design.md §4.3 promises in `plan --json` and the summary JSON, in order
+PLAN_FIELDS = (
+    "name", "arm", "world_size", "scaling_rule", "warmup_rule", "seed", "global_batch", "base_lr",
+    "peak_lr", "warmup_steps", "warmup_epochs", "updates_per_epoch", "total_updates", "epochs",
+    "eval_every", "scheduler", "backend", "physical_workers", "accum_grad", "per_worker_batch",
+    "feasible", "reason",
+)
+
+
+@dataclass
+class PlanRow:
+    name: str
+    axes: dict[str, Any]
+    world_size: int
+    scaling_rule: str
+    warmup_rule: str | int
+    seed: int
+    global_batch: int
+    reference_global_batch: int
+    base_lr: float  # the optimizer lr as tuned at the reference
+    lr: float  # the optimizer lr this trial uses
+    peak_lr: float
+    scheduler: str
+    warmup_steps: int
+    warmup_epochs: float
+    updates_per_epoch: int
+    total_updates: int
+    epochs: float
+    eval_every: int
+    backend: str
+    physical_workers: int
+    accum_grad: int
+    per_worker_batch: int
+    feasible: bool
+    reason: str | None
+    trial: TrialConfig
+    notes: list[str] = field(default_factory=list)
+    also: list[dict[str, Any]] = field(default_factory=list)  # merged identical combinations
+    #: the trial's settings minus its seed: trials of one arm are replicates (docs/design.md §4)
+    arm: str = ""
+    #: baseline combinations outside the axes that give this very trial (e.g. warmup_rule fixed
+    #: when the axes hold only scaled: the same trial at the reference world size)
+    baseline_alias: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in PLAN_FIELDS}
+        out["lr"] = self.lr
+        out["axes"] = self.axes
+        out["notes"] = self.notes
+        if self.also:
+            out["same_as"] = self.also
+        return out
+
+    def matches(self, assignment: dict[str, Any]) -> bool:
+        return any(all(axes.get(k) == v for k, v in assignment.items())
+                   for axes in [self.axes, *self.also, *self.baseline_alias])
+
+
+@dataclass
+class Plan:
+    sweep: Sweep
+    rows: list[PlanRow]
+    cluster: ClusterInfo
+    notes: list[str] = field(default_factory=list)
+
+    def baseline_for(self, row: PlanRow) -> PlanRow | None:
+        """The baseline trial with the same seed (and free axes) as ``row``."""
+        spec = self.sweep.spec
+        want = dict(spec.baseline) if spec.baseline is not None else (
+            {"world_size": self.sweep.reference_world_size, "warmup_rule": "fixed",
+             "scaling_rule": "none"} if self.sweep.reference_world_size else {})
+        if not want:
+            return None
+        free = {k: v for k, v in row.axes.items() if k not in FIXED_AXES and k not in want}
+        want = {"seed": row.seed, **free, **want}
+        return next((r for r in self.rows if r.matches(want)), None)
+
+
+def combinations(sweep: Sweep) -> Iterator[dict[str, Any]]:
+    axes = sweep.spec.axes
+    names = list(FIXED_AXES) + list(axes.free_axes())
+    values = [getattr(axes, n) for n in FIXED_AXES] + list(axes.free_axes().values())
+    if sweep.spec.search.type == "grid":
+        for combo in itertools.product(*values):
+            yield dict(zip(names, combo, strict=True))
+        return
+    rng = random.Random(sweep.spec.search.seed)
+    for _ in range(sweep.spec.search.samples or 0):
+        yield {n: _draw(rng, v) for n, v in zip(names, values, strict=True)}
+
+
+def _draw(rng: random.Random, values: Any) -> Any:
+    if isinstance(values, list):
+        return rng.choice(values)
+    kind, (low, high) = next(iter(values.items()))
+    if kind == "uniform":
+        return rng.uniform(low, high)
+    if kind == "loguniform":
+        return math.exp(rng.uniform(math.log(low), math.log(high)))
+    return rng.randint(low, high)
+
+
+def _excluded(sweep: Sweep, combo: dict[str, Any]) -> bool:
+    return any(all(combo.get(k) == v for k, v in ex.items()) for ex in sweep.spec.exclude)
+
+
+def make_plan(sweep: Sweep, cluster: ClusterInfo | None = None) -> Plan:
+    cluster = cluster or local_cluster()
+    spec = sweep.spec
+    if spec.backend == "simulate" and spec.physical_workers not in ("auto", 1):
+        raise InputError(sweep.source, [Problem("physical_workers", spec.physical_workers,
+                                                "the simulate backend runs one process: use 1 or auto")])
+    rows: list[PlanRow] = []
+    by_config: dict[str, PlanRow] = {}
+    plan_notes = list(sweep.notes)
+    n_seeds = len(spec.axes.seed)
+    excluded = 0
+    problems: list[Problem] = []
+    for combo in combinations(sweep):
+        if _excluded(sweep, combo):
+            excluded += 1
+            continue
+        try:
+            row = _row(sweep, combo, cluster, n_seeds)
+        except ValueError as exc:  # e.g. an explicit warmup for a schedule that has none
+            # scaling.apply is what raises here: the warmup rule does not fit the schedule
+            problems.append(Problem("axes.warmup_rule", combo["warmup_rule"],
+                                    f"{exc} (trial {_short_combo(combo)})"))
+            continue
+        key = row.trial.model_copy(update={"name": ""}).model_dump_json()
+        if key in by_config:  # e.g. every rule is the same trial at the reference world size
+            by_config[key].also.append(combo)
+            continue
+        by_config[key] = row
+        rows.append(row)
+    if problems:
+        raise InputError(sweep.source, problems)
+    _alias_baselines(sweep, rows, by_config, cluster, n_seeds)
+    # a relative target with no baseline trial to resolve it would train every trial for nothing
+    baseline_problems, baseline_notes = _baseline_problems(Plan(sweep=sweep, rows=rows,
+                                                                cluster=cluster))
+    if baseline_problems:
+        raise InputError(sweep.source, baseline_problems)
+    plan_notes.extend(baseline_notes)
+    _unique_names(rows)
+    _assign_arms(rows)
+    merged = sum(len(r.also) for r in rows)
+    if merged:
+        plan_notes.append(f"{merged} combination(s) give the same trial as another and were merged "
+                          "(e.g. every lr rule at the reference world size)")
+    if excluded:
+        plan_notes.append(f"{excluded} combination(s) excluded by the sweep's exclude list")
+    coarse = [r.name for r in rows if _evaluations(r) < MIN_EVALS]
+    if coarse:
+        plan_notes.append(
+            f"warning: {len(coarse)} trial(s) make fewer than {MIN_EVALS} evaluations in all "
+            f"({', '.join(coarse[:4])}{', ...' if len(coarse) > 4 else ''}): too coarse to place a "
+            "crossing between evals; evaluate more often (training.eval_every_epochs)")
+    return Plan(sweep=sweep, rows=rows, cluster=cluster, notes=plan_notes)
+
+
+#: fewer evaluations than this in a whole trial cannot place a crossing: `plan` warns
+MIN_EVALS = 10
+
+
+def _alias_baselines(sweep: Sweep, rows: list[PlanRow], by_config: dict[str, PlanRow],
+                     cluster: ClusterInfo, n_seeds: int) -> None:
+    """Where a trial's baseline combination is not in the axes but gives the very trial of
+    another row, that row is the baseline: recorded in its ``baseline_alias``."""
+    plan = Plan(sweep=sweep, rows=rows, cluster=cluster)
+    want = dict(sweep.spec.baseline) if sweep.spec.baseline is not None else (
+        {"world_size": sweep.reference_world_size, "warmup_rule": "fixed", "scaling_rule": "none"}
+        if sweep.reference_world_size else {})
+    if not want:
+        return
+    for row in rows:
+        if plan.baseline_for(row) is not None:
+            continue
+        combo = {**row.axes, **want}
+        try:
+            twin = _row(sweep, combo, cluster, n_seeds)
+        except (ValueError, InputError, KeyError, TypeError):
+            continue
+        match = by_config.get(twin.trial.model_copy(update={"name": ""}).model_dump_json())
+        if match is not None and combo not in match.baseline_alias:
+            match.baseline_alias.append(combo)
+
+
+def _baseline_problems(plan: Plan) -> tuple[list[Problem], list[str]]:
+    """With a relative target the baseline must be a trial of the plan: one that matches no row
+    leaves the study without a target (a problem, named by the field that chose the baseline:
+    ``baseline.<axis>``, or ``reference.world_size`` for the default one). Trials without a
+    baseline of their own seed and free-axis values get no target: a warning note."""
+    spec = plan.sweep.spec
+    if spec.target.relative_to_baseline is None or not plan.rows:
+        return [], []
+    want = dict(spec.baseline) if spec.baseline is not None else (
+        {"world_size": plan.sweep.reference_world_size, "warmup_rule": "fixed",
+         "scaling_rule": "none"} if plan.sweep.reference_world_size else {})
+    target = f"the relative target (target.relative_to_baseline = {spec.target.relative_to_baseline:g})"
+    if not want:
+        return [Problem("baseline", None, f"is required by {target}")], []
+    if any(r.matches(want) for r in plan.rows):
+        orphans = [r.name for r in plan.rows if plan.baseline_for(r) is None]
+        if not orphans:
+            return [], []
+        shown = ", ".join(orphans[:4]) + (", ..." if len(orphans) > 4 else "")
+        return [], [f"warning: {len(orphans)} trial(s) have no baseline trial with their seed and "
+                    f"free-axis values ({shown}): {target} cannot be resolved for them"]
+    combos = [a for r in plan.rows for a in [r.axes, *r.also]]
+    problems = []
+    for key, value in want.items():
+        if not any(a.get(key) == value for a in combos):
+            seen = ", ".join(sorted({repr(a.get(key)) for a in combos}))
+            path = f"baseline.{key}" if spec.baseline is not None else (
+                "reference.world_size" if key == "world_size" else f"baseline.{key} (default)")
+            problems.append(Problem(path, value, f"matches no trial of the plan (its {key} values: "
+                                    f"{seen}): {target} cannot be resolved; name a trial of this "
+                                    "sweep as baseline (at the reference world size every warmup "
+                                    "and lr rule is the same trial), or give target.value"))
+    if not problems:
+        problems.append(Problem("baseline", want, f"no trial of the plan has all of these (excluded?): "
+                                f"{target} cannot be resolved"))
+    return problems, []
+
+
+def _evaluations(row: PlanRow) -> int:
+    """Evals a trial makes in all: every ``eval_every`` updates, plus one at the end."""
+    return row.total_updates // row.eval_every + (1 if row.total_updates % row.eval_every else 0)
+
+
+def _short_combo(combo: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in combo.items())
+
+
+def _unique_names(rows: list[PlanRow]) -> None:
+    seen: dict[str, int] = {}
+    for row in rows:
+        n = seen.get(row.name, 0)
+        seen[row.name] = n + 1
+        if n:
+            row.name = f"{row.name}-{n + 1}"
+            row.trial = row.trial.model_copy(update={"name": row.name})
+
+
+def _assign_arms(rows: list[PlanRow]) -> None:
+    """Name each row's arm: its name without the seed, made unique per distinct configuration
+    (the trial's config with name and seed blanked)."""
+    arm_of: dict[str, str] = {}
+    taken: set[str] = set()
+    for row in rows:
+        key = row.trial.model_copy(update={"name": "", "seed": 0}).model_dump_json()
+        if key not in arm_of:
+            base = _arm_name(row)
+            name, n = base, 1
+            while name in taken:
+                n += 1
+                name = f"{base}-{n}"
+            arm_of[key] = name
+            taken.add(name)
+        row.arm = arm_of[key]
+
+
+def _arm_name(row: PlanRow) -> str:
+    name = f"ws{row.world_size}-warmup{row.warmup_steps}-{row.axes['scaling_rule']}"
+    for key, value in row.axes.items():
+        if key not in FIXED_AXES:
+            name += f"-{key.partition('.')[2]}{_fmt(value)}"
+    return name
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int) -> PlanRow:
+    spec = sweep.spec
+    settings = sweep.base.copy()
+    free = {k: v for k, v in combo.items() if k not in FIXED_AXES}
+    for key, value in free.items():
+        section, _, param = key.partition(".")
+        settings.layer(section, {param: value}, f"axis {key}")
+    t = settings.training
+    ws, seed = int(combo["world_size"]), int(combo["seed"])
+    batch, accum = int(t["per_worker_batch"]), int(t.get("accum_grad", 1))
+    gb = global_batch(ws, batch, accum)
+    if spec.reference is not None and spec.reference.global_batch is not None:
+        ref_gb = spec.reference.global_batch
+    else:
+        ref_gb = global_batch(sweep.reference_world_size or ws, batch, accum)
+
+    sched_in = integral_counts(settings.scheduler)  # axis values like warmup_steps: 300.0
+    sched_in["type"] = schedules.canonical_name(str(sched_in["type"]))
+    base_lr = float(settings.optimizer["lr"])
+    factor = scaling.lr_factor(combo["scaling_rule"], gb, ref_gb)
+    sched, lr, notes = scaling.apply(sched_in, base_lr, lr_factor=factor,
+                                     warmup_rule=combo["warmup_rule"], global_batch=gb,
+                                     reference_global_batch=ref_gb)
+    upe = updates_per_epoch(sweep.workload.train_size(), ws, batch, accum)
+    total = _total_updates(t, upe)
+    warmup = schedules.warmup_steps(sched) or 0
+    eval_every = int(t["eval_every"]) if t.get("eval_every") else max(
+        1, round(upe * float(t.get("eval_every_epochs", 0.5))))
+    backend, workers, how = _placement(spec, ws, cluster)
+    assert backend in ("ddp", "simulate")
+    if how:
+        notes.append(how)
+    feasible, reason = _feasible(spec, backend, workers, cluster)
+
+    name = f"ws{ws}-warmup{warmup}-{combo['scaling_rule']}"
+    if n_seeds > 1:
+        name += f"-s{seed}"
+    for key, value in free.items():
+        name += f"-{key.partition('.')[2]}{_fmt(value)}"
+
+    stop = None
+    if spec.stop_at_target and spec.target.value is not None:
+        stop = StopAtTarget(metric=spec.target.metric, value=spec.target.value,
+                            mode="max" if _higher_is_better(sweep) else "min")
+    optimizer = {**settings.optimizer, "lr": lr}
+    if combo["scaling_rule"] == "sqrt_adam":
+        optimizer, adam_notes = _sqrt_adam(sweep, combo, optimizer, sched, gb, ref_gb)
+        notes.extend(adam_notes)
+    trial = TrialConfig(
+        name=name, workload=spec.workload.name, workload_options=dict(spec.workload.options),
+        world_size=ws, physical_workers=workers, backend=backend,  # type: ignore[arg-type]
+        use_gpu=spec.resources.gpus_per_worker > 0 and backend == "ddp",
+        per_worker_batch=batch, accum_grad=accum, optimizer=optimizer, scheduler=sched,
+        grad_clip=t.get("grad_clip"), total_updates=total, eval_every=eval_every,
+        checkpoint_every=int(t.get("checkpoint_every") or 0),
+        checkpoint_every_s=float(t["checkpoint_every_s"]) if t.get("checkpoint_every") is None else None,
+        seed=seed,
+        dtype=t.get("dtype", "float32"), fuse=t.get("fuse", "auto"),
+        fuse_max_samples=t.get("fuse_max_samples"), stop_at_target=stop,
+        divergence_threshold=t.get("divergence_threshold"),
+    )
+    return PlanRow(
+        name=name, axes=combo, world_size=ws, scaling_rule=combo["scaling_rule"],
+        warmup_rule=combo["warmup_rule"], seed=seed, global_batch=gb, reference_global_batch=ref_gb,
+        base_lr=base_lr, lr=lr, peak_lr=schedules.peak_lr(sched, lr), scheduler=sched["type"],
+        warmup_steps=warmup, warmup_epochs=warmup / upe, updates_per_epoch=upe,
+        total_updates=total, epochs=total / upe, eval_every=eval_every, backend=backend,
+        physical_workers=workers, accum_grad=accum, per_worker_batch=batch, feasible=feasible,
+        reason=reason, trial=trial, notes=notes,
+    )
+
+
+def _sqrt_adam(sweep: Sweep, combo: dict[str, Any], optimizer: dict[str, Any],
+               sched: dict[str, Any], gb: int, ref_gb: int) -> tuple[dict[str, Any], list[str]]:
+    """Malladi et al.'s betas and eps for the sqrt_adam rule (its lr came with the others')."""
+    try:
+        if schedules.build(sched, float(optimizer["lr"])).momentum(1) is not None:
+            raise ValueError(f"sqrt_adam scales Adam's betas, but the {sched['type']} schedule "
+                             "sets beta1 (and beta2 = 0.99) at every update; use another rule or "
+                             "schedule")
+        return scaling.adam_hyperparameters(optimizer, gb, ref_gb)
+    except ValueError as exc:  # its own field: make_plan would file a ValueError under warmup
+        raise InputError(sweep.source, [Problem("axes.scaling_rule", "sqrt_adam",
+                                                f"{exc} (trial {_short_combo(combo)})")]) from None
+
+
+def _higher_is_better(sweep: Sweep) -> bool:
+    from scalesweep.orchestrator.spec.load import metric_mode
+
+    return metric_mode(sweep) == "max"
+
+
+def _total_updates(training: dict[str, Any], upe: int) -> int:
+    total = math.ceil(float(training["epochs"]) * upe) if training.get("epochs") else None
+    cap = training.get("max_updates")
+    if total is None:
+        assert cap is not None  # the sweep check requires epochs or max_updates
+        return int(cap)
+    return min(total, int(cap)) if cap else total
+
+
+def _placement(spec: Any, ws: int, cluster: ClusterInfo) -> tuple[str, int, str]:
+    """(backend, physical workers, a note when something was chosen for the user)."""
+    res = spec.resources
+    backend = spec.backend
+    note = ""
+    if backend == "auto":
+        wants_gpu = res.gpus_per_worker > 0
+        workers = ws if spec.physical_workers == "auto" else spec.physical_workers
+        if wants_gpu and cluster.gpus >= workers * res.gpus_per_worker:
+            backend = "ddp"
+            note = f"backend auto -> ddp ({cluster.where} has {cluster.gpus:g} GPUs)"
+        else:
+            backend = "simulate"
+            why = "no GPUs asked for" if not wants_gpu else (
+                f"{cluster.where} has {cluster.gpus:g} GPUs, needs {workers * res.gpus_per_worker:g}")
+            note = f"backend auto -> simulate ({why})"
+    if backend == "simulate":
+        return "simulate", 1, note
+    if spec.physical_workers != "auto":
+        return "ddp", int(spec.physical_workers), note
+    # ddp, auto workers: one per virtual rank, unless the cluster is smaller; then the largest
+    # divisor of ws that fits, each worker playing ws/P virtual ranks (same updates).
+    fits = [p for p in range(ws, 0, -1) if ws % p == 0 and p * res.cpus_per_worker <= cluster.cpus
+            and p * res.gpus_per_worker <= cluster.gpus + 1e-9]
+    workers = fits[0] if fits else ws
+    if workers != ws:
+        note = (f"physical_workers auto -> {workers} ({cluster.where} has {cluster.cpus:g} CPUs); "
+                f"each plays {ws // workers} virtual ranks")
+    return "ddp", workers, note
+
+
+def _feasible(spec: Any, backend: str, workers: int, cluster: ClusterInfo) -> tuple[bool, str | None]:
+    res = spec.resources
+    if backend == "simulate":
+        need_cpu = res.cpus_per_worker
+        if need_cpu > cluster.cpus:
+            return False, f"needs {need_cpu:g} CPUs, {cluster.where} has {cluster.cpus:g}"
+        return True, None
+    need_cpu, need_gpu = workers * res.cpus_per_worker, workers * res.gpus_per_worker
+    if need_cpu > cluster.cpus:
+        return False, (f"physical_workers({workers}) * cpus_per_worker({res.cpus_per_worker:g}) = "
+                       f"{need_cpu:g} CPUs > {cluster.cpus:g} on {cluster.where}")
+    if need_gpu > cluster.gpus + 1e-9:
+        return False, (f"physical_workers({workers}) * gpus_per_worker({res.gpus_per_worker:g}) = "
+                       f"{need_gpu:g} GPUs > {cluster.gpus:g} on {cluster.where}")
+    need_mem = workers * WORKER_MEMORY_GB
+    if cluster.memory_gb and need_mem > cluster.memory_gb:
+        return False, f"~{need_mem:.1f} GiB for {workers} workers > {cluster.memory_gb:.1f} GiB"
+    return True, None

@@ -1,0 +1,526 @@
+"""Sweep file -> validated ``Sweep``: shape (pydantic), then every cross-field rule, with all
+problems reported together. Nothing here starts Ray or touches MLflow."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from scalesweep.orchestrator.spec import optimizers
+from scalesweep.orchestrator.spec.errors import InputError, Problem, join_path
+from scalesweep.orchestrator.spec.files import load_mapping
+from scalesweep.orchestrator.spec.recipes import (
+    Recipe,
+    ResolvedBatch,
+    config_world_size,
+    integral_counts,
+    read_recipe,
+    resolve_batch,
+)
+from scalesweep.orchestrator.spec.schema import DISTRIBUTIONS, FIXED_AXES, FREE_AXIS_SECTIONS, SweepSpec
+from scalesweep.trainables import schedules
+from scalesweep.trainables.batching import updates_per_epoch
+from scalesweep.trainables.workloads import UnknownWorkloadError, resolve
+from scalesweep.trainables.workloads.base import Workload, WorkloadOptionError
+
+#: used when neither the sweep, the recipe nor the workload says
+BUILTIN_DEFAULTS: dict[str, Any] = {
+    "optimizer": {"type": "adam", "lr": 1e-3},
+    "scheduler": {"type": "constant"},
+    "training": {"accum_grad": 1, "eval_every_epochs": 0.5},
+}
+TRAINING_FROM_WORKLOAD = ("per_worker_batch", "epochs", "eval_every_epochs", "accum_grad")
+
+
+@dataclass
+class Settings:
+    """Optimizer, scheduler and loop settings, each value with where it came from."""
+
+    optimizer: dict[str, Any] = field(default_factory=dict)
+    scheduler: dict[str, Any] = field(default_factory=dict)
+    training: dict[str, Any] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
+
+    def layer(self, section: str, values: Mapping[str, Any], origin: str | Mapping[str, str]) -> None:
+        target: dict[str, Any] = getattr(self, section)
+        # a different optimizer or scheduler type makes the old type's params meaningless
+        if section != "training" and "type" in values and values["type"] != target.get("type"):
+            target.clear()
+            for key in [k for k in self.origins if k.startswith(section + ".")]:
+                del self.origins[key]
+        for key, value in values.items():
+            target[key] = value
+            path = f"{section}.{key}"
+            self.origins[path] = origin if isinstance(origin, str) else origin.get(path, "?")
+
+    def copy(self) -> Settings:
+        return copy.deepcopy(self)
+
+    def where(self, path: str) -> str:
+        origin = self.origins.get(path)
+        return f"{path} (from {origin})" if origin and origin != "sweep" else path
+
+
+@dataclass
+class Sweep:
+    spec: SweepSpec
+    source: str
+    base: Settings  # before axes
+    workload: Workload
+    recipe: Recipe | None
+    reference_world_size: int | None
+    notes: list[str] = field(default_factory=list)
+    #: a DeepSpeed recipe's train_batch_size / micro batch / accumulation as DeepSpeed resolves
+    #: them at the reference world size (recipes.resolve_batch); None for other recipes
+    deepspeed_batch: ResolvedBatch | None = None
+
+    @property
+    def ignored(self) -> list[str]:
+        return list(self.recipe.ignored) if self.recipe else []
+
+
+def parse_overrides(items: Sequence[str]) -> list[tuple[str, Any]]:
+    """``--set a.b=VALUE`` -> (path, YAML value)."""
+    out: list[tuple[str, Any]] = []
+    problems: list[Problem] = []
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            problems.append(Problem("--set", item, "must be KEY=VALUE with a dotted key"))
+            continue
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as exc:
+            what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            problems.append(Problem(f"--set {key}", raw, f"value is not valid YAML ({what})"))
+            continue
+        out.append((key.strip(), value))
+    if problems:
+        raise InputError("--set", problems)
+    return out
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[tuple[str, Any]]) -> list[Problem]:
+    """Set dotted paths in the raw file. Axis keys may themselves contain dots
+    (``axes.optimizer.lr``): below ``axes`` the rest of the path is one key."""
+    problems: list[Problem] = []
+    for path, value in overrides:
+        parts = path.split(".")
+        if parts[0] == "axes" and len(parts) > 2:
+            parts = ["axes", ".".join(parts[1:])]
+        node: Any = data
+        for i, part in enumerate(parts[:-1]):
+            if not isinstance(node, dict):
+                break
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                problems.append(Problem(f"--set {path}", child,
+                                        f"{'.'.join(parts[: i + 1])} is not a mapping"))
+                break
+            node = child
+        else:
+            node[parts[-1]] = value
+    return problems
+
+
+def _model_at(model: type[BaseModel], loc: Sequence[str | int]) -> type[BaseModel] | None:
+    """The pydantic model class a validation error location points into (for allowed keys)."""
+    current: type[BaseModel] | None = model
+    for part in loc:
+        if current is None or not isinstance(part, str) or part not in current.model_fields:
+            return None
+        ann = current.model_fields[part].annotation
+        candidates = [ann, *getattr(ann, "__args__", ())]
+        current = next(
+            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
+        )
+    return current
+
+
+#: how pydantic names the member of a union that an error is about; not part of the path
+_UNION_TAGS = ("int", "str", "float", "bool", "list", "dict", "none")
+
+
+def _is_union_tag(part: str | int) -> bool:
+    return isinstance(part, str) and ("[" in part or part in _UNION_TAGS)
+
+
+def pydantic_problems(exc: ValidationError, prefix: str = "") -> list[Problem]:
+    by_path: dict[str, Problem] = {}
+    for err in exc.errors():
+        loc = [p for p in err["loc"] if not _is_union_tag(p)]
+        path = join_path(prefix, *loc)
+        if err["type"] == "extra_forbidden":
+            parent = _model_at(SweepSpec, loc[:-1]) if not prefix else None
+            allowed = f"; allowed: {sorted(parent.model_fields)}" if parent else ""
+            rule = f"unknown key{allowed}"
+        elif err["type"] == "missing":
+            rule = "is required"
+        else:
+            rule = err["msg"].removeprefix("Value error, ")
+        value = None if err["type"] == "missing" else err.get("input")
+        if path in by_path:  # one value failed every member of a union: say what is allowed
+            rule = f"{by_path[path].rule}; or {rule}"
+        by_path[path] = Problem(path, value, rule)
+    return list(by_path.values())
+
+
+def load_sweep(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
+    src = str(path)
+    data = load_mapping(path)
+    problems = apply_overrides(data, parse_overrides(overrides))
+    if problems:
+        raise InputError(src, problems)
+    try:
+        spec = SweepSpec.model_validate(data)
+    except ValidationError as exc:
+        # the independent checks still run, so the user sees everything at once
+        raise InputError(src, _dedupe(pydantic_problems(exc) + _raw_checks(data))) from None
+    return _check(spec, src, Path(path))
+
+
+def _raw_checks(data: Mapping[str, Any]) -> list[Problem]:
+    """Checks that need no valid spec: the sweep's own optimizer and scheduler blocks."""
+    problems: list[Problem] = []
+    opt = data.get("optimizer")
+    if isinstance(opt, dict) and "type" in opt:
+        problems += [Problem(f"optimizer.{p.path}", p.value, p.rule)
+                     for p in optimizers.validate(opt) if not (p.path == "lr" and p.value is None)]
+    sched = data.get("scheduler")
+    if isinstance(sched, dict) and "type" in sched:
+        problems += [Problem(f"scheduler.{p.field}", p.value, p.rule)
+                     for p in schedules.validate(_canonical(sched))]
+    return problems
+
+
+def _in_recipe(source: str, p: Problem) -> Problem:
+    return Problem(f"recipe {source}" + (f": {p.path}" if p.path else ""), p.value, p.rule)
+
+
+def recipe_candidates(recipe: str, sweep_path: Path) -> list[Path]:
+    """Where a relative recipe path is looked for: the current directory, then the sweep
+    file's directory and each of its parents (so ``sweeps/x.yaml`` can name ``recipes/y.yaml``)."""
+    p = Path(recipe)
+    if p.is_absolute():
+        return [p]
+    here = sweep_path.resolve().parent
+    return [p, *(d / p for d in (here, *here.parents))]
+
+
+def _check(spec: SweepSpec, src: str, sweep_path: Path) -> Sweep:
+    problems: list[Problem] = []
+    notes: list[str] = []
+
+    recipe = None
+    if spec.recipe is not None:
+        candidates = recipe_candidates(spec.recipe, sweep_path)
+        found = next((c for c in candidates if c.is_file()), None)
+        if found is None:
+            problems.append(Problem("recipe", spec.recipe, "file not found (looked in the current "
+                                    f"directory and {sweep_path.resolve().parent} and its parents)"))
+        else:
+            try:
+                recipe = read_recipe(found)
+            except InputError as exc:
+                problems.extend(_in_recipe(exc.source, p) for p in exc.problems)
+
+    workload: Workload | None = None
+    try:
+        made = resolve(spec.workload.name)(dict(spec.workload.options))
+        if isinstance(made, Workload):
+            workload = made
+        else:
+            problems.append(Problem("workload.name", spec.workload.name,
+                                    f"the factory returned {type(made).__name__}, not a Workload "
+                                    "(see docs/workloads.md)"))
+    except UnknownWorkloadError as exc:
+        problems.append(Problem("workload.name", spec.workload.name, str(exc)))
+    except WorkloadOptionError as exc:
+        problems.append(Problem(f"workload.options.{exc.option}", exc.value, exc.rule))
+    except Exception as exc:  # a user's factory may raise anything; it is still bad input
+        problems.append(Problem("workload", spec.workload.name,
+                                f"making the workload failed: {type(exc).__name__}: {exc}"))
+
+    base = Settings()
+    for section, values in BUILTIN_DEFAULTS.items():
+        base.layer(section, values, "built-in default")
+    if workload is not None:
+        d = dict(workload.defaults)
+        for section in ("optimizer", "scheduler"):
+            if section in d:
+                base.layer(section, d[section], f"workload {spec.workload.name} default")
+        base.layer("training", {k: d[k] for k in TRAINING_FROM_WORKLOAD if k in d},
+                   f"workload {spec.workload.name} default")
+    ref_ws = _reference_world_size(spec, recipe, problems, notes)
+    ds_batch = None
+    if recipe is not None:
+        origins = {k: f"{recipe.source}: {v}" for k, v in recipe.origins.items()}
+        for section in ("optimizer", "scheduler", "training"):
+            if section in recipe.settings:
+                base.layer(section, recipe.settings[section], origins)
+        ds_batch = _deepspeed_batch(spec, recipe, ref_ws, base, problems, notes)
+    if spec.optimizer is not None:
+        base.layer("optimizer", spec.optimizer, "sweep")
+    if spec.scheduler is not None:
+        base.layer("scheduler", spec.scheduler, "sweep")
+    explicit_training = spec.training.model_dump(include=spec.training.model_fields_set)
+    if "eval_every" in explicit_training:
+        base.training.pop("eval_every_epochs", None)
+    if "eval_every_epochs" in explicit_training:
+        base.training.pop("eval_every", None)
+    base.layer("training", explicit_training, "sweep")
+    for key in ("dtype", "checkpoint_every", "checkpoint_every_s", "fuse", "fuse_max_samples"):
+        base.training.setdefault(key, getattr(spec.training, key))
+    # `warmup_steps: 25000.0`: WeNet and DeepSpeed count with integral floats as with integers
+    base.scheduler.update(integral_counts(base.scheduler))
+
+    problems.extend(_check_settings(base))
+    problems.extend(_check_axes(spec, base))
+
+    problems.extend(_check_baseline_values(spec.baseline or {}))
+    for key, value in (spec.baseline or {}).items():
+        values = getattr(spec.axes, key, None) if key in FIXED_AXES else None
+        if isinstance(values, list) and value not in values \
+                and spec.target.relative_to_baseline is None:
+            # e.g. `--set axes.world_size=[16]` to debug one trial: no baseline to compare with;
+            # with a relative target plan.make_plan refuses it (the study would have no target)
+            notes.append(f"baseline {key}={value!r} is not among the axis values {values}: no "
+                         "speedups")
+
+    if isinstance(spec.physical_workers, int):
+        for i, ws in enumerate(spec.axes.world_size):
+            if ws % spec.physical_workers:
+                problems.append(Problem(f"axes.world_size[{i}]", ws,
+                                        f"physical_workers({spec.physical_workers}) does not divide "
+                                        f"world_size({ws}): each worker must play the same number "
+                                        "of virtual ranks"))
+
+    if workload is not None:
+        problems.extend(_check_target(spec, workload))
+        batch, accum = base.training.get("per_worker_batch"), base.training.get("accum_grad", 1)
+        if isinstance(batch, int) and isinstance(accum, int) and batch >= 1 and accum >= 1:
+            n = workload.train_size()
+            for i, ws in enumerate(spec.axes.world_size):
+                if updates_per_epoch(n, ws, batch, accum) == 0:
+                    gb = ws * batch * accum
+                    problems.append(Problem(
+                        f"axes.world_size[{i}]", ws,
+                        f"global batch world_size({ws}) * per_worker_batch({batch}) * "
+                        f"accum_grad({accum}) = {gb} is more than one shard of the training set "
+                        f"allows ({n} samples / {ws} ranks): no full update per epoch"))
+
+    if problems:
+        raise InputError(src, _dedupe(problems))
+    assert workload is not None
+    return Sweep(spec=spec, source=src, base=base, workload=workload, recipe=recipe,
+                 reference_world_size=ref_ws, notes=notes, deepspeed_batch=ds_batch)
+
+
+def _reference_world_size(spec: SweepSpec, recipe: Recipe | None, problems: list[Problem],
+                          notes: list[str]) -> int | None:
+    """``reference.world_size``; without a reference, the world size a DeepSpeed recipe's
+    complete batch triple was written for, else the smallest world size of the sweep. None
+    when the reference is a global batch."""
+    if spec.reference is not None:
+        return spec.reference.world_size
+    batch = recipe.batch if recipe is not None else None
+    if recipe is not None and batch is not None and batch.all_given():
+        ws, found = config_world_size(batch)
+        problems.extend(_in_recipe(recipe.source, p) for p in found)
+        if ws is not None:
+            notes.append(f"reference.world_size not given: {ws}, the world size {recipe.source}'s "
+                         f"batch is written for (train_batch_size {batch.train_batch} / (micro "
+                         f"batch {batch.micro} * accumulation {batch.accum}))")
+        return ws
+    ws = min(spec.axes.world_size)
+    notes.append(f"reference.world_size not given: using the smallest world size, {ws}")
+    return ws
+
+
+def _deepspeed_batch(spec: SweepSpec, recipe: Recipe, ref_ws: int | None, base: Settings,
+                     problems: list[Problem], notes: list[str]) -> ResolvedBatch | None:
+    """Resolve a DeepSpeed recipe's batch triple at the reference world size (DeepSpeed's world
+    size) and layer the micro batch and accumulation it gives as the recipe's values."""
+    if recipe.batch is None or not recipe.batch.any_given():
+        return None
+    world = ref_ws
+    if world is None:  # reference: {global_batch: ...}
+        if recipe.batch.all_given():
+            return None  # config_world_size reported the problem
+        world = min(spec.axes.world_size)
+        notes.append(f"{recipe.source}'s DeepSpeed batch resolved at world size {world} (the "
+                     "smallest; reference.global_batch names no world size)")
+    resolved, found = resolve_batch(recipe.batch, world)
+    problems.extend(_in_recipe(recipe.source, p) for p in found)
+    if resolved is None:
+        return None
+
+    def origin(key: str) -> str:
+        how = resolved.how[key]
+        return f"{recipe.source}: {key}" + ("" if how == "given" else f" = {how}")
+
+    base.layer("training", {"per_worker_batch": resolved.micro, "accum_grad": resolved.accum},
+               {"training.per_worker_batch": origin("train_micro_batch_size_per_gpu"),
+                "training.accum_grad": origin("gradient_accumulation_steps")})
+    return resolved
+
+
+#: what a baseline's fixed-axis value must be, whatever the axes hold
+_BASELINE_RULES = {
+    "world_size": (lambda v: _is_int(v, 1), "must be a world size, an integer >= 1"),
+    "warmup_rule": (lambda v: v in ("fixed", "scaled") or _is_int(v, 0),
+                    "must be 'fixed', 'scaled' or an update count >= 0"),
+    "scaling_rule": (lambda v: v in ("none", "linear", "sqrt", "sqrt_adam"),
+                     "must be 'none', 'linear', 'sqrt' or 'sqrt_adam'"),
+    "seed": (lambda v: _is_int(v, -(2**62)), "must be an integer"),
+}
+
+
+def _check_baseline_values(baseline: Mapping[str, Any]) -> list[Problem]:
+    return [Problem(f"baseline.{key}", value, _BASELINE_RULES[key][1])
+            for key, value in baseline.items()
+            if key in _BASELINE_RULES and not _BASELINE_RULES[key][0](value)]
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen: set[str] = set()
+    out = []
+    for p in problems:
+        if str(p) not in seen:
+            seen.add(str(p))
+            out.append(p)
+    return out
+
+
+def _check_settings(s: Settings, context: str = "") -> list[Problem]:
+    problems = [
+        Problem(s.where(f"optimizer.{p.path}") + context, p.value, p.rule)
+        for p in optimizers.validate(s.optimizer)
+    ]
+    problems.extend(
+        Problem(s.where(f"scheduler.{p.field}") + context, p.value, p.rule)
+        for p in schedules.validate(_canonical(s.scheduler))
+    )
+    t = s.training
+    checks: list[tuple[str, bool, str]] = [
+        ("per_worker_batch", _is_int(t.get("per_worker_batch"), 1), "must be an integer >= 1"),
+        ("accum_grad", _is_int(t.get("accum_grad"), 1), "must be an integer >= 1"),
+    ]
+    if t.get("grad_clip") is not None:
+        checks.append(("grad_clip", _is_num(t["grad_clip"], 0, strict=True), "must be a number > 0"))
+    if t.get("epochs") is not None:
+        checks.append(("epochs", _is_num(t["epochs"], 0, strict=True), "must be a number > 0"))
+    for key, ok, rule in checks:
+        if not ok:
+            problems.append(Problem(s.where(f"training.{key}") + context, t.get(key), rule))
+    if t.get("epochs") is None and t.get("max_updates") is None:
+        problems.append(Problem("training.epochs", None,
+                                "say how long to train: training.epochs or training.max_updates"))
+    return problems
+
+
+def _canonical(sched: Mapping[str, Any]) -> dict[str, Any]:
+    out = integral_counts(sched)
+    if isinstance(out.get("type"), str):
+        with contextlib.suppress(ValueError):  # validate() reports bad names
+            out["type"] = schedules.canonical_name(out["type"])
+    return out
+
+
+def _is_int(v: Any, low: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+
+def _is_num(v: Any, low: float, strict: bool = False) -> bool:
+    if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+        return False
+    return v > low if strict else v >= low
+
+
+def _check_axes(spec: SweepSpec, base: Settings) -> list[Problem]:
+    problems: list[Problem] = []
+    names = set(FIXED_AXES)
+    for key, values in spec.axes.free_axes().items():
+        path = f"axes.{key}"
+        names.add(key)
+        section, _, param = key.partition(".")
+        if section not in FREE_AXIS_SECTIONS or not param:
+            problems.append(Problem(path, values, "unknown axis; use world_size, warmup_rule, "
+                                    "scaling_rule, seed, or optimizer.<field> / scheduler.<field>"))
+            continue
+        if isinstance(values, dict):
+            if spec.search.type != "random":
+                problems.append(Problem(path, values, "distributions need search.type: random; "
+                                        "a grid takes a list of values"))
+                continue
+            problems.extend(_check_distribution(path, values))
+            continue
+        if not isinstance(values, list) or not values:
+            problems.append(Problem(path, values, "must be a non-empty list of values"))
+            continue
+        for i, v in enumerate(values):
+            trial = base.copy()
+            trial.layer(section, {param: v}, f"axis {key}")
+            for p in _check_settings(trial, context=""):
+                problems.append(Problem(f"{path}[{i}] -> {p.path}", p.value, p.rule))
+    for label, assignment in [("baseline", spec.baseline or {})] + [
+        (f"exclude[{i}]", e) for i, e in enumerate(spec.exclude)
+    ]:
+        for key, value in assignment.items():
+            if key not in names:
+                problems.append(Problem(f"{label}.{key}", value,
+                                        f"not an axis of this sweep; axes: {sorted(names)}"))
+                continue
+            values = getattr(spec.axes, key) if key in FIXED_AXES else spec.axes.free_axes()[key]
+            if isinstance(values, list) and value not in values and label != "baseline":
+                problems.append(Problem(f"{label}.{key}", value, f"not among the axis values {values}"))
+    return problems
+
+
+def _check_distribution(path: str, dist: Mapping[str, Any]) -> list[Problem]:
+    if len(dist) != 1 or next(iter(dist)) not in DISTRIBUTIONS:
+        return [Problem(path, dist, f"a distribution is one of {list(DISTRIBUTIONS)}: [low, high]")]
+    kind, bounds = next(iter(dist.items()))
+    if not (isinstance(bounds, list) and len(bounds) == 2 and all(_is_num(b, float("-inf"))
+                                                                  for b in bounds)):
+        return [Problem(f"{path}.{kind}", bounds, "must be [low, high]")]
+    low, high = bounds
+    if not low < high:
+        return [Problem(f"{path}.{kind}", bounds, "low must be below high")]
+    if kind == "loguniform" and low <= 0:
+        return [Problem(f"{path}.{kind}", bounds, "loguniform needs low > 0")]
+    if kind == "randint" and not all(_is_int(b, -(2**62)) for b in bounds):
+        return [Problem(f"{path}.{kind}", bounds, "randint bounds must be integers")]
+    return []
+
+
+def _check_target(spec: SweepSpec, workload: Workload) -> list[Problem]:
+    metric = spec.target.metric
+    known = ["train_loss", *(f"dev_{m}" for m in workload.metrics)]
+    if metric not in known:
+        return [Problem("target.metric", metric,
+                        f"workload {spec.workload.name} reports {known}")]
+    if spec.target.relative_to_baseline is not None and spec.baseline is None \
+            and (spec.reference is None or spec.reference.world_size is None):
+        why = "" if spec.reference is None else (
+            "; reference.global_batch names no world size to take the baseline at")
+        return [Problem("target.relative_to_baseline", spec.target.relative_to_baseline,
+                        f"a relative target needs a baseline trial (set baseline){why}")]
+    return []
+
+
+def metric_mode(sweep: Sweep) -> Literal["min", "max"]:
+    metric = sweep.spec.target.metric
+    if metric == "train_loss":
+        return "min"
+    return "max" if sweep.workload.metrics.get(metric.removeprefix("dev_")) == "max" else "min"

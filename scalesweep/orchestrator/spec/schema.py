@@ -1,0 +1,198 @@
+"""The sweep file's schema. Validation happens here, once, where YAML becomes objects.
+
+Shape checks (types, ranges, unknown keys) come from pydantic in strict mode, so ``"4"`` is not
+a world size and ``true`` is not a number; the cross-field rules live in
+``scalesweep.orchestrator.spec.load``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from scalesweep.trainables.config import Dtype
+
+# allow_inf_nan=False: `.inf` epochs or lr are not numbers a user means
+STRICT = ConfigDict(strict=True, extra="forbid", frozen=True, allow_inf_nan=False)
+
+Backend = Literal["ddp", "simulate", "auto"]
+ScalingRule = Literal["none", "linear", "sqrt", "sqrt_adam"]
+WarmupRuleName = Literal["fixed", "scaled"]
+#: the axes every study has; any other axis is a dotted path into optimizer/scheduler
+FIXED_AXES = ("world_size", "warmup_rule", "scaling_rule", "seed")
+FREE_AXIS_SECTIONS = ("optimizer", "scheduler")
+DISTRIBUTIONS = ("uniform", "loguniform", "randint")
+
+
+class WorkloadSpec(BaseModel):
+    model_config = STRICT
+    name: str = Field(min_length=1)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class TrainingSpec(BaseModel):
+    """Loop settings; anything left out comes from the recipe, then the workload's defaults."""
+
+    model_config = STRICT
+    per_worker_batch: int | None = Field(default=None, ge=1)
+    accum_grad: int | None = Field(default=None, ge=1)
+    epochs: float | None = Field(default=None, gt=0)
+    max_updates: int | None = Field(default=None, ge=1)
+    eval_every: int | None = Field(default=None, ge=1)  # updates
+    eval_every_epochs: float | None = Field(default=None, gt=0)
+    grad_clip: float | None = Field(default=None, gt=0)
+    #: updates between checkpoints; 0 = only at the end; null (default) = on a wall-time
+    #: cadence: at the first eval at least ``checkpoint_every_s`` after the last checkpoint
+    checkpoint_every: int | None = Field(default=None, ge=0)
+    checkpoint_every_s: float = Field(default=60.0, gt=0)
+    dtype: Dtype = "float32"  # the loop's list: one place says which precisions exist
+    #: auto: a fusable workload's micro-batches of an update run in a few passes grouped by
+    #: length (the same gradient, faster); off: one pass per micro-batch (scalesweep.trainables.fusion)
+    fuse: Literal["auto", "off"] = "auto"
+    #: most samples per fused pass; null = from the device (CPU 64, GPU per_worker_batch)
+    fuse_max_samples: int | None = Field(default=None, ge=1)
+    divergence_threshold: float | None = Field(default=None, gt=0)
+
+    @field_validator("fuse", mode="before")
+    @classmethod
+    def _yaml_off(cls, v: Any) -> Any:
+        # YAML 1.1 reads a bare `off` (and `on`) as a boolean
+        return {False: "off", True: "auto"}.get(v, v) if isinstance(v, bool) else v
+
+    @model_validator(mode="after")
+    def _one_eval_cadence(self) -> TrainingSpec:
+        if self.eval_every is not None and self.eval_every_epochs is not None:
+            raise ValueError("give eval_every (updates) or eval_every_epochs, not both")
+        return self
+
+
+class ReferenceSpec(BaseModel):
+    """Where base lr and warmup were tuned: a world size or a global batch."""
+
+    model_config = STRICT
+    world_size: int | None = Field(default=None, ge=1)
+    global_batch: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ReferenceSpec:
+        if (self.world_size is None) == (self.global_batch is None):
+            raise ValueError("give exactly one of world_size or global_batch")
+        return self
+
+
+class TargetSpec(BaseModel):
+    """The dev-metric value that counts as converged: absolute, or relative to the baseline's best."""
+
+    model_config = STRICT
+    metric: str = "dev_loss"
+    value: float | None = None
+    relative_to_baseline: float | None = Field(default=None, ge=0)
+    smoothing: float = Field(default=0.0, ge=0, lt=1)
+    #: a relative target is resolved once, from the baseline arm's seeds' mean curve, and every
+    #: seed is measured against it; true: each seed against its own baseline seed's best (one
+    #: noisy dip then sets that seed's target)
+    per_seed: bool = False
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> TargetSpec:
+        if (self.value is None) == (self.relative_to_baseline is None):
+            raise ValueError("give exactly one of value or relative_to_baseline")
+        return self
+
+
+class SearchSpec(BaseModel):
+    model_config = STRICT
+    type: Literal["grid", "random"] = "grid"
+    samples: int | None = Field(default=None, ge=1)
+    seed: int = 0
+    scheduler: Literal["fifo", "asha"] = "fifo"  # asha: Tune's early stopping for large searches
+
+    @model_validator(mode="after")
+    def _samples_for_random(self) -> SearchSpec:
+        if self.type == "random" and self.samples is None:
+            raise ValueError("random search needs samples (how many trials to draw)")
+        if self.type == "grid" and self.samples is not None:
+            raise ValueError("samples is for random search; grid runs every combination")
+        return self
+
+
+class ResourcesSpec(BaseModel):
+    model_config = STRICT
+    cpus_per_worker: float = Field(default=1.0, gt=0)
+    gpus_per_worker: float = Field(default=0.0, ge=0)
+    max_concurrent_trials: int | None = Field(default=None, ge=1)
+
+
+class Axes(BaseModel):
+    """The grid. Fixed axes are typed; any other key is ``optimizer.<field>`` or
+    ``scheduler.<field>`` with a list of values (or, for random search, a distribution)."""
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True, allow_inf_nan=False)
+    world_size: list[int] = Field(min_length=1)
+    warmup_rule: list[WarmupRuleName | int] = Field(default=["fixed"], min_length=1)
+    scaling_rule: list[ScalingRule] = Field(default=["none"], min_length=1)
+    seed: list[int] = Field(default=[0], min_length=1)
+
+    @field_validator("world_size")
+    @classmethod
+    def _positive_unique(cls, v: list[int]) -> list[int]:
+        bad = [x for x in v if x < 1]
+        if bad:
+            raise ValueError(f"world sizes must be at least 1, but got {bad}")
+        if len(set(v)) != len(v):
+            raise ValueError("world sizes must not repeat")
+        return v
+
+    @field_validator("warmup_rule")
+    @classmethod
+    def _explicit_warmups(cls, v: list[str | int]) -> list[str | int]:
+        bad = [x for x in v if isinstance(x, int) and x < 0]
+        if bad:
+            raise ValueError(f"explicit warmups are update counts >= 0, but got {bad}")
+        return v
+
+    def free_axes(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class ProjectionSpec(BaseModel):
+    """Measured seconds per epoch of the real job per world size, so the report can project
+    every trial's epochs to target onto that cluster's wall clock."""
+
+    model_config = STRICT
+    #: world size (an integer key) -> seconds per epoch measured there
+    seconds_per_epoch: dict[Annotated[int, Field(ge=1)], Annotated[float, Field(gt=0)]] = Field(
+        min_length=1)
+    label: str = Field(min_length=1)  # where the timings come from, shown beside the projection
+
+
+class SweepSpec(BaseModel):
+    model_config = STRICT
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+    description: str | None = None
+    workload: WorkloadSpec
+    recipe: str | None = None
+    training: TrainingSpec = TrainingSpec()
+    optimizer: dict[str, Any] | None = None
+    scheduler: dict[str, Any] | None = None
+    reference: ReferenceSpec | None = None
+    target: TargetSpec
+    baseline: dict[str, Any] | None = None
+    backend: Backend = "simulate"
+    physical_workers: int | Literal["auto"] = "auto"
+    search: SearchSpec = SearchSpec()
+    axes: Axes
+    exclude: list[dict[str, Any]] = Field(default_factory=list)
+    resources: ResourcesSpec = ResourcesSpec()
+    stop_at_target: bool = False
+    max_failures: int = Field(default=2, ge=0)
+    storage_path: str | None = None
+    projection: ProjectionSpec | None = None
+
+    @field_validator("physical_workers")
+    @classmethod
+    def _positive(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"must be at least 1 or 'auto', but got {v}")
+        return v

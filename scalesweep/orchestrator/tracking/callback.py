@@ -1,0 +1,161 @@
+"""A Tune callback that logs every trial to MLflow from the sweep driver, and shows progress.
+
+Logging from the driver (not from workers) means only the head node needs to reach the tracking
+server, and retries/resumes are deduplicated in one place: a step already logged for a run is
+never sent again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import IO, Any
+
+from ray import tune
+
+from scalesweep.orchestrator.tracking.tracker import SweepTracker, curve_metrics
+from scalesweep.trainables.tracking_names import CURVE_METRICS
+
+#: what we keep of a Tune result for convergence metrics and the summary
+KEEP = ("update", "status", "train_seconds", *CURVE_METRICS)
+
+
+def kept(result: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in result.items() if k in KEEP or k.startswith("dev_")}
+
+
+class SweepCallback(tune.Callback):
+    def __init__(self, tracker: SweepTracker, child_for: Callable[[str], str],
+                 curves: dict[str, list[dict[str, Any]]], out: IO[str] | None = None,
+                 progress_every_s: float = 15.0, total: int | None = None) -> None:
+        self.tracker = tracker
+        self.child_for = child_for  # trial name -> MLflow run id (created or reused)
+        self.curves = curves
+        self.run_ids: dict[str, str] = {}
+        self.status: dict[str, str] = {}
+        self.errors: dict[str, str] = {}
+        self.out = out  # None: whatever sys.stdout is when we print (it may be rewrapped)
+        self.progress_every_s = progress_every_s
+        #: trials in this sweep run; Tune creates them lazily (max_concurrent_trials), so its
+        #: own list is short of the total until the last ones start
+        self.total = total
+        self._last_progress = time.monotonic()
+        self._started = time.monotonic()
+
+    @staticmethod
+    def name(trial: Any) -> str:
+        return str(trial.config["trial_config"]["trial"]["name"])
+
+    def _say(self, text: str) -> None:
+        elapsed = time.monotonic() - self._started
+        out = self.out or sys.stdout
+        out.write(f"[{elapsed:6.0f}s] {text}\n")
+        out.flush()
+
+    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        name = self.name(trial)
+        if name not in self.run_ids:
+            self.run_ids[name] = self.child_for(name)
+        self.status[name] = "running"
+        self.tracker.set_tags(self.run_ids[name], {"status": "running", "ray_trial_id": trial.trial_id})
+        self._say(f"{'started':<9} {name}")
+
+    def on_trial_result(self, iteration: int, trials: list[Any], trial: Any,
+                        result: dict[str, Any], **info: Any) -> None:
+        name = self.name(trial)
+        if "update" not in result:
+            return
+        run_id = self.run_ids.get(name) or self.child_for(name)
+        self.run_ids[name] = run_id
+        step = int(result["update"])
+        if self.tracker.add_result(run_id, step, curve_metrics(result)):
+            self.curves.setdefault(name, []).append(kept(result))
+        status = result.get("status")
+        if status in ("completed", "diverged", "stopped"):
+            self.status[name] = str(status)
+        self.tracker.maybe_flush()
+        self._progress(trials)
+
+    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        self.tracker.maybe_flush()
+
+    def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self._say(f"retrying {self.name(trial)} from its last checkpoint ({_error(trial)})")
+
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        name = self.name(trial)
+        last = self.curves.get(name, [{}])[-1]
+        if self.status.get(name) in (None, "running"):
+            # ended without a final status of its own: a scheduler (ASHA) stopped it early
+            total = trial.config["trial_config"]["trial"]["total_updates"]
+            self.status[name] = "completed" if last.get("update", 0) >= total else "stopped"
+        dev = last.get("dev_loss")
+        shown = f"dev_loss {dev:.4g} " if isinstance(dev, float) else ""
+        self._say(f"{self.status[name]:<9} {name}  {shown}at epoch {last.get('epoch', 0):.3g}")
+        self._close(name)
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        name = self.name(trial)
+        self.status[name] = "failed"
+        self.errors[name] = _error(trial)
+        self._say(f"{'failed':<9} {name}: {self.errors[name]}")
+        self._close(name)
+
+    def _close(self, name: str) -> None:
+        """End the trial's run now, so a sweep killed later leaves it finished (and a resume
+        leaves it alone). Summary metrics follow at the end of the sweep."""
+        run_id = self.run_ids.get(name)
+        if run_id is None:
+            return
+        status = self.status[name]
+        tags = {"status": status, **({"error": self.errors[name]} if name in self.errors else {})}
+        try:
+            self.tracker.flush(raise_on_error=True)
+            self.tracker.set_tags(run_id, tags)
+            self.tracker.end_run(run_id, run_status(status))
+        except Exception as exc:  # tracking outage: the end of the sweep retries
+            self._say(f"could not close {name} in MLflow yet ({type(exc).__name__})")
+
+    def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+        self.tracker.flush()
+
+    def _progress(self, trials: list[Any]) -> None:
+        if time.monotonic() - self._last_progress < self.progress_every_s:
+            return
+        self._last_progress = time.monotonic()
+        done = sum(1 for s in self.status.values() if s not in ("running",))
+        running = [n for n, s in self.status.items() if s == "running"]
+        parts = []
+        for n in running[:4]:
+            last = self.curves.get(n, [{}])[-1]
+            if "epoch" in last:
+                parts.append(f"{n} ep {last['epoch']:.2f} dev_loss {last.get('dev_loss', 0):.4g}")
+        total = max(self.total or 0, len(trials))
+        self._say(f"{done}/{total} trials done; " + "; ".join(parts))
+
+
+def run_status(status: str) -> str:
+    """MLflow run status for our trial status (the `status` tag keeps the detail)."""
+    return "FINISHED" if status in ("completed", "stopped") else "FAILED"
+
+
+def _error(trial: Any) -> str:
+    """The last line of the trial's error (Tune keeps the traceback in its error file)."""
+    text = ""
+    # Tune writes the error file in the driver's staging directory (``error_file``) and copies
+    # it to storage (what ``get_error`` reads) only at its next sync, which may come minutes
+    # later when no trial checkpoints in between: read the local copy first.
+    with contextlib.suppress(Exception):
+        local = getattr(trial, "error_file", None)
+        if local:
+            with open(local, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+    with contextlib.suppress(Exception):  # storage unreadable: use what the trial holds
+        text = text or str(trial.get_error() or "")
+    text = text or str(getattr(trial, "error_msg", None) or "error")
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    # the exception line, not Ray's framing ("ray::...", "The actor died ...")
+    useful = [ln for ln in lines if "Error" in ln and not ln.startswith(("ray::", "File "))]
+    return (useful or lines or ["error"])[-1][:300]

@@ -1,0 +1,308 @@
+"""MLflow bookkeeping for a sweep, all from the driver (only the head needs to reach the server).
+
+Layout (docs/design.md §4.5): experiment = study name; one parent run per sweep invocation; one child
+run per trial (tag ``mlflow.parentRunId``), named from its axes. Metrics are buffered and sent
+with ``log_batch`` (one request per flush, not one per value), and a step is never sent twice
+for a run: a retried trial or a resumed sweep re-reports evals the run already has.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+
+from scalesweep.trainables.tracking_names import CURVE_METRICS, PARENT_TAG, ROLE_TAG
+
+log = logging.getLogger(__name__)
+
+#: what a trial reports per eval that goes to MLflow as a metric (plus every dev_* key)
+CURVE_KEYS = CURVE_METRICS
+MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch request
+MAX_PARAM_LEN = 6000
+FAIL_FAST = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+
+
+class TrackingUnavailable(RuntimeError):
+    pass
+
+
+def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
+    """Fail fast, before any compute, when an HTTP tracking server does not answer."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    url = uri.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            if resp.status >= 500:
+                raise TrackingUnavailable(f"MLflow server {uri} answered {resp.status}")
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        raise TrackingUnavailable(
+            f"cannot reach the MLflow tracking server at {uri} ({exc}); start it or pass "
+            "--tracking-uri (nothing was started)"
+        ) from None
+
+
+def curve_metrics(result: Mapping[str, Any]) -> dict[str, float]:
+    """The metrics of one eval report that belong on the run's charts."""
+    out = {}
+    for key, value in result.items():
+        if (key in CURVE_KEYS or key.startswith("dev_")) and isinstance(value, int | float) \
+                and not isinstance(value, bool) and value is not None:
+            out[key] = float(value)
+    return out
+
+
+@dataclass
+class _Buffer:
+    metrics: list[Metric] = field(default_factory=list)
+    last_step: int = -1  # highest step already accepted for this run
+
+
+class SweepTracker:
+    def __init__(self, tracking_uri: str, experiment: str, flush_every_s: float = 2.0,
+                 journal: Path | None = None) -> None:
+        self.uri = tracking_uri
+        # Write-ahead log of every accepted eval: a driver killed between two flushes loses
+        # nothing, because `resume` replays what MLflow did not get (trials resume from
+        # checkpoints that may be newer than the last flush).
+        self.journal = journal
+        self.client = MlflowClient(tracking_uri=tracking_uri)
+        self.experiment = experiment
+        self.flush_every_s = flush_every_s
+        self._experiment_id: str | None = None
+        self._buffers: dict[str, _Buffer] = {}
+        self._last_flush = time.monotonic()
+        self._failing_since: float | None = None
+        #: (run id, metric name) -> the server's message, for metrics it refused (4xx)
+        self.rejected: dict[tuple[str, str], str] = {}
+
+    # -- runs -------------------------------------------------------------------------------
+    @property
+    def experiment_id(self) -> str:
+        if self._experiment_id is None:
+            exp = self.client.get_experiment_by_name(self.experiment)
+            self._experiment_id = (exp.experiment_id if exp is not None
+                                   else self.client.create_experiment(self.experiment))
+        return self._experiment_id
+
+    def start_parent(self, params: Mapping[str, Any], tags: Mapping[str, str]) -> str:
+        run = self.client.create_run(self.experiment_id, run_name=self.experiment,
+                                     tags={ROLE_TAG: "parent", **tags})
+        self.log_params(run.info.run_id, params)
+        return str(run.info.run_id)
+
+    def children(self, parent_id: str) -> dict[str, Any]:
+        """Existing child runs of a parent by trial name (for resume)."""
+        runs = self.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent_id}'",
+            max_results=5000)
+        return {r.data.tags.get("trial_name", r.info.run_name): r for r in runs}
+
+    def child(self, parent_id: str, name: str, params: Mapping[str, Any],
+              existing: Mapping[str, Any] | None = None) -> str:
+        """The child run of trial ``name``: reused when it exists, so a trial keeps one run."""
+        found = (existing or {}).get(name)
+        if found is not None:
+            run_id = self.adopt(str(found.info.run_id))
+            if found.info.status != "RUNNING":
+                self.client.update_run(run_id, status="RUNNING")
+            return run_id
+        run = self.client.create_run(
+            self.experiment_id, run_name=name,
+            tags={PARENT_TAG: parent_id, ROLE_TAG: "trial", "trial_name": name, "status": "pending"})
+        self.log_params(run.info.run_id, params)
+        self._buffers[run.info.run_id] = _Buffer()
+        return str(run.info.run_id)
+
+    def adopt(self, run_id: str) -> str:
+        """Take over an existing run: later results at steps it already has are dropped."""
+        buf = self._buffers.setdefault(run_id, _Buffer())
+        buf.last_step = max(buf.last_step, self._max_step(run_id))
+        return run_id
+
+    def _max_step(self, run_id: str) -> int:
+        hist = self.client.get_metric_history(run_id, "epoch")
+        return max((m.step for m in hist), default=-1)
+
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        items = [Param(k, _param_str(v)) for k, v in params.items()]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(run_id, params=items[i : i + 100])
+
+    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
+        self.client.log_batch(run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
+
+    # -- metrics ----------------------------------------------------------------------------
+    def add_result(self, run_id: str, step: int, metrics: Mapping[str, float],
+                   timestamp_ms: int | None = None) -> bool:
+        """Buffer one eval's metrics at ``step``; False if the run already has that step."""
+        buf = self._buffers.setdefault(run_id, _Buffer())
+        if step <= buf.last_step:
+            return False
+        buf.last_step = step
+        ts = timestamp_ms or int(time.time() * 1000)
+        buf.metrics.extend(Metric(k, v, ts, step) for k, v in metrics.items())
+        if self.journal is not None:
+            with self.journal.open("a") as f:
+                f.write(json.dumps({"run_id": run_id, "step": step, "ts": ts,
+                                    "metrics": dict(metrics)}) + "\n")
+        return True
+
+    def replay_journal(self) -> list[dict[str, Any]]:
+        """Buffer the journal's evals that MLflow does not have yet; returns them (in order)."""
+        if self.journal is None or not self.journal.exists():
+            return []
+        replayed = []
+        for line in self.journal.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:  # a line cut short by the kill
+                continue
+            buf = self._buffers.get(entry["run_id"])
+            if buf is None or entry["step"] <= buf.last_step:
+                continue
+            journal, self.journal = self.journal, None  # do not journal the replay again
+            try:
+                self.add_result(entry["run_id"], entry["step"], entry["metrics"], entry["ts"])
+            finally:
+                self.journal = journal
+            replayed.append(entry)
+        return replayed
+
+    def add_summary(self, run_id: str, metrics: Mapping[str, float | None]) -> None:
+        buf = self._buffers.setdefault(run_id, _Buffer())
+        ts = int(time.time() * 1000)
+        buf.metrics.extend(Metric(k, float(v), ts, 0) for k, v in metrics.items() if v is not None)
+
+    def maybe_flush(self) -> None:
+        if time.monotonic() - self._last_flush >= self.flush_every_s:
+            self.flush()
+
+    def flush(self, raise_on_error: bool = False) -> bool:
+        """Send every buffered metric. On failure keep them for the next try (an outage of
+        the tracking server must not kill training nor lose a metric)."""
+        with _fail_fast():
+            return self._flush(raise_on_error)
+
+    def _flush(self, raise_on_error: bool) -> bool:
+        self._last_flush = time.monotonic()
+        ok = True
+        for run_id, buf in self._buffers.items():
+            while buf.metrics:
+                chunk = buf.metrics[:MAX_BATCH]
+                try:
+                    self.client.log_batch(run_id, metrics=chunk)
+                except Exception as exc:
+                    if _rejected(exc):
+                        # the server refused the request (4xx): retrying cannot help, and
+                        # holding it would block every later metric of the run
+                        rest = self._send_apart(run_id, chunk)
+                        buf.metrics[: len(chunk)] = rest
+                        if not rest:
+                            continue
+                    ok = False
+                    if self._failing_since is None:
+                        self._failing_since = time.monotonic()
+                        log.warning("MLflow unreachable (%s); buffering metrics and retrying", exc)
+                    if raise_on_error:
+                        raise
+                    break
+                del buf.metrics[: len(chunk)]
+        if ok and self._failing_since is not None:
+            log.warning("MLflow reachable again after %.0f s; buffered metrics sent",
+                        time.monotonic() - self._failing_since)
+            self._failing_since = None
+        return ok
+
+    def _send_apart(self, run_id: str, chunk: list[Metric]) -> list[Metric]:
+        """After a 4xx on ``chunk``: send it again one metric name at a time, so only the names
+        the server refuses are dropped; each refusal is logged once with the server's message
+        and kept in ``rejected``. Returns what is still unsent if the server stops answering
+        midway (names already sent are not sent twice)."""
+        by_key: dict[str, list[Metric]] = {}
+        for m in chunk:
+            by_key.setdefault(m.key, []).append(m)
+        keys = list(by_key)
+        for i, key in enumerate(keys):
+            try:
+                self.client.log_batch(run_id, metrics=by_key[key])
+            except Exception as exc:
+                if not _rejected(exc):
+                    return [m for k in keys[i:] for m in by_key[k]]
+                if (run_id, key) not in self.rejected:
+                    self.rejected[(run_id, key)] = str(exc)
+                    log.error("MLflow rejected metric %r of run %s, dropped: %s", key, run_id, exc)
+        return []
+
+    def pending(self) -> int:
+        return sum(len(b.metrics) for b in self._buffers.values())
+
+    def flush_with_retry(self, deadline_s: float = 120.0) -> bool:
+        end = time.monotonic() + deadline_s
+        delay = 0.5
+        while True:
+            if self.flush():
+                return True
+            if time.monotonic() > end:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+    def unsent(self) -> list[dict[str, Any]]:
+        return [{"run_id": run_id, "key": m.key, "value": m.value, "timestamp": m.timestamp,
+                 "step": m.step} for run_id, b in self._buffers.items() for m in b.metrics]
+
+    def replay(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        for row in rows:
+            buf = self._buffers.setdefault(row["run_id"], _Buffer())
+            buf.metrics.append(Metric(row["key"], row["value"], row["timestamp"], row["step"]))
+
+    def end_run(self, run_id: str, status: str) -> None:
+        self.client.set_terminated(run_id, status=status)
+
+
+def _rejected(exc: BaseException) -> bool:
+    """Whether MLflow refused the request itself (HTTP 4xx, or the store's equivalent such as
+    an invalid metric name in sqlite), as opposed to not answering (an outage)."""
+    from mlflow.exceptions import MlflowException
+
+    if not isinstance(exc, MlflowException):
+        return False
+    try:
+        status = int(exc.get_http_status_code())
+    except (TypeError, ValueError):
+        return False
+    return 400 <= status < 500
+
+
+@contextlib.contextmanager
+def _fail_fast() -> Iterator[None]:
+    """MLflow's HTTP client retries a failed request for minutes by default; the driver's Tune
+    loop would stall on it (and with it every trial's reports). Our buffer retries instead."""
+    saved = {k: os.environ.get(k) for k in FAIL_FAST}
+    os.environ.update(FAIL_FAST)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _param_str(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text[:MAX_PARAM_LEN]

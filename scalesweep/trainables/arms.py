@@ -1,0 +1,205 @@
+"""Arms: a trial's settings minus its seed. The seeds of an arm are replicates; this module
+turns their crossings into the per-arm numbers that `run`, the summary JSON, the report and
+`advise` show. Pure: no torch, no Ray, no MLflow.
+
+Also here: the one target every seed is measured against (:func:`mean_curve_target`): the
+baseline arm's seeds' curves averaged eval by eval, smoothed as configured, its best, loosened
+by the relative slack — so no single seed's dip sets the target.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scalesweep.trainables.convergence import (
+    Axis,
+    EvalPoint,
+    Located,
+    Mode,
+    best_value,
+    resolve_target,
+    smooth,
+)
+from scalesweep.trainables.replicates import (
+    CONFIDENCE,
+    METHOD,
+    Comparison,
+    MedianInterval,
+    Observation,
+    compare,
+    median_interval,
+)
+
+#: the clocks each arm reports a median on
+ARM_CLOCKS: tuple[Axis, ...] = ("epochs", "updates", "samples", "seconds")
+
+
+@dataclass(frozen=True)
+class TrialCrossing:
+    """One trial as an arm sees it."""
+
+    arm: str
+    seed: int
+    located: Located | None  # None: no target could be resolved, or the trial has no evals
+
+
+@dataclass
+class ArmSummary:
+    arm: str
+    baseline_arm: str | None
+    n_seeds: int
+    n_reached: int  # interpolated crossings (a crossing at the first eval is a bound: not counted)
+    n_at_first_eval: int
+    medians: dict[str, MedianInterval] = field(default_factory=dict)  # clock -> median
+    #: per-seed epochs ratio trial / baseline (>1: slower per epoch than the baseline arm)
+    epochs_ratio: Comparison | None = None
+    #: per-seed updates speedup baseline / trial (Shallue et al.; >1: fewer updates)
+    speedup: Comparison | None = None
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.baseline_arm == self.arm
+
+    def verdict(self) -> str:
+        """One line on the per-epoch comparison with the baseline arm, resolved or not."""
+        if self.is_baseline:
+            return "baseline"
+        c = self.epochs_ratio
+        if c is None or c.ratios.n == 0:
+            return "no seed paired with the baseline arm"
+        n = c.ratios.n
+        if c.direction == "above":
+            return f"slower per epoch than the baseline (resolved with {n} seeds)"
+        if c.direction == "below":
+            return f"faster per epoch than the baseline (resolved with {n} seeds)"
+        side = max(c.n_above, c.n_below)
+        if c.seeds_needed is None:
+            needed = "no majority of seeds lies clearly on one side of the baseline"
+        elif side == n:
+            needed = f"~{c.seeds_needed} seeds would resolve it if they keep agreeing"
+        else:
+            needed = f"~{c.seeds_needed} seeds would resolve it if they keep splitting {side} of {n}"
+        return f"not resolved with {n} seed{'s' if n != 1 else ''}: {needed}"
+
+    def as_json(self, axes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The arms.json object (docs/design.md §4): intervals as [lo, hi], null where
+        infinite or undefined; ``*_median_kind`` says how to read a median that is a bound."""
+        out: dict[str, Any] = {"arm": self.arm, "axes": dict(axes or {}),
+                               "baseline_arm": self.baseline_arm, "n_seeds": self.n_seeds,
+                               "n_reached": self.n_reached, "n_at_first_eval": self.n_at_first_eval}
+        for clock, mi in self.medians.items():
+            out.update(_median_json(f"{clock}_to_target", mi))
+        for name, comp in (("epochs_ratio_vs_baseline", self.epochs_ratio),
+                           ("speedup_vs_baseline", self.speedup)):
+            if comp is None:
+                out.update({f"{name}_median": None, f"{name}_median_kind": None,
+                            f"{name}_ci": None, f"{name}_n_paired": 0})
+                continue
+            out.update(_median_json(name, comp.ratios))
+            out[f"{name}_n_paired"] = comp.ratios.n
+        c = self.epochs_ratio
+        out["resolved_vs_baseline"] = bool(c is not None and c.direction != "unresolved")
+        out["direction_vs_baseline"] = None if c is None else c.direction
+        out["seeds_needed"] = None if c is None else c.seeds_needed
+        out["verdict"] = self.verdict()
+        out["confidence"] = CONFIDENCE if c is None else c.confidence
+        out["method"] = METHOD
+        return out
+
+
+def median_text(arm: Mapping[str, Any], name: str) -> str:
+    """An arms.json median as people read it: "4.32", "≤ 1", "≥ 1.39", "never", "unknown"."""
+    value, kind = arm.get(f"{name}_median"), arm.get(f"{name}_median_kind")
+    if kind in (None, "never", "unknown", "range"):
+        return kind or "—"
+    prefix = {"at_most": "≤ ", "at_least": "≥ "}.get(kind, "")
+    return f"{prefix}{value:.3g}"
+
+
+def interval_text(ci: Sequence[float | None] | None) -> str:
+    """An arms.json interval: "[4, 4.5]", "[6, never]", or "n/a" (one seed)."""
+    if ci is None:
+        return "n/a"
+    lo, hi = ci
+    return f"[{'—' if lo is None else f'{lo:.3g}'}, {'never' if hi is None else f'{hi:.3g}'}]"
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _median_json(name: str, mi: MedianInterval) -> dict[str, Any]:
+    return {
+        f"{name}_median": mi.median.value,
+        f"{name}_median_kind": mi.median.kind if mi.n else None,
+        f"{name}_ci": None if mi.ci is None else [_finite(mi.ci[0]), _finite(mi.ci[1])],
+        f"{name}_ci_coverage": mi.coverage,
+        f"{name}_range": None if mi.spread is None else [_finite(mi.spread[0]), _finite(mi.spread[1])],
+    }
+
+
+def _observations(trials: Sequence[TrialCrossing], clock: Axis) -> dict[int, Observation]:
+    """Seed -> observation on ``clock`` (seeds whose crossing that clock did not record are
+    left out of that clock's median only)."""
+    out = {}
+    for t in trials:
+        obs = None if t.located is None else t.located.observation(clock)
+        if obs is not None:
+            out[t.seed] = obs
+    return out
+
+
+def summarize_arms(trials: Sequence[TrialCrossing], baseline_arm: Mapping[str, str | None],
+                   confidence: float = CONFIDENCE) -> list[ArmSummary]:
+    """One summary per arm (in first-seen order). ``baseline_arm``: arm -> the arm its seeds
+    are paired with (itself for the baseline). A trial without a crossing (no target, no
+    evals) counts in ``n_seeds`` but has no observation: it is never silently reached."""
+    by_arm: dict[str, list[TrialCrossing]] = {}
+    for t in trials:
+        by_arm.setdefault(t.arm, []).append(t)
+    out = []
+    for arm, mine in by_arm.items():
+        base = baseline_arm.get(arm)
+        located = [t.located for t in mine if t.located is not None]
+        s = ArmSummary(arm=arm, baseline_arm=base, n_seeds=len(mine),
+                       n_reached=sum(loc.kind == "interpolated" for loc in located),
+                       n_at_first_eval=sum(loc.kind == "at_first_eval" for loc in located))
+        s.medians = {c: median_interval(list(_observations(mine, c).values()), confidence)
+                     for c in ARM_CLOCKS}
+        if base is not None and base != arm and base in by_arm:
+            s.epochs_ratio = compare(_observations(mine, "epochs"),
+                                     _observations(by_arm[base], "epochs"), confidence)
+            s.speedup = compare(_observations(by_arm[base], "updates"),
+                                _observations(mine, "updates"), confidence)
+        out.append(s)
+    return out
+
+
+def mean_curve(curves: Sequence[Sequence[EvalPoint]]) -> list[EvalPoint]:
+    """The eval-by-eval mean of curves, at the updates every curve has (a seed that stopped
+    early shortens it); clocks and value averaged."""
+    if not curves:
+        return []
+    common = set.intersection(*({p.update for p in c} for c in curves))
+    by_update = [{p.update: p for p in c} for c in curves]
+    out = []
+    for u in sorted(common):
+        pts = [c[u] for c in by_update]
+        n = len(pts)
+        out.append(EvalPoint(update=u, samples_seen=sum(p.samples_seen for p in pts) / n,
+                             epoch=sum(p.epoch for p in pts) / n,
+                             wall_s=sum(p.wall_s for p in pts) / n,
+                             value=sum(p.value for p in pts) / n))
+    return out
+
+
+def mean_curve_target(curves: Sequence[Sequence[EvalPoint]], mode: Mode, relative: float,
+                      smoothing: float = 0.0) -> float | None:
+    """The target from the baseline arm's seeds: best of their smoothed mean curve, loosened by
+    ``relative``; None when the mean curve has no finite value."""
+    mean = mean_curve(curves)
+    best = best_value(smooth([p.value for p in mean], smoothing), mode) if mean else None
+    return None if best is None else resolve_target(mode, relative=relative, baseline_best=best)

@@ -1,0 +1,183 @@
+"""Checkpoints of a trial: enough to continue with exactly the updates it would have made.
+
+Layout of a checkpoint directory (what Ray Train / Tune persist and hand back on restart):
+
+* ``state.pt`` -- ``torch.save`` of a dict of tensors and plain values (loads with
+  ``weights_only=True``): ``model`` (state_dict of the plain module, not the DDP wrapper),
+  ``optimizer`` (state_dict), ``progress`` (see :class:`Progress`), ``rng`` (torch CPU, CUDA,
+  Python ``random`` and NumPy states); and ``precision`` only for a float16 trial: its
+  GradScaler's scale and growth tracker and its count of skipped updates, without which a
+  resumed trial would start again from the initial scale and skip updates the uninterrupted
+  one made (:mod:`scalesweep.trainables.precision`).
+* ``meta.json`` -- the same progress plus the trajectory-defining config fields, human-readable.
+
+The schedule's position is not stored: schedules are pure functions of the update count. The
+data position (epoch, update within epoch) derives from the update count as well; it is stored
+and checked on load so a checkpoint cannot silently resume under a different data plan. The
+loop reseeds torch's RNG per micro-batch, so the stored RNG states matter only to workloads
+that draw outside ``loss``; they are restored anyway so such a workload still resumes exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from scalesweep.trainables.config import TrialConfig
+
+STATE_FILE = "state.pt"
+META_FILE = "meta.json"
+FORMAT = 1
+
+#: config fields that fix the sequence of updates; a checkpoint only resumes a trial that
+#: agrees on all of them. Backend and physical_workers may differ: virtual ranks make every
+#: backend make the same updates, so a ddp trial may even resume in simulate.
+TRAJECTORY_FIELDS = (
+    "workload",
+    "workload_options",
+    "world_size",
+    "per_worker_batch",
+    "accum_grad",
+    "optimizer",
+    "scheduler",
+    "grad_clip",
+    "seed",
+    "dtype",
+)
+
+
+class Stateful(Protocol):
+    """What holds extra state for a checkpoint (``scalesweep.trainables.precision.Precision``)."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class Progress:
+    """Loop state besides model and optimizer."""
+
+    update: int = 0  # optimizer updates made
+    epoch: int = 0  # epoch of the next update
+    update_in_epoch: int = 0  # 0-based index of the next update within its epoch
+    train_loss_sum: float = 0.0  # summed per-sample training loss since the last report
+    train_loss_count: int = 0  # samples in that sum
+    wall_s: float = 0.0  # loop wall time spent so far (start-up excluded)
+    status: str = "running"  # "running" or the trial's final status
+    last_report: dict[str, Any] = field(default_factory=dict)  # the last metrics reported
+    noise_scale: dict[str, Any] = field(default_factory=dict)  # NoiseScale.state(): its EMAs
+
+
+def due(config: TrialConfig, update: int, seconds_since_last: float = 0.0) -> bool:
+    """Whether the loop checkpoints after ``update``: always after the last one; every
+    ``checkpoint_every`` updates; and at an eval ``checkpoint_every_s`` or more seconds after
+    the last checkpoint (or the start)."""
+    every, every_s = config.checkpoint_every, config.checkpoint_every_s
+    return (
+        update >= config.total_updates
+        or (every > 0 and update % every == 0)
+        or (every_s is not None and update % config.eval_every == 0 and seconds_since_last >= every_s)
+    )
+
+
+def save(
+    directory: str | os.PathLike[str],
+    *,
+    config: TrialConfig,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    progress: Progress,
+    precision: dict[str, Any] | None = None,
+) -> None:
+    """Write a checkpoint into the existing, empty ``directory``; ``precision``:
+    ``Precision.state_dict()``, stored only when non-empty (float16)."""
+    path = Path(directory)
+    state = {
+        "format": FORMAT,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "progress": asdict(progress),
+        "rng": _rng_state(),
+    }
+    if precision:  # absent otherwise: float32/float64 checkpoints hold what they always did
+        state["precision"] = precision
+    torch.save(state, path / STATE_FILE)
+    meta = {"format": FORMAT, "progress": asdict(progress), "config": _trajectory(config)}
+    (path / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
+
+
+def load(
+    directory: str | os.PathLike[str],
+    *,
+    config: TrialConfig,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    updates_per_epoch: int,
+    map_location: torch.device | str = "cpu",
+    precision: Stateful | None = None,
+) -> Progress:
+    """Restore model, optimizer, RNG and (given ``precision``) the loss scaler's state in
+    place from ``directory``; returns the progress."""
+    path = Path(directory)
+    meta = json.loads((path / META_FILE).read_text())
+    mismatched = {
+        key: (meta["config"].get(key), now)
+        for key, now in _trajectory(config).items()
+        if meta["config"].get(key) != now
+    }
+    if mismatched:
+        detail = ", ".join(f"{k}: checkpoint {a!r} != trial {b!r}" for k, (a, b) in mismatched.items())
+        raise ValueError(f"checkpoint {path} belongs to a different trajectory ({detail})")
+    state = torch.load(path / STATE_FILE, map_location=map_location, weights_only=True)
+    if state.get("format") != FORMAT:
+        raise ValueError(f"checkpoint {path}: format {state.get('format')!r} != {FORMAT}")
+    progress = Progress(**state["progress"])
+    expected = divmod(progress.update, updates_per_epoch)
+    if (progress.epoch, progress.update_in_epoch) != expected:
+        raise ValueError(
+            f"checkpoint {path}: data position (epoch {progress.epoch}, update "
+            f"{progress.update_in_epoch}) != update {progress.update} // updates_per_epoch "
+            f"({updates_per_epoch}) = {expected}"
+        )
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    _set_rng_state(state["rng"])
+    if precision is not None:
+        precision.load_state_dict(state.get("precision", {}))
+    return progress
+
+
+def _trajectory(config: TrialConfig) -> dict[str, Any]:
+    # Through JSON so that tuples, lists and numbers compare as they will after a round trip.
+    dumped = config.model_dump(mode="json")
+    return json.loads(json.dumps({key: dumped[key] for key in TRAJECTORY_FIELDS}))
+
+
+def _rng_state() -> dict[str, Any]:
+    kind, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        # Tensors and plain values only, so the file loads with weights_only=True.
+        "python": list(random.getstate()[1]),
+        "python_version": random.getstate()[0],
+        "python_gauss": random.getstate()[2],
+        "numpy": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+        "numpy_meta": [kind, int(pos), int(has_gauss), float(gauss)],
+    }
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"].cpu())
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+    random.setstate((state["python_version"], tuple(state["python"]), state["python_gauss"]))
+    kind, pos, has_gauss, gauss = state["numpy_meta"]
+    keys = state["numpy"].numpy().astype(np.uint32)
+    np.random.set_state((kind, keys, pos, has_gauss, gauss))

@@ -1,0 +1,76 @@
+"""What one trial needs to train: the contract between the orchestrator and the loop.
+
+Everything here is already resolved by the planner (scaling rule applied to the lr fields,
+warmup rule applied to the warmup field, totals counted), so the loop does no arithmetic about
+the study itself. Plain JSON-able values only: it travels through Ray to every worker.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Backend = Literal["ddp", "simulate"]
+#: float32/float64: the whole trial in that dtype; bfloat16/float16: float32 parameters and
+#: optimizer state, forward and loss under torch.autocast (float16 with a GradScaler), see
+#: scalesweep.trainables.precision
+Dtype = Literal["float32", "float64", "bfloat16", "float16"]
+
+
+class StopAtTarget(BaseModel):
+    """End the trial early once ``metric`` reaches ``value`` (``mode`` says which side)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    metric: str  # a reported key, e.g. "dev_loss"
+    value: float
+    mode: Literal["min", "max"] = "min"
+
+
+class TrialConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str  # readable and unique within the sweep, e.g. "ws16-warmup6250-linear-s0"
+    workload: str  # built-in name or "package.module:function"
+    workload_options: dict[str, Any] = Field(default_factory=dict)
+
+    world_size: int = Field(ge=1)  # V: virtual ranks; fixes sharding and the global batch
+    physical_workers: int = Field(ge=1)  # P: processes; must divide world_size
+    backend: Backend = "simulate"
+    use_gpu: bool = False
+
+    per_worker_batch: int = Field(ge=1)  # samples per micro-batch per virtual rank
+    accum_grad: int = Field(default=1, ge=1)  # micro-batches per virtual rank per update
+
+    #: {"type": "adam" | "adamw" | "sgd", "lr": <effective base lr>, ...torch kwargs}
+    optimizer: dict[str, Any]
+    #: {"type": <canonical schedule name>, ...params}, see scalesweep.trainables.schedules.SCHEDULE_TYPES
+    scheduler: dict[str, Any]
+    grad_clip: float | None = None  # max global grad norm; None = no clipping
+
+    total_updates: int = Field(ge=1)
+    eval_every: int = Field(ge=1)  # updates between dev evaluations (and one at the end)
+    checkpoint_every: int = Field(default=0, ge=0)  # updates; 0 = only at the end
+    #: also checkpoint at the first eval at least this many seconds after the last checkpoint
+    #: (None = no wall-time cadence). Checkpoints are not free (a state file, Ray persisting it,
+    #: a Tune state snapshot): on a fast loop one per eval cost 9 % of the loop's time.
+    checkpoint_every_s: float | None = Field(default=None, gt=0)
+    seed: int = 0
+    dtype: Dtype = "float32"
+    #: "auto": a process runs its micro-batches of an update in as few passes as
+    #: ``fuse_max_samples`` allows, grouped by length, when the workload is fusable
+    #: (scalesweep.trainables.fusion); "off": one pass per micro-batch, as real DDP ranks do
+    fuse: Literal["auto", "off"] = "auto"
+    #: most samples per fused pass; None = from the device (scalesweep.trainables.fusion.pass_budget)
+    fuse_max_samples: int | None = Field(default=None, ge=1)
+    stop_at_target: StopAtTarget | None = None
+    #: loss above this (or non-finite) ends the trial as "diverged"
+    divergence_threshold: float | None = None
+
+    @property
+    def virtual_per_physical(self) -> int:
+        return self.world_size // self.physical_workers
+
+    @property
+    def global_batch(self) -> int:
+        return self.world_size * self.per_worker_batch * self.accum_grad

@@ -1,0 +1,484 @@
+"""The training loop of one trial, the same code on every backend.
+
+Each physical worker plays V/P virtual ranks: for every optimizer update it runs, for each of
+its virtual ranks and each of ``accum_grad`` micro-batches, a forward and backward pass, all
+under DDP's ``no_sync`` except the very last, so each update all-reduces once. Which samples
+each virtual rank sees (:mod:`scalesweep.trainables.sharding`) and the seed torch's RNG gets before each
+micro-batch depend on V and the update only, so P = 1 (``simulate``), P = V (``ddp``) and
+hybrids make the same updates up to the order in which float gradients are summed.
+
+Reports (``on_report``) happen at every ``eval_every``-th update, at every checkpoint and at
+the end; each carries a full dev evaluation, because Tune refuses results that lack the
+metric it optimises and a checkpoint reaches Ray only through a report.
+
+With V > 1 each report also carries ``noise_scale``, the gradient noise scale B_simple
+(:mod:`scalesweep.trainables.noise_scale`) at that update, measured for free: the small batches are the
+V per-virtual-rank gradients (B_small = per_worker_batch * accum_grad samples each), the big
+one the all-reduced gradient (the global batch). A virtual rank's gradient is what its
+micro-batches added to the accumulated ``.grad``; the last virtual rank of a process is read
+just before the all-reduce (:meth:`World.before_reduce`). Its cost: one copy of the gradients
+(none when each process plays one virtual rank), a few vector norms per virtual rank, and one
+float more in the all-reduce that already sums the loss (no extra collective).
+
+Fused updates (:mod:`scalesweep.trainables.fusion`): when the workload is ``fusable`` and ``fuse`` is
+"auto", a process runs its micro-batches of an update in a few passes grouped by length instead
+of one per virtual rank (mini_asr at V = 16: 1.38x the loop's updates per second, 1.70x on the
+updates that do not measure the noise scale; benchmarks/README.md). The gradient is the same
+sum; but the per-virtual-rank gradients the noise scale needs no longer exist. So the noise
+scale is then measured at every :data:`NOISE_EVERY`-th update only, which runs per virtual rank
+as before (exactly the same measurement), and its moving average decays by ``EMA_DECAY **
+NOISE_EVERY`` per measurement, which keeps its memory at ~20 updates. Why every k-th update
+rather than at each eval: the average then has the same time profile as before and enough
+points in it whatever the eval cadence (evals can be 60 updates apart, a whole memory span and
+more). What it costs: one update in NOISE_EVERY runs at the unfused speed and pays the probe's
+copies (mini_asr V = 16: 46 % of the fused gain; every 8th would keep ~1.56x of 1.70x), and the
+average holds ~NOISE_EVERY times fewer estimates, so it is noisier (its variance ~NOISE_EVERY
+times larger). ``fuse: off`` measures at every update, reproducing the unfused numbers exactly.
+The cadence depends on the trial, never on P, so simulate, ddp and hybrids still report the
+same noise scale.
+
+Mixed precision (:mod:`scalesweep.trainables.precision`, ``dtype: bfloat16 | float16``): forward and loss
+(training and evaluation) run under ``torch.autocast``; parameters, gradients and optimizer
+state stay float32. Under float16 the backward runs on the loss times the GradScaler's scale,
+so every gradient the loop reads must be divided by it first: the all-reduced one by
+``Precision.unscale`` right after the last backward, before its norm feeds the noise scale and
+before clipping; the per-virtual-rank ones, which the probe reads mid-accumulation (where an
+in-place unscale would mix scaled and unscaled gradients), by the probe itself (the scale is a
+power of two, so the result is exactly what unscaling would give). An update the scaler skips
+(inf/nan gradients) changes neither the parameters nor the noise scale's averages; it still
+counts as an update (data, lr schedule), as in torch's own GradScaler recipe, and the reports
+carry the cumulative ``skipped_updates``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from scalesweep.trainables import checkpointing, fusion, schedules
+from scalesweep.trainables import workloads as workload_registry
+from scalesweep.trainables.checkpointing import Progress
+from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.noise_scale import EMA_DECAY, NoiseScale
+from scalesweep.trainables.precision import PARAM_DTYPES, Precision
+from scalesweep.trainables.sharding import Sharding
+from scalesweep.trainables.workloads.base import Workload
+from scalesweep.trainables.world import World
+
+#: dev samples per evaluation batch: fixed, so every backend sums the dev set the same way.
+EVAL_BATCH = 256
+#: a fused trial measures the noise scale at every NOISE_EVERY-th update (module doc)
+NOISE_EVERY = 4
+#: DeepSpeed's OneCycle cycles beta1 and holds beta2 at 0.99 (lr_schedules.py).
+MOMENTUM_BETA2 = 0.99
+
+_OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
+    "adam": torch.optim.Adam,
+    "adamw": torch.optim.AdamW,
+    "sgd": torch.optim.SGD,
+}
+
+#: ``on_report(metrics, checkpoint_dir)``: the directory exists only during the call and only
+#: on physical rank 0 (None elsewhere); persist it before returning.
+ReportFn = Callable[[dict[str, Any], str | None], None]
+
+
+def train(
+    config: TrialConfig,
+    world: World,
+    *,
+    on_report: ReportFn,
+    resume_from: str | Path | None = None,
+    workload: Workload | None = None,
+) -> dict[str, Any]:
+    """Run (or continue) one trial; returns the final metrics plus ``train_seconds``.
+
+    ``workload``: the trial's workload, already made (e.g. once per ddp trial and shared by
+    its workers); by default the loop makes it from ``config``."""
+    if config.world_size % world.size:
+        raise ValueError(
+            f"physical workers must divide the world size, but world_size({config.world_size}) "
+            f"% physical_workers({world.size}) != 0"
+        )
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(PARAM_DTYPES[config.dtype])
+    try:
+        return _Trial(config, world, on_report, workload).run(resume_from)
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def build_optimizer(params: Iterator[torch.nn.Parameter], spec: Mapping[str, Any]) -> torch.optim.Optimizer:
+    """``{"type": "adam" | "adamw" | "sgd", "lr": ..., **torch kwargs}`` -> the optimizer."""
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.items() if k != "type"}
+    kind = str(spec.get("type", "")).lower()
+    if kind not in _OPTIMIZERS:
+        raise ValueError(f"optimizer type must be one of {sorted(_OPTIMIZERS)}, but got {kind!r}")
+    return _OPTIMIZERS[kind](params, **kwargs)
+
+
+class _Trial:
+    def __init__(
+        self, config: TrialConfig, world: World, on_report: ReportFn, workload: Workload | None
+    ) -> None:
+        self.config, self.world, self.on_report = config, world, on_report
+        self.workload: Workload = workload or workload_registry.make(config.workload, config.workload_options)
+        self.sharding = Sharding(
+            self.workload.train_size(),
+            config.world_size,
+            config.per_worker_batch,
+            config.accum_grad,
+            config.seed,
+        )
+        per = config.world_size // world.size
+        self.virtual_ranks = range(world.rank * per, (world.rank + 1) * per)
+        # DDP averages gradients over P; weighting every sample by P / global_batch makes the
+        # all-reduced gradient the mean over the global batch (P = 1: the plain mean).
+        self.loss_weight = world.size / config.global_batch
+        self.metric_names = sorted(self.workload.metrics)
+        self.fused = fusion.fuses(config, self.workload)
+        self.pass_budget = fusion.pass_budget(config, world.device)
+        self.noise_every = NOISE_EVERY if self.fused else 1
+        self.precision = Precision(config.dtype, world.device)
+
+        torch.manual_seed(config.seed)
+        self.model = self.workload.build_model().to(world.device)
+        self.optimizer = build_optimizer(self.model.parameters(), config.optimizer)
+        self.schedule = schedules.build(config.scheduler, float(config.optimizer["lr"]))
+        self.progress = Progress()
+        # V = 1 has no small batch to compare the global one with
+        self.noise: NoiseScale | None = None
+        if config.world_size > 1:
+            b_small = config.per_worker_batch * config.accum_grad
+            self.noise = NoiseScale(b_small=b_small, b_big=config.global_batch, decay=self._noise_decay)
+            self.probe = _GradProbe()
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def run(self, resume_from: str | Path | None) -> dict[str, Any]:
+        if resume_from is not None:
+            self.progress = checkpointing.load(
+                resume_from,
+                config=self.config,
+                model=self.model,
+                optimizer=self.optimizer,
+                updates_per_epoch=self.sharding.updates_per_epoch,
+                map_location=self.world.device,
+                precision=self.precision,
+            )
+            if self.progress.status != "running":  # finished before the restart: nothing to do
+                return self._final(self.progress.last_report)
+            if self.noise is not None and self.progress.noise_scale:
+                # re-based if the checkpoint was made under another cadence (fuse changed)
+                restored = NoiseScale.from_state(self.progress.noise_scale)
+                self.noise = restored.with_decay(self._noise_decay)
+        # Wrap after loading: DDP broadcasts rank 0's parameters when it wraps.
+        ddp = self.world.wrap(self.model)
+        ddp.train()
+        started = time.perf_counter() - self.progress.wall_s
+        last_checkpoint = time.perf_counter()
+        metrics: dict[str, Any] = dict(self.progress.last_report)
+        for update in range(self.progress.update + 1, self.config.total_updates + 1):
+            lr, momentum = self._set_hyperparameters(update)
+            loss = self._update(ddp, update)
+            p = self.progress
+            p.update = update
+            p.epoch, p.update_in_epoch = divmod(update, self.sharding.updates_per_epoch)
+            p.train_loss_sum += loss
+            p.train_loss_count += self.config.global_batch
+            diverged = self._diverged(loss / self.config.global_batch)
+            # Each rank reads its own clock, which may disagree; harmless, since the wall-time
+            # cadence only picks among evals, which every rank reports anyway, and only rank
+            # 0's choice matters: only rank 0 writes a checkpoint.
+            since = time.perf_counter() - last_checkpoint
+            checkpoint = checkpointing.due(self.config, update, since) or diverged
+            if not (update % self.config.eval_every == 0 or checkpoint):
+                continue
+            p.wall_s = time.perf_counter() - started
+            metrics = self._metrics(update, lr, momentum)
+            status = "running"
+            if diverged or not math.isfinite(metrics["dev_loss"]):
+                status = "diverged"
+            elif self._reached_target(metrics):
+                status = "stopped"
+            elif update == self.config.total_updates:
+                status = "completed"
+            metrics["status"] = p.status = status
+            p.last_report = metrics
+            p.train_loss_sum, p.train_loss_count = 0.0, 0
+            self._report(metrics, checkpoint=checkpoint or status != "running")
+            if checkpoint:
+                last_checkpoint = time.perf_counter()
+            if status != "running":
+                break
+        self.progress.wall_s = time.perf_counter() - started
+        return self._final(metrics)
+
+    @property
+    def _noise_decay(self) -> float:
+        """Per measurement, so that the average forgets at the same rate per update."""
+        return float(EMA_DECAY**self.noise_every)
+
+    def _set_hyperparameters(self, update: int) -> tuple[float, float | None]:
+        # The schedule is a pure function of the update about to be made; setting the groups
+        # directly (no LambdaLR) leaves the update count as the only scheduler state.
+        lr = float(self.schedule.lr(update))
+        momentum = self.schedule.momentum(update)
+        applied = None
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+            if momentum is not None and "betas" in group:  # DeepSpeed: nothing for SGD
+                group["betas"] = (float(momentum), MOMENTUM_BETA2)
+                applied = float(momentum)
+        return lr, applied
+
+    def _update(self, ddp: torch.nn.Module, update: int) -> float:
+        """One optimizer update; returns the summed per-sample loss over the global batch."""
+        cfg = self.config
+        self.optimizer.zero_grad(set_to_none=True)
+        # [summed loss, sum over this process's virtual ranks of |their .grad increment|^2]
+        local = torch.zeros(2, dtype=torch.float64, device=self.world.device)
+        probe = self.noise is not None and update % self.noise_every == 0
+        if self.fused and not probe:
+            self._fused_passes(ddp, update, local)
+        else:
+            self._virtual_rank_passes(ddp, update, local, probe)
+        # float16: true gradients from here on (the noise scale's norm and clipping need them)
+        self.precision.unscale(self.optimizer)
+        if probe:
+            # before clipping: the noise scale is a property of the gradients, not of the step
+            big_sq = _sum_sq(p.grad for p in self.model.parameters() if p.grad is not None)
+        if cfg.grad_clip is not None:
+            # On the all-reduced gradient: identical on every rank, as in the recipe.
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        # False only when float16's scaler found inf/nan: every rank finds the same (all-reduced)
+        stepped = self.precision.step(self.optimizer)
+        total = self.world.all_reduce_sum(local).cpu()
+        if probe and stepped and self.noise is not None:  # a skipped update's norms are inf/nan
+            # Virtual rank v's increment is (P / V) g_v, its mean-gradient g_v times the loss
+            # weight P / global_batch times its B_small samples; so mean_v |g_v|^2 is
+            # (V / P^2) times the sum of the increments' squares over all V virtual ranks.
+            v, p = cfg.world_size, self.world.size
+            self.noise.update(g_small_sq=float(total[1]) * v / p**2, g_big_sq=float(big_sq))
+            self.progress.noise_scale = self.noise.state()
+        return float(total[0])
+
+    def _virtual_rank_passes(
+        self, ddp: torch.nn.Module, update: int, local: torch.Tensor, probe: bool
+    ) -> None:
+        """One pass per (virtual rank, micro-batch), as real DDP ranks run them; with ``probe``
+        each virtual rank's gradient feeds the noise-scale probe (into ``local[1]``)."""
+        cfg = self.config
+        steps = [(v, m) for v in self.virtual_ranks for m in range(cfg.accum_grad)]
+        if probe:
+            self.probe.start(self.precision.grad_factor)
+        for i, (v, m) in enumerate(steps):
+            batch = self._batch(self.sharding.micro_batches(update, v)[m])
+            _reseed(self.world.device, cfg.seed, 0, update, v, m)
+            last = i == len(steps) - 1  # only the last backward all-reduces
+            with self.world.before_reduce(ddp, self.probe.observe_last) if probe and last \
+                    else contextlib.nullcontext():  # fmt: skip
+                local[0] += self._backward(ddp, batch, reduce=last)
+            if probe and not last and m == cfg.accum_grad - 1:  # virtual rank v is complete
+                self.probe.observe([(p, p.grad) for p in self.model.parameters() if p.grad is not None])
+        if probe:
+            local[1] = self.probe.sum_sq
+
+    def _fused_passes(self, ddp: torch.nn.Module, update: int, local: torch.Tensor) -> None:
+        """All of this process's samples of the update in as few passes as the budget allows,
+        grouped by length. No reseeding: a fusable workload's loss draws nothing."""
+        indices = [
+            i for v in self.virtual_ranks for batch in self.sharding.micro_batches(update, v) for i in batch
+        ]
+        lengths = fusion.sample_lengths(self.workload, indices)
+        passes = fusion.plan_passes(indices, self.pass_budget, lengths)
+        for i, group in enumerate(passes):
+            local[0] += self._backward(ddp, self._batch(group), reduce=i == len(passes) - 1)
+
+    def _batch(self, indices: Sequence[int]) -> Any:
+        return _to_device(self.workload.train_batch(indices), self.world.device)
+
+    def _backward(self, ddp: torch.nn.Module, batch: Any, *, reduce: bool) -> torch.Tensor:
+        """Forward and backward of a batch, each sample weighted by P / global_batch; only a
+        ``reduce`` pass all-reduces. Returns its summed loss (float64, detached)."""
+        with contextlib.nullcontext() if reduce else self.world.no_sync(ddp):
+            with self.precision.autocast():  # forward and loss only; backward follows the forward's dtypes
+                per_sample = self.precision.master(self.workload.loss(ddp, batch))
+            self.precision.backward(per_sample.sum() * self.loss_weight)
+        return per_sample.detach().double().sum()
+
+    # -- evaluation and reports ------------------------------------------------------------
+
+    def _evaluate(self) -> dict[str, float]:
+        """Mean of each metric over the whole dev set, in a fixed batch order on rank 0."""
+        values = torch.zeros(len(self.metric_names), dtype=torch.float64)
+        if self.world.rank == 0:
+            # evaluate draws nothing by contract; seeded anyway so a workload that does still
+            # draws the same numbers on every backend
+            _reseed(self.world.device, self.config.seed, 1, self.progress.update)
+            model = self.world.unwrap(self.model)
+            model.eval()
+            count = 0
+            with torch.no_grad():
+                for batch in self.workload.dev_batches(EVAL_BATCH):
+                    # the model as it trains; the sums below are float64 whatever the dtype
+                    with self.precision.autocast():
+                        out = self.workload.evaluate(model, _to_device(batch, self.world.device))
+                    for i, name in enumerate(self.metric_names):
+                        values[i] += out[name].detach().double().sum().cpu()
+                    count += len(out["loss"])
+            model.train()
+            values /= count
+        # The other ranks wait here for rank 0's numbers, so every rank takes the same
+        # decisions (stop, diverge) from the same values.
+        values = self.world.broadcast(values.to(self.world.device), src=0).cpu()
+        return {f"dev_{n}": float(v) for n, v in zip(self.metric_names, values, strict=True)}
+
+    def _metrics(self, update: int, lr: float, momentum: float | None) -> dict[str, Any]:
+        p, cfg = self.progress, self.config
+        metrics: dict[str, Any] = {
+            "update": update,
+            "samples_seen": update * cfg.global_batch,
+            "epoch": update / self.sharding.updates_per_epoch,
+            "wall_s": p.wall_s,
+            "train_loss": p.train_loss_sum / p.train_loss_count,
+            **self._evaluate(),
+            "lr": lr,
+        }
+        if momentum is not None:
+            metrics["momentum"] = momentum
+        if self.noise is not None:
+            metrics["noise_scale"] = self.noise.value
+        metrics.update(self.precision.metrics())  # float16: skipped_updates
+        return metrics
+
+    def _report(self, metrics: dict[str, Any], *, checkpoint: bool) -> None:
+        if not checkpoint or self.world.rank != 0:
+            self.on_report(dict(metrics), None)
+            return
+        directory = tempfile.mkdtemp(prefix="scalesweep-ckpt-")
+        try:
+            checkpointing.save(
+                directory,
+                config=self.config,
+                model=self.world.unwrap(self.model),
+                optimizer=self.optimizer,
+                progress=self.progress,
+                precision=self.precision.state_dict(),
+            )
+            self.on_report(dict(metrics), directory)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def _diverged(self, loss: float) -> bool:
+        threshold = self.config.divergence_threshold
+        return not math.isfinite(loss) or (threshold is not None and loss > threshold)
+
+    def _reached_target(self, metrics: Mapping[str, Any]) -> bool:
+        target = self.config.stop_at_target
+        if target is None or target.metric not in metrics:
+            return False
+        value = float(metrics[target.metric])
+        return value <= target.value if target.mode == "min" else value >= target.value
+
+    def _final(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        return {**metrics, "train_seconds": self.progress.wall_s}
+
+
+class _GradProbe:
+    """Sum over virtual ranks of |the increment each adds to the accumulated gradient|^2.
+
+    Keeps one copy of the gradients (the accumulated gradient as the previous virtual rank
+    left it); a virtual rank's increment is the gradient as it leaves it minus that copy. Runs
+    at every virtual-rank boundary of every measured update, so it uses torch's multi-tensor (foreach)
+    ops: one call over all parameters instead of a handful of small ops per tensor (mini_asr,
+    70 tensors, V = 4: 6.0 -> 3.8 ms per update in the loop, see benchmarks/README.md).
+    """
+
+    def __init__(self) -> None:
+        self.copy: dict[torch.Tensor, torch.Tensor] = {}  # parameter -> its earlier .grad
+        self.valid: set[torch.Tensor] = set()  # parameters whose copy is of this update
+        self.sum_sq = torch.zeros((), dtype=torch.float64)
+        self.factor_sq = 1.0
+
+    def start(self, grad_factor: float = 1.0) -> None:
+        """A new update: every accumulated gradient starts at zero. ``grad_factor`` turns the
+        gradients it will see into true ones (float16: 1 / the loss scale, a power of two, so
+        squaring and multiplying the float64 sums by it is exact: the probe measures the
+        unscaled gradients, as if each had been unscaled before it was read)."""
+        self.valid.clear()
+        self.sum_sq = torch.zeros((), dtype=torch.float64)
+        self.factor_sq = grad_factor**2
+
+    def observe(self, grads: Sequence[tuple[torch.Tensor, torch.Tensor]], keep: bool = True) -> None:
+        """``grads``: (parameter, accumulated gradient) pairs, all where one virtual rank ends;
+        ``keep``: copy them for the next virtual rank of this process (there is one)."""
+        if not grads:
+            return
+        with torch.no_grad():
+            fresh = [g for p, g in grads if p not in self.valid]  # no earlier rank touched them
+            seen = [(self.copy[p], g) for p, g in grads if p in self.valid]
+            increments = fresh
+            if seen:
+                increments = fresh + list(torch._foreach_sub([g for _, g in seen], [c for c, _ in seen]))
+            increments_sq = _sum_sq(increments)
+            if self.factor_sq != 1.0:  # float16's loss scale; float32/float64 run as before
+                increments_sq = increments_sq * self.factor_sq
+            self.sum_sq = self.sum_sq.to(grads[0][1].device) + increments_sq
+            if keep:
+                for p, g in grads:
+                    if p not in self.copy:
+                        self.copy[p] = torch.empty_like(g)
+                torch._foreach_copy_([self.copy[p] for p, _ in grads], [g for _, g in grads])
+                self.valid.update(p for p, _ in grads)
+
+    def observe_last(self, grads: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """The process's last virtual rank: nothing follows, so nothing is copied (one virtual
+        rank per process, P = V, needs no copy at all)."""
+        self.observe(grads, keep=False)
+
+
+def _sum_sq(tensors: Iterable[torch.Tensor]) -> torch.Tensor:
+    """Sum of squares of every element, accumulated in float64 (one foreach norm per call)."""
+    tensors = list(tensors)
+    if not tensors:
+        return torch.zeros((), dtype=torch.float64)
+    norms = torch._foreach_norm(tensors, 2, dtype=torch.float64)
+    return torch.stack(list(norms)).square().sum()
+
+
+def _reseed(device: torch.device, *key: int) -> None:
+    """Seed torch's global RNG (CPU, and ``device``'s if a GPU) from a tuple of ints.
+
+    SeedSequence mixes the ints thoroughly. Not ``torch.manual_seed``: on a CPU-only build it
+    queues lazy CUDA seeding with a stack trace each call, ~1 ms, paid V*accum_grad times per
+    update.
+    """
+    words = [k & 0xFFFF_FFFF_FFFF_FFFF for k in key]  # SeedSequence takes no negatives
+    seed = int(np.random.SeedSequence(words).generate_state(1, np.uint64)[0])
+    torch.default_generator.manual_seed(seed)
+    if device.type == "cuda":
+        torch.cuda.manual_seed(seed)  # the current device, which is this worker's
+
+
+def _to_device(batch: Any, device: torch.device) -> Any:
+    if device.type == "cpu":
+        return batch
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, Mapping):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a NamedTuple takes fields
+        return type(batch)(*(_to_device(v, device) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_device(v, device) for v in batch)
+    return batch

@@ -1,0 +1,205 @@
+"""LR-scaling and warmup rules for a change of global batch. Pure: no torch, no Ray.
+
+With k = B / B0 (global batch over the reference global batch where lr and warmup were tuned):
+
+- lr rules: ``none`` keeps lr0, ``linear`` gives k * lr0 (Goyal et al. 2017), ``sqrt`` gives
+  sqrt(k) * lr0 (Krizhevsky 2014; Malladi et al. 2022 for Adam), ``sqrt_adam`` is Malladi et
+  al.'s full rule for Adam: sqrt(k) * lr0 together with beta_i -> 1 - k (1 - beta_i) and
+  eps -> eps / sqrt(k) (:func:`adam_hyperparameters` maps the optimizer's betas and eps).
+- warmup rules: ``fixed`` keeps every count of updates, ``scaled`` multiplies them by B0 / B so
+  the schedule covers the same samples (the same epochs), an int sets the warmup param outright.
+
+WeNet's case: warmup_steps 25000 tuned on 4 GPUs becomes 25000 * 4/16 = 6250 on 16.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any, Literal
+
+from scalesweep.trainables.schedules import SCHEDULE_TYPES, canonical_name, validate
+
+__all__ = ["SCALING_RULES", "ScalingRule", "WarmupRule", "adam_hyperparameters", "apply",
+           "lr_factor", "step_factor"]
+
+ScalingRule = Literal["none", "linear", "sqrt", "sqrt_adam"]
+SCALING_RULES: tuple[str, ...] = ("none", "linear", "sqrt", "sqrt_adam")
+#: torch.optim.Adam's defaults, which sqrt_adam scales when the optimizer does not set them
+ADAM_DEFAULTS: dict[str, Any] = {"betas": (0.9, 0.999), "eps": 1e-8}
+ADAM_TYPES = ("adam", "adamw")
+WarmupRule = Literal["fixed", "scaled"] | int
+WARMUP_RULES: tuple[str, ...] = ("fixed", "scaled")
+
+
+def _check_batches(global_batch: int, reference_global_batch: int) -> None:
+    for name, value in (("global_batch", global_batch),
+                        ("reference_global_batch", reference_global_batch)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be an integer of at least 1, but got {name}={value!r}")
+
+
+def _check_warmup_rule(rule: Any) -> None:
+    explicit = isinstance(rule, int) and not isinstance(rule, bool) and rule >= 0
+    if not (explicit or (isinstance(rule, str) and rule in WARMUP_RULES)):
+        raise ValueError(f"warmup_rule must be 'fixed', 'scaled' or an update count >= 0, "
+                         f"but got {rule=}")
+
+
+def lr_factor(rule: str, global_batch: int, reference_global_batch: int) -> float:
+    """What the reference lr is multiplied by at ``global_batch``."""
+    if rule not in SCALING_RULES:
+        raise ValueError(f"rule must be one of {', '.join(SCALING_RULES)}, but got {rule=}")
+    _check_batches(global_batch, reference_global_batch)
+    k = global_batch / reference_global_batch
+    return {"none": 1.0, "linear": k, "sqrt": math.sqrt(k), "sqrt_adam": math.sqrt(k)}[rule]
+
+
+def adam_hyperparameters(
+    optimizer: Mapping[str, Any], global_batch: int, reference_global_batch: int
+) -> tuple[dict[str, Any], list[str]]:
+    """Malladi et al. (2022)'s square-root rule for Adam, beyond the lr: with k = B / B0,
+    beta_i -> 1 - k (1 - beta_i) and eps -> eps / sqrt(k). The lr itself (sqrt(k) * lr0) is
+    :func:`lr_factor`'s part, applied with the schedule's by :func:`apply`.
+
+    ``optimizer`` is ``{"type": "adam" | "adamw", ...}``; betas and eps left out are torch's
+    defaults (0.9, 0.999) and 1e-8. Returns (the optimizer with betas and eps set, notes with
+    both numbers). Raises ValueError for a non-Adam optimizer, and where k is so large that a
+    beta would reach 0 or below (k >= 1 / (1 - beta)): the SDE approximation behind the rule
+    no longer holds there, and clamping would silently be another rule.
+    """
+    _check_batches(global_batch, reference_global_batch)
+    kind = str(optimizer.get("type", "")).lower()
+    if kind not in ADAM_TYPES:
+        raise ValueError(f"sqrt_adam scales Adam's betas and eps, so optimizer.type must be one "
+                         f"of {ADAM_TYPES}, but got {kind!r}")
+    k = global_batch / reference_global_batch
+    if k == 1:  # the reference itself: the same trial as every other rule's
+        return dict(optimizer), []
+    betas = tuple(float(b) for b in optimizer.get("betas", ADAM_DEFAULTS["betas"]))
+    eps = float(optimizer.get("eps", ADAM_DEFAULTS["eps"]))
+    new_betas = tuple(1.0 - k * (1.0 - b) for b in betas)
+    # <= 0, rounding included: 1 - 10 * (1 - 0.9) is 2e-16 in floats, and means 0
+    bad = [(i, b, nb) for i, (b, nb) in enumerate(zip(betas, new_betas, strict=True))
+           if nb <= 0 or math.isclose(k * (1.0 - b), 1.0, rel_tol=1e-9)]
+    if bad:
+        i, b, nb = bad[0]
+        raise ValueError(
+            f"sqrt_adam: beta{i + 1} = 1 - k(1 - beta{i + 1}) = 1 - {k:g} * (1 - {b:g}) = {nb:.6g} "
+            f"<= 0 at global_batch({global_batch}) / reference_global_batch"
+            f"({reference_global_batch}) = k({k:g}); the rule holds only for k < "
+            f"1 / (1 - beta{i + 1}) = {1.0 / (1.0 - b):g}: tune at a larger reference batch")
+    new_eps = eps / math.sqrt(k)
+    out = {**optimizer, "betas": [*new_betas], "eps": new_eps}
+    why = f"sqrt_adam, k = {k:g}"
+    notes = [f"optimizer.betas ({', '.join(_fmt(b) for b in betas)}) -> "
+             f"({', '.join(_fmt(b) for b in new_betas)}) (1 - k(1 - beta); {why})",
+             f"optimizer.eps {_fmt(eps)} -> {_fmt(new_eps)} (eps / sqrt(k); {why})"]
+    return out, notes
+
+
+def step_factor(rule: WarmupRule, global_batch: int, reference_global_batch: int) -> float:
+    """What counts of updates are multiplied by. An explicit warmup sets one value and leaves
+    every other count alone, so its factor is 1."""
+    _check_warmup_rule(rule)
+    _check_batches(global_batch, reference_global_batch)
+    return reference_global_batch / global_batch if rule == "scaled" else 1.0
+
+
+def _scale_count(value: int, global_batch: int, reference_global_batch: int) -> int:
+    # exact arithmetic, half rounds up; a warmup never scales down to nothing
+    x = Fraction(value) * Fraction(reference_global_batch, global_batch)
+    return max(1 if value >= 1 else 0, math.floor(x + Fraction(1, 2)))
+
+
+def _fmt(x: Any) -> str:
+    return "null" if x is None else f"{x:.6g}" if isinstance(x, float) else str(x)
+
+
+def apply(
+    schedule_spec: Mapping[str, Any],
+    optimizer_lr: float,
+    *,
+    lr_factor: float,
+    warmup_rule: WarmupRule,
+    global_batch: int,
+    reference_global_batch: int,
+    scaling_rule: str | None = None,
+) -> tuple[dict[str, Any], float, list[str]]:
+    """Rescale a schedule tuned at ``reference_global_batch`` for ``global_batch``.
+
+    Returns (schedule spec with canonical type and every default filled in, optimizer lr,
+    notes), one note per changed value with both numbers. ``scaling_rule`` only labels the
+    notes ("linear x 4"). Raises ValueError for invalid input, and when the result is invalid
+    (an explicit warmup of 0 where DeepSpeed needs at least 1).
+    """
+    problems = validate(schedule_spec)
+    if problems:
+        raise ValueError("invalid schedule: " + "; ".join(
+            f"{p.field} = {p.value!r}: {p.rule}" for p in problems))
+    factor = lr_factor
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or not (
+            math.isfinite(factor) and factor > 0):
+        raise ValueError(f"lr_factor must be a finite number > 0, but got {lr_factor=}")
+    if isinstance(optimizer_lr, bool) or not isinstance(optimizer_lr, int | float) or not (
+            math.isfinite(optimizer_lr) and optimizer_lr >= 0):
+        raise ValueError(f"optimizer_lr must be a finite number >= 0, but got {optimizer_lr=}")
+    _check_warmup_rule(warmup_rule)
+    _check_batches(global_batch, reference_global_batch)
+
+    kind = SCHEDULE_TYPES[canonical_name(schedule_spec["type"])]
+    params = {**kind.defaults(), **{k: v for k, v in schedule_spec.items() if k != "type"}}
+    notes: list[str] = []
+    why = f"{scaling_rule} x {factor:g}" if scaling_rule else f"x {factor:g}"
+
+    def change(key: str, new: Any, reason: str) -> None:
+        if new != params[key]:
+            notes.append(f"scheduler.{key} {_fmt(params[key])} -> {_fmt(new)} ({reason})")
+            params[key] = new
+
+    new_lr = float(optimizer_lr)
+    if factor != 1:
+        for key in kind.lr_params:
+            if params[key] is not None:
+                change(key, params[key] * factor, why)
+        # a schedule that overwrites the optimizer lr (OneCycle, DeepSpeed's WarmupLR with an
+        # explicit warmup_max_lr) keeps it: scaling it would change nothing but the log
+        if kind.reads_optimizer_lr(params):
+            new_lr = optimizer_lr * factor
+            notes.append(f"optimizer.lr {_fmt(float(optimizer_lr))} -> {_fmt(new_lr)} ({why})")
+    if kind.name == "gradual_warmup" and params["start_lr"] is None:
+        # Goyal et al.: start at the reference lr and ramp to k * lr. Below the reference batch
+        # (k < 1) that would ramp down, so start at the (smaller) target instead.
+        change("start_lr", float(min(optimizer_lr, new_lr)), "gradual warmup starts at the "
+               "reference lr" if optimizer_lr <= new_lr else "k < 1: no ramp down")
+
+    if warmup_rule == "scaled":
+        how = f"scaled x {reference_global_batch}/{global_batch}"
+        before = dict(params)
+        for key in kind.step_params:
+            if params[key] is not None and not (kind.name == "wsd" and key == "decay_steps"):
+                change(key, _scale_count(params[key], global_batch, reference_global_batch), how)
+        if kind.name == "wsd":
+            # The decay's start (total - decay) is scaled as a count and the decay is what is
+            # left of the run. Rounding the three counts each on its own can round warmup and
+            # decay up and total down, so that a warmup which ended where the decay began
+            # (no stable phase) would overlap it: 25 + 75 of 100 at x 1/2 gives 13 + 38 > 50.
+            # Rounding is monotone, so scaled warmup <= scaled start holds whenever
+            # warmup <= start did. A decay never scales down to nothing, like a warmup.
+            start = _scale_count(before["total_steps"] - before["decay_steps"], global_batch,
+                                 reference_global_batch)
+            change("decay_steps", max(1, params["total_steps"] - start),
+                   f"{how}: total_steps minus the scaled decay start "
+                   f"{before['total_steps'] - before['decay_steps']} -> {start}")
+    elif not isinstance(warmup_rule, str):
+        if kind.warmup_param is None:
+            raise ValueError(f"{kind.name} has no warmup to set, but got {warmup_rule=}")
+        change(kind.warmup_param, warmup_rule, "explicit")
+
+    out = {"type": kind.name, **{key: params[key] for key in kind.params}}
+    problems = validate(out)
+    if problems:
+        raise ValueError(f"warmup_rule={warmup_rule!r} makes the schedule invalid: " + "; ".join(
+            f"{p.field} = {p.value!r}: {p.rule}" for p in problems))
+    return out, new_lr, notes

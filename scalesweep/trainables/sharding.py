@@ -1,0 +1,96 @@
+"""Which training samples each virtual rank feeds into each optimizer update.
+
+The global batch of an update depends on the world size V alone (never on the number of
+physical processes P), which is what makes ``simulate``, ``ddp`` and hybrids make the same
+updates. Each rank's shard is exactly what ``DistributedSampler(num_replicas=V, rank=v,
+shuffle=True, seed=seed, drop_last=False)`` yields after ``set_epoch(epoch)``; we call the
+sampler itself (it needs no process group when ``num_replicas`` and ``rank`` are given) so the
+order can never drift from what users of plain DDP get. Cutting follows
+:mod:`scalesweep.trainables.batching`: update ``j`` of an epoch takes micro-batches ``j*A .. j*A+A-1`` of
+``per_worker_batch`` samples from every shard, and the shard's tail that cannot fill a whole
+update is dropped.
+"""
+
+from __future__ import annotations
+
+from torch.utils.data import DistributedSampler
+
+from scalesweep.trainables.batching import updates_per_epoch
+
+
+class _Indices:
+    """A stand-in dataset: DistributedSampler only asks for ``len``."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+
+    def __len__(self) -> int:
+        return self._size
+
+
+def shard(dataset_size: int, world_size: int, rank: int, seed: int, epoch: int) -> list[int]:
+    """Virtual rank ``rank``'s indices for ``epoch``, padded DistributedSampler-style."""
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, world_size), but got {rank=}, {world_size=}")
+    sampler: DistributedSampler[int] = DistributedSampler(
+        _Indices(dataset_size),  # type: ignore[arg-type]
+        num_replicas=world_size,
+        rank=rank,
+        shuffle=True,
+        seed=seed,
+        drop_last=False,
+    )
+    sampler.set_epoch(epoch)
+    return list(sampler)
+
+
+class Sharding:
+    """Micro-batch indices per (update, virtual rank) for one trial's data plan.
+
+    Updates are numbered from 1, like the schedules: update ``k`` is the ``k``-th optimizer
+    step of the whole run, so it lives in epoch ``(k-1) // updates_per_epoch``.
+    """
+
+    def __init__(
+        self,
+        dataset_size: int,
+        world_size: int,
+        per_worker_batch: int,
+        accum_grad: int,
+        seed: int,
+    ) -> None:
+        self.updates_per_epoch = updates_per_epoch(dataset_size, world_size, per_worker_batch, accum_grad)
+        if self.updates_per_epoch == 0:
+            raise ValueError(
+                "the global batch does not fit one shard: ceil(dataset_size / world_size) = "
+                f"ceil({dataset_size} / {world_size}) < per_worker_batch({per_worker_batch}) * "
+                f"accum_grad({accum_grad})"
+            )
+        self.dataset_size = dataset_size
+        self.world_size = world_size
+        self.per_worker_batch = per_worker_batch
+        self.accum_grad = accum_grad
+        self.seed = seed
+        # One epoch's shards at a time: a run walks through epochs in order, and a resumed run
+        # simply recomputes the epoch it resumes in.
+        self._epoch = -1
+        self._shards: dict[int, list[int]] = {}
+
+    def position(self, update: int) -> tuple[int, int]:
+        """(epoch, 0-based update within the epoch) of 1-based ``update``."""
+        if update < 1:
+            raise ValueError(f"update must be at least 1, but got {update=}")
+        return divmod(update - 1, self.updates_per_epoch)
+
+    def micro_batches(self, update: int, rank: int) -> list[list[int]]:
+        """The ``accum_grad`` micro-batches (index lists) virtual rank ``rank`` feeds update."""
+        epoch, within = self.position(update)
+        if epoch != self._epoch:
+            self._epoch, self._shards = epoch, {}
+        indices = self._shards.get(rank)
+        if indices is None:
+            indices = shard(self.dataset_size, self.world_size, rank, self.seed, epoch)
+            self._shards[rank] = indices
+        b, a = self.per_worker_batch, self.accum_grad
+        start = within * a * b
+        return [indices[start + m * b : start + (m + 1) * b] for m in range(a)]

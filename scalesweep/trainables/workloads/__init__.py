@@ -1,0 +1,47 @@
+"""Workload registry: built-in names and ``package.module:function`` paths to factories."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scalesweep.trainables.workloads.base import Workload
+
+Factory = Callable[[Mapping[str, Any]], "Workload"]
+
+#: built-in workloads; values are import paths so that naming one does not import the others.
+BUILTIN: dict[str, str] = {
+    "mini_asr": "scalesweep.trainables.workloads.mini_asr:make",
+    "digits_cnn": "scalesweep.trainables.workloads.digits_cnn:make",
+    "mlp_regression": "scalesweep.trainables.workloads.mlp_regression:make",
+}
+
+
+class UnknownWorkloadError(ValueError):
+    pass
+
+
+def resolve(name: str) -> Factory:
+    """The factory for a built-in name or a ``package.module:function`` path."""
+    path = BUILTIN.get(name, name)
+    if ":" not in path:
+        raise UnknownWorkloadError(
+            f"unknown workload {name!r}: use one of {sorted(BUILTIN)} or 'package.module:function'"
+        )
+    module_name, _, attr = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UnknownWorkloadError(
+            f"workload {name!r}: cannot import {module_name!r} ({exc})"
+        ) from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise UnknownWorkloadError(f"workload {name!r}: {module_name!r} has no callable {attr!r}")
+    return factory
+
+
+def make(name: str, options: Mapping[str, Any] | None = None) -> Workload:
+    return resolve(name)(dict(options or {}))
