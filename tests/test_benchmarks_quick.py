@@ -18,7 +18,7 @@ import pytest
 from benchmarks._common import Column, Report, Table
 from tests.helpers import ROOT, cli_env
 
-SCRIPTS = ["loop_efficiency", "logging_cost", "backends", "overhead", "scale", "fusion"]
+SCRIPTS = ["loop_efficiency", "logging_cost", "backends", "overhead", "scale", "fusion", "study_wall"]
 
 
 def check_results(out: Path, name: str) -> dict:
