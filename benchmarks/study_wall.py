@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> None:
     table = Table(
         f"sweeps/wenet_4v16.yaml with {seeds} seed(s) ({runs['auto'][0]['trials']} trials), "
         f"{repeats} repeat(s), fuse auto against off",
-        [Column("what", "what", "text"), Column("off", "fuse off"), Column("auto", "fuse auto"),
+        [Column("what", "what", "text"), Column("off", "fuse off", fmt=".0f"),
+         Column("auto", "fuse auto", fmt=".0f"),
          Column("x", "off / auto"), Column("range", "off / auto range", "text")])
     for key, label, xs in (("wall_s", "sweep wall clock, s", walls),
                            ("train_s", "trials' training, s (summed)", trains)):
