@@ -13,6 +13,7 @@ import html
 import io
 import json
 import math
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,11 +126,12 @@ def plot_projected_time(arms: Sequence[dict[str, Any]], projection: Projection) 
                         ha="center", va="bottom", fontsize="small")
         ax.set_xticks(range(len(arms)), labels, fontsize="x-small")
         ax.set_ylabel(ylabel)
-        ax.set_title(title, fontsize="medium")
+        # the label is the user's and may be long: wrapped, or it runs off the figure
+        ax.set_title(textwrap.fill(title, 48), fontsize="medium")
         ax.grid(axis="y", alpha=0.3)
     timings = ", ".join(f"{ws} workers {s:g} s" for ws, s in sorted(projection.seconds_per_epoch.items()))
-    fig.suptitle(f"wall time to target: projected = median epochs to target × seconds per epoch "
-                 f"({timings})", fontsize="small")
+    fig.suptitle(textwrap.fill("wall time to target: projected = median epochs to target × seconds "
+                               f"per epoch ({timings})", 110), fontsize="small")
     return fig
 
 
