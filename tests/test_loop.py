@@ -57,15 +57,16 @@ def _without_time(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metrics.items() if k not in ("wall_s", "train_seconds")}
 
 
-class _ThreeProcesses(LocalWorld):
+class _FiveProcesses(LocalWorld):
     @property
     def size(self) -> int:
-        return 3
+        return 5
 
 
 def test_invalid_arguments() -> None:
-    with pytest.raises(ValueError, match="physical workers must divide"):
-        train(_config(), _ThreeProcesses(), on_report=lambda m, d: None)
+    # any P up to V plays (tests/test_uneven_ranks.py); beyond V a worker would have no rank
+    with pytest.raises(ValueError, match=r"physical_workers\(5\) must be at most world_size\(4\)"):
+        train(_config(), _FiveProcesses(), on_report=lambda m, d: None)
     with pytest.raises(ValueError, match="optimizer type"):
         build_optimizer(iter([torch.nn.Parameter(torch.zeros(1))]), {"type": "lamb", "lr": 1})
     with pytest.raises(ValueError, match="global batch"):

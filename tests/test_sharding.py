@@ -1,5 +1,6 @@
 """Sharding must be DistributedSampler's, cut into updates as scalesweep.trainables.batching counts them, and
-the samples of an update must not depend on the number of physical processes P.
+the samples of an update must not depend on the number of physical processes P (any P up to V,
+dividing V or not).
 
 scalesweep.trainables.sharding calls DistributedSampler itself, so comparing it with another
 DistributedSampler call would test nothing: the reference here is DistributedSampler's algorithm
@@ -18,7 +19,7 @@ import torch
 from torch.utils.data import DistributedSampler, TensorDataset
 
 from scalesweep.trainables.batching import updates_per_epoch
-from scalesweep.trainables.sharding import Sharding, shard
+from scalesweep.trainables.sharding import Sharding, shard, virtual_rank_counts, virtual_ranks
 
 
 def _sampler_order(n: int, world: int, rank: int, seed: int, epoch: int) -> list[int]:
@@ -32,9 +33,9 @@ def _sampler_order(n: int, world: int, rank: int, seed: int, epoch: int) -> list
 
 
 def _virtual_ranks(world: int, physical: int, p: int) -> range:
-    """The virtual ranks physical worker ``p`` of ``physical`` plays (scalesweep.trainables.loop._Trial)."""
-    per = world // physical
-    return range(p * per, (p + 1) * per)
+    """The virtual ranks physical worker ``p`` of ``physical`` plays: what the loop plays
+    (scalesweep.trainables.loop._Trial); tests/test_uneven_ranks.py checks it by hand."""
+    return virtual_ranks(world, physical, p)
 
 
 def test_invalid_arguments() -> None:
@@ -132,14 +133,16 @@ def test_any_number_of_physical_workers_feeds_the_same_updates(world: int, batch
         assert alone[k][0] == [i for v in range(world)
                                for i in _sampler_order(n, world, v, seed, epoch)[span]]
         assert len(alone[k][0]) == global_batch
-    divisors = [p for p in range(2, world + 1) if world % p == 0]
-    assert divisors
-    for physical in divisors:
+    # every P up to V, dividing V or not
+    for physical in range(2, world + 1):
         split = _per_worker(world, physical, updates, batch=batch, accum=accum, n=n, seed=seed)
+        per_rank = batch * accum
         for k in range(len(updates)):
-            # each worker feeds V/P of the virtual ranks' samples, and together, in physical
-            # rank order, exactly what one process feeds: the same samples in the same order
-            assert {len(part) for part in split[k]} == {global_batch // physical}
+            # each worker feeds its virtual ranks' samples (V/P ranks, or V // P and one more),
+            # and together, in physical rank order, exactly what one process feeds: the same
+            # samples in the same order
+            assert [len(part) for part in split[k]] == [
+                c * per_rank for c in virtual_rank_counts(world, physical)]
             assert [i for part in split[k] for i in part] == alone[k][0], (physical, k)
 
 

@@ -35,7 +35,9 @@ class TrialConfig(BaseModel):
     workload_options: dict[str, Any] = Field(default_factory=dict)
 
     world_size: int = Field(ge=1)  # V: virtual ranks; fixes sharding and the global batch
-    physical_workers: int = Field(ge=1)  # P: processes; must divide world_size
+    #: P: processes, at most world_size; each plays V // P virtual ranks, the first V mod P one
+    #: more (scalesweep.trainables.sharding.virtual_ranks)
+    physical_workers: int = Field(ge=1)
     backend: Backend = "simulate"
     use_gpu: bool = False
 
@@ -69,7 +71,17 @@ class TrialConfig(BaseModel):
 
     @property
     def virtual_per_physical(self) -> int:
-        return self.world_size // self.physical_workers
+        """The most virtual ranks one worker plays, ceil(V / P): the slowest worker's share,
+        which sets the pace of every update (V / P when P divides V)."""
+        return -(-self.world_size // self.physical_workers)
+
+    @property
+    def virtual_rank_counts(self) -> tuple[int, ...]:
+        """Virtual ranks per physical worker, in physical rank order (V = 16, P = 3: (6, 5, 5))."""
+        # imported here: sharding imports torch, which the CLI (through spec.schema) does not
+        from scalesweep.trainables.sharding import virtual_rank_counts
+
+        return virtual_rank_counts(self.world_size, self.physical_workers)
 
     @property
     def global_batch(self) -> int:

@@ -4,7 +4,8 @@ An update's gradient is the weighted sum of its samples' loss gradients, whateve
 they are grouped in, provided a sample's loss does not depend on the other samples of its
 pass and ``loss`` draws no randomness (else the per-micro-batch reseeding, which fixes the
 masks, would be needed). A workload promises both with ``fusable = True``; then the loop may
-run the V/P * accum_grad micro-batches a process holds per update as
+run the v_p * accum_grad micro-batches a process holds per update (v_p: its virtual ranks,
+V/P or, when P does not divide V, V // P or one more) as
 ``ceil(samples / budget)`` passes, and, where the workload offers ``sample_lengths``, group
 those samples by length first so that each pass pads to a length close to its own samples'
 (the gradient is the same sum; only float summation order differs).

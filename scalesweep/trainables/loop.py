@@ -1,11 +1,15 @@
 """The training loop of one trial, the same code on every backend.
 
-Each physical worker plays V/P virtual ranks: for every optimizer update it runs, for each of
-its virtual ranks and each of ``accum_grad`` micro-batches, a forward and backward pass, all
-under DDP's ``no_sync`` except the very last, so each update all-reduces once. Which samples
-each virtual rank sees (:mod:`scalesweep.trainables.sharding`) and the seed torch's RNG gets before each
-micro-batch depend on V and the update only, so P = 1 (``simulate``), P = V (``ddp``) and
-hybrids make the same updates up to the order in which float gradients are summed.
+Each physical worker plays a block of virtual ranks, V/P of them when P divides V, else
+``V // P`` or one more (:func:`scalesweep.trainables.sharding.virtual_ranks`; V = 16 on P = 3
+plays 6, 5, 5): for every optimizer update it runs, for each of its virtual ranks and each of
+``accum_grad`` micro-batches, a forward and backward pass, all under DDP's ``no_sync`` except
+the very last, so each update all-reduces once. Which samples each virtual rank sees
+(:mod:`scalesweep.trainables.sharding`) and the seed torch's RNG gets before each micro-batch
+depend on V and the update only, so P = 1 (``simulate``), P = V (``ddp``) and hybrids, even or
+uneven, make the same updates up to the order in which float gradients are summed. The weight
+of each sample's loss (``_Trial.loss_weight``) is what makes the all-reduced gradient the mean
+over the global batch for any split of the virtual ranks.
 
 Reports (``on_report``) happen at every ``eval_every``-th update, at every checkpoint and at
 the end; each carries a full dev evaluation, because Tune refuses results that lack the
@@ -70,7 +74,7 @@ from scalesweep.trainables.checkpointing import Progress
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.noise_scale import EMA_DECAY, NoiseScale
 from scalesweep.trainables.precision import PARAM_DTYPES, Precision
-from scalesweep.trainables.sharding import Sharding
+from scalesweep.trainables.sharding import Sharding, virtual_ranks
 from scalesweep.trainables.workloads.base import Workload
 from scalesweep.trainables.world import World
 
@@ -104,10 +108,10 @@ def train(
 
     ``workload``: the trial's workload, already made (e.g. once per ddp trial and shared by
     its workers); by default the loop makes it from ``config``."""
-    if config.world_size % world.size:
+    if world.size > config.world_size:
         raise ValueError(
-            f"physical workers must divide the world size, but world_size({config.world_size}) "
-            f"% physical_workers({world.size}) != 0"
+            f"physical_workers({world.size}) must be at most world_size({config.world_size}): "
+            "a worker would play no virtual rank"
         )
     previous = torch.get_default_dtype()
     torch.set_default_dtype(PARAM_DTYPES[config.dtype])
@@ -139,10 +143,20 @@ class _Trial:
             config.accum_grad,
             config.seed,
         )
-        per = config.world_size // world.size
-        self.virtual_ranks = range(world.rank * per, (world.rank + 1) * per)
-        # DDP averages gradients over P; weighting every sample by P / global_batch makes the
-        # all-reduced gradient the mean over the global batch (P = 1: the plain mean).
+        # v_p of the V virtual ranks, v_p = V // P or one more; which ones never changes a
+        # rank's samples, only which process computes them
+        self.virtual_ranks = virtual_ranks(config.world_size, world.size, world.rank)
+        # The one weight that makes the all-reduced gradient the mean over the global batch, for
+        # any P and any split of the V ranks into the v_p. Every sample's loss is weighted
+        # w = P / global_batch (global_batch = V b, b = per_worker_batch * accum_grad samples per
+        # virtual rank), so worker p accumulates
+        #     local_p = w * sum of its v_p b samples' gradients = (P / V) * sum_{v in p} g_v,
+        # g_v being virtual rank v's mean gradient over its b samples. DDP's all-reduce takes the
+        # mean over the P workers:
+        #     (1/P) * sum_p local_p = (1/P) (P/V) sum_p sum_{v in p} g_v = (1/V) sum_{v=0}^{V-1} g_v,
+        # the mean over all V ranks, i.e. over the global batch, whatever the v_p: w is per
+        # sample, so a worker with more ranks contributes more terms, not a different factor
+        # (P = 1: the plain mean). Unequal v_p change nothing else; see also _update's noise scale.
         self.loss_weight = world.size / config.global_batch
         self.metric_names = sorted(self.workload.metrics)
         self.fused = fusion.fuses(config, self.workload)
@@ -266,7 +280,8 @@ class _Trial:
         if probe and stepped and self.noise is not None:  # a skipped update's norms are inf/nan
             # Virtual rank v's increment is (P / V) g_v, its mean-gradient g_v times the loss
             # weight P / global_batch times its B_small samples; so mean_v |g_v|^2 is
-            # (V / P^2) times the sum of the increments' squares over all V virtual ranks.
+            # (V / P^2) times the sum of the increments' squares over all V virtual ranks (every
+            # rank counted once whichever worker plays it, so uneven v_p need nothing else).
             v, p = cfg.world_size, self.world.size
             self.noise.update(g_small_sq=float(total[1]) * v / p**2, g_big_sq=float(big_sq))
             self.progress.noise_scale = self.noise.state()

@@ -9,6 +9,11 @@ order can never drift from what users of plain DDP get. Cutting follows
 :mod:`scalesweep.trainables.batching`: update ``j`` of an epoch takes micro-batches ``j*A .. j*A+A-1`` of
 ``per_worker_batch`` samples from every shard, and the shard's tail that cannot fill a whole
 update is dropped.
+
+Which physical worker plays which virtual ranks (:func:`virtual_ranks`) is the only thing P
+changes, and it changes no rank's samples: each worker plays a contiguous block of ranks, the
+first ``V mod P`` workers one rank more than the others (V = 16 on P = 3: ranks 0-5, 6-10,
+11-15), so the blocks in physical rank order are the virtual ranks in order, whatever P.
 """
 
 from __future__ import annotations
@@ -16,6 +21,35 @@ from __future__ import annotations
 from torch.utils.data import DistributedSampler
 
 from scalesweep.trainables.batching import updates_per_epoch
+
+
+def virtual_rank_counts(world_size: int, physical_workers: int) -> tuple[int, ...]:
+    """How many virtual ranks each physical worker plays: ``V // P``, and one more for the first
+    ``V mod P`` workers (V = 16, P = 3: (6, 5, 5)). The first workers take the extra ranks so
+    that physical rank 0, which also evaluates and checkpoints, is never the one left idle."""
+    _check_counts(world_size, physical_workers)
+    q, r = divmod(world_size, physical_workers)
+    return tuple(q + (p < r) for p in range(physical_workers))
+
+
+def virtual_ranks(world_size: int, physical_workers: int, rank: int) -> range:
+    """The virtual ranks physical worker ``rank`` of P plays: a contiguous block of
+    :func:`virtual_rank_counts` ``[rank]`` ranks, after those of the workers before it."""
+    _check_counts(world_size, physical_workers)
+    if not 0 <= rank < physical_workers:
+        raise ValueError(f"rank must be in [0, physical_workers), but got {rank=}, {physical_workers=}")
+    q, r = divmod(world_size, physical_workers)
+    start = rank * q + min(rank, r)  # the workers before it: min(rank, r) of them play q + 1
+    return range(start, start + q + (rank < r))
+
+
+def _check_counts(world_size: int, physical_workers: int) -> None:
+    if world_size < 1 or physical_workers < 1:
+        raise ValueError(f"world_size and physical_workers must be at least 1, but got "
+                         f"{world_size=}, {physical_workers=}")
+    if physical_workers > world_size:
+        raise ValueError(f"physical_workers({physical_workers}) must be at most "
+                         f"world_size({world_size}): a worker would play no virtual rank")
 
 
 class _Indices:

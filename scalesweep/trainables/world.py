@@ -1,4 +1,5 @@
-"""The physical world a trial's loop runs in: P processes, each playing V/P virtual ranks.
+"""The physical world a trial's loop runs in: P processes, each playing a block of the V
+virtual ranks (V // P or one more: :func:`scalesweep.trainables.sharding.virtual_ranks`).
 
 The loop talks to its peers only through this interface, so the same loop runs in one process
 (:class:`LocalWorld`, the ``simulate`` backend, P = 1) or as one of P DDP processes
@@ -110,7 +111,8 @@ class DistributedWorld:
 
     Collective tensors live on ``device`` because nccl only moves GPU tensors (gloo takes
     either). Gradients are all-reduced by DDP, which averages over P; the loop weights its
-    losses by P / global_batch so that the average is the mean over the global batch.
+    losses by P / global_batch so that the average is the mean over the global batch, however
+    many virtual ranks each process plays (the derivation is at ``loop._Trial.loss_weight``).
     """
 
     def __init__(self, device: torch.device | str) -> None:
