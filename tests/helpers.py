@@ -15,6 +15,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = ROOT / "sweeps"
+#: the console script of the environment running the tests (the checkout's .venv, or the venv a
+#: wheel was installed into by tests/test_wheel_install.py), not a path inside the checkout
+SCALESWEEP = Path(sys.executable).parent / "scalesweep"
 
 
 def cli_env(**extra: str) -> dict[str, str]:

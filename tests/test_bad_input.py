@@ -31,7 +31,7 @@ from scalesweep.orchestrator.spec.files import MAX_FILE_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = Path(__file__).resolve().parent / "bad_inputs"
-PYTHON = ROOT / ".venv" / "bin" / "python"
+PYTHON = Path(sys.executable)
 SMOKE = str(ROOT / "sweeps" / "smoke.yaml")
 WENET = str(ROOT / "recipes" / "wenet_conformer.yaml")
 #: what a run would leave behind; a rejected input must leave nothing at all
@@ -88,9 +88,10 @@ CASES: tuple[Case, ...] = (
     Case("lr_nan.yaml", ("optimizer.lr", "nan", "must be a finite number > 0")),
     Case("lr_inf.yaml", ("optimizer.lr", "inf")),
     Case("physical_workers_zero.yaml", ("physical_workers", "= 0", "at least 1 or 'auto'")),
-    Case("not_divisible.yaml", ("axes.world_size[1] = 4", "axes.world_size[2] = 8",
-                                "physical_workers(3) does not divide world_size(4)",
-                                "physical_workers(3) does not divide world_size(8)"), problems=2),
+    Case("more_workers_than_ranks.yaml", ("physical_workers = 6", "must be at most every world size",
+                                          "physical_workers(6) > axes.world_size[0](2)",
+                                          "physical_workers(6) > axes.world_size[1](4)",
+                                          "play no virtual rank"), problems=2),
     Case("simulate_with_workers.yaml", ("physical_workers", "= 2", "simulate backend runs one "
                                         "process")),
     Case("global_batch_too_large.yaml", ("axes.world_size[1]", "= 8", "world_size(8)",
@@ -148,7 +149,7 @@ CASES: tuple[Case, ...] = (
                                    "axes.scaling_rule[0] = 'quadratic'", "colour = 'blue'",
                                    "backend = 'horovod'"), problems=5),
     Case("several_cross_field.yaml", ("optimizer.type = 'lamb'", "scheduler.warmup_steps = -5",
-                                      "physical_workers(3)",
+                                      "physical_workers(9)",
                                       "target.metric = 'dev_accuracy'", "= 128"), problems=6),
     Case("several_problems_mixed.yaml", ("colour = 'blue'", "optimizer.lr = -1",
                                          "optimizer.betas = [0.9, 2.0]",
@@ -378,7 +379,7 @@ SUBPROCESS_SLOW: tuple[tuple[list[str], tuple[str, ...]], ...] = (
     (["plan", "{bad}/sweep_with_ds_syntax.yaml"], ("recipe_ds_syntax.json", "invalid JSON")),
     (["plan", "{bad}/missing_recipe.yaml"], ("no_such_recipe.yaml", "not found")),
     (["plan", "{bad}/global_batch_too_large.yaml"], ("world_size(8)", "64 samples")),
-    (["plan", "{bad}/not_divisible.yaml"], ("physical_workers(3) does not divide world_size(4)",)),
+    (["plan", "{bad}/more_workers_than_ranks.yaml"], ("physical_workers(6) > axes.world_size[1](4)",)),
     (["plan", SMOKE, "--set", "noequals"], ("KEY=VALUE",)),
     (["plan", SMOKE, "--set", "axes.world_size=[4"], ("not valid YAML",)),
     (["plan", SMOKE, "--set", "name.x=1"], ("name is not a mapping",)),

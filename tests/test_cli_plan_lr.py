@@ -19,10 +19,9 @@ from typing import Any
 import pytest
 
 from scalesweep.orchestrator.cli import main
-from tests.helpers import cli
+from tests.helpers import SCALESWEEP, cli
 
 ROOT = Path(__file__).resolve().parents[1]
-SCALESWEEP = ROOT / ".venv" / "bin" / "scalesweep"
 SMOKE = str(ROOT / "sweeps" / "smoke.yaml")
 WENET_SWEEP = str(ROOT / "sweeps" / "wenet_4v16.yaml")
 WENET = str(ROOT / "recipes" / "wenet_conformer.yaml")

@@ -15,9 +15,9 @@ import pytest
 from scalesweep.orchestrator.cli import build_parser, main
 from scalesweep.orchestrator.spec.files import load_mapping
 from scalesweep.orchestrator.spec.recipes import read_recipe
+from tests.helpers import SCALESWEEP
 
 ROOT = Path(__file__).resolve().parents[1]
-SCALESWEEP = ROOT / ".venv" / "bin" / "scalesweep"
 SWEEPS = sorted(p for p in (ROOT / "sweeps").iterdir() if p.suffix in (".yaml", ".yml"))
 RECIPES = sorted(p for p in (ROOT / "recipes").iterdir() if p.is_file())
 

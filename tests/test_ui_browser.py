@@ -36,6 +36,7 @@ from scalesweep.orchestrator.tracking.ui import (
     view_tag,
     view_tag_value,
 )
+from tests.helpers import SCALESWEEP
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "sweeps" / "smoke.yaml"
@@ -141,7 +142,7 @@ def _env() -> dict[str, str]:
 
 
 def _scalesweep() -> list[str]:
-    exe = ROOT / ".venv" / "bin" / "scalesweep"
+    exe = SCALESWEEP
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "scalesweep"]
 
 
