@@ -414,16 +414,54 @@ def _placement(spec: Any, ws: int, cluster: ClusterInfo) -> tuple[str, int, str]
     if backend == "simulate":
         return "simulate", 1, note
     if spec.physical_workers != "auto":
-        return "ddp", int(spec.physical_workers), note
-    # ddp, auto workers: one per virtual rank, unless the cluster is smaller; then the largest
-    # divisor of ws that fits, each worker playing ws/P virtual ranks (same updates).
-    fits = [p for p in range(ws, 0, -1) if ws % p == 0 and p * res.cpus_per_worker <= cluster.cpus
-            and p * res.gpus_per_worker <= cluster.gpus + 1e-9]
-    workers = fits[0] if fits else ws
+        workers = int(spec.physical_workers)
+        if workers <= ws and ws % workers:
+            note = _join(note, f"physical_workers {workers} of world_size {ws}: "
+                               f"{_assignment(ws, workers)}{_pace(ws, workers)}")
+        return "ddp", workers, note
+    # ddp, auto workers: one per virtual rank, unless the cluster is smaller. An update lasts
+    # as long as its busiest worker's ceil(ws/P) virtual ranks, so: the fewest workers that
+    # reach the smallest ceil(ws/P) the cluster allows. That is a divisor of ws whenever one
+    # is as fast (it was the rule before workers could play unequal shares, and it keeps every
+    # worker busy), and an uneven split only where it is faster: ws 16 on 6 CPUs runs 6
+    # workers of 3, 3, 3, 3, 2, 2 ranks (3 per update) rather than 4 of 4; on 12 CPUs, 8 of 2
+    # (12 workers would be no faster and hold 4 more CPUs that concurrent trials could use).
+    fitting = [p for p in range(1, ws + 1) if p * res.cpus_per_worker <= cluster.cpus
+               and p * res.gpus_per_worker <= cluster.gpus + 1e-9]
+    workers = _fewest_workers(ws, max(fitting)) if fitting else ws
     if workers != ws:
-        note = (f"physical_workers auto -> {workers} ({cluster.where} has {cluster.cpus:g} CPUs); "
-                f"each plays {ws // workers} virtual ranks")
+        note = _join(note, f"physical_workers auto -> {workers} ({cluster.where} has "
+                           f"{cluster.cpus:g} CPUs); {_assignment(ws, workers)}")
     return "ddp", workers, note
+
+
+def _fewest_workers(ws: int, most: int) -> int:
+    """The fewest workers whose busiest one plays as few virtual ranks as ``most`` workers'."""
+    per = -(-ws // most)  # ceil(ws / most): the busiest worker's ranks with ``most`` workers
+    return -(-ws // per)
+
+
+def _assignment(ws: int, workers: int) -> str:
+    """Who plays how many of the ``ws`` virtual ranks (sharding.virtual_rank_counts)."""
+    q, r = divmod(ws, workers)
+    if not r:
+        return f"each plays {q} virtual ranks"
+    first = "the first plays" if r == 1 else f"the first {r} play"
+    rest = "the last plays" if workers - r == 1 else f"the other {workers - r} play"
+    return f"{first} {q + 1} virtual ranks, {rest} {q}"
+
+
+def _pace(ws: int, workers: int) -> str:
+    """Where fewer workers would update as fast (the busiest one sets the pace), say so."""
+    fewest = _fewest_workers(ws, workers)
+    if fewest == workers:
+        return ""
+    return (f"; each update waits for the busiest worker's {-(-ws // workers)} ranks, as fast "
+            f"as with {fewest} workers")
+
+
+def _join(note: str, more: str) -> str:
+    return f"{note}; {more}" if note else more
 
 
 def _feasible(spec: Any, backend: str, workers: int, cluster: ClusterInfo) -> tuple[bool, str | None]:

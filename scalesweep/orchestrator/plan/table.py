@@ -15,7 +15,7 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
             r.name, str(r.world_size), r.scaling_rule, str(r.warmup_rule), str(r.global_batch),
             f"{r.lr:.4g}", f"{r.peak_lr:.4g}", str(r.warmup_steps), f"{r.warmup_epochs:.2f}",
             str(r.updates_per_epoch), str(r.total_updates), f"{r.epochs:.3g}", r.backend,
-            f"{r.physical_workers}x{r.world_size // r.physical_workers * r.accum_grad}",
+            _workers(r.world_size, r.physical_workers, r.accum_grad),
             "yes" if r.feasible else "NO",
         ])
     widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c)
@@ -83,6 +83,16 @@ def _recipe_settings(plan: Plan) -> list[str]:
     width = max(len(f"{p} = {v}") for p, v, _ in rows)
     lines.extend(f"  {f'{p} = {v}'.ljust(width)}  <- {o}" for p, v, o in rows)
     return lines
+
+
+def _workers(ws: int, workers: int, accum: int) -> str:
+    """The PxA column: P workers x micro-batches per worker and update ("2x4"); where P does
+    not divide ws, the two shares, the first ws mod P workers' first ("3x12/10" for ws 16,
+    accum 2: 6, 5, 5 virtual ranks; the row's note says who plays what)."""
+    q, r = divmod(ws, workers)
+    if not r:
+        return f"{workers}x{q * accum}"
+    return f"{workers}x{(q + 1) * accum}/{q * accum}"
 
 
 def _target(plan: Plan) -> str:

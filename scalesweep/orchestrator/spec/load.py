@@ -298,12 +298,15 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path) -> Sweep:
                          "speedups")
 
     if isinstance(spec.physical_workers, int):
+        # Any P up to V works (a worker plays V // P virtual ranks or one more); beyond V a
+        # worker would have no rank to play, and the all-reduce would wait on an idle process.
         for i, ws in enumerate(spec.axes.world_size):
-            if ws % spec.physical_workers:
-                problems.append(Problem(f"axes.world_size[{i}]", ws,
-                                        f"physical_workers({spec.physical_workers}) does not divide "
-                                        f"world_size({ws}): each worker must play the same number "
-                                        "of virtual ranks"))
+            if spec.physical_workers > ws:
+                problems.append(Problem("physical_workers", spec.physical_workers,
+                                        f"must be at most every world size, but "
+                                        f"physical_workers({spec.physical_workers}) > "
+                                        f"axes.world_size[{i}]({ws}): a worker would play no "
+                                        "virtual rank"))
 
     if workload is not None:
         problems.extend(_check_target(spec, workload))
