@@ -60,8 +60,12 @@ class RayCluster:
     """``ray start --head`` plus one ``ray start --address`` worker node, on 127.0.0.1."""
 
     def __init__(self, base: Path, *, head_cpus: int = 2, worker_cpus: int = 2,
-                 private_dir: Path | None = None) -> None:
+                 private_dir: Path | None = None, path: str | None = None,
+                 nodes: int = 2) -> None:
         self.base = base
+        # the nodes' PATH; None: this venv's bin first, as if the user had activated it
+        self.path = path
+        self.nodes = nodes  # 1: the head alone
         self.head_cpus, self.worker_cpus = head_cpus, worker_cpus
         self.private_dir = private_dir  # hidden by a tmpfs on the worker node
         self.token = secrets.token_hex(24)
@@ -69,7 +73,7 @@ class RayCluster:
         # one per node, as on separate machines (a shared one would mean one runtime_resources
         # directory that both nodes' runtime-env agents manage); short, since Ray's unix socket
         # paths live below it (108-byte limit)
-        self.temp_dirs = [Path(tempfile.mkdtemp(prefix="ssr", dir="/tmp")) for _ in range(2)]
+        self.temp_dirs = [Path(tempfile.mkdtemp(prefix="ssr", dir="/tmp")) for _ in range(nodes)]
         self.gcs_port = free_port()
         self.dashboard_port = free_port()
         self.client_port = free_port()
@@ -90,10 +94,15 @@ class RayCluster:
         return f"ray://127.0.0.1:{self.client_port}"
 
     def env(self, **extra: str) -> dict[str, str]:
-        """What the nodes run with: this venv first on PATH (the job's ``python``), token mode."""
+        """What the nodes run with: this venv first on PATH (unless ``path`` says otherwise),
+        token mode."""
         venv_bin = str(Path(sys.executable).parent)
-        return cli_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_file),
-                       PATH=f"{venv_bin}:{os.environ.get('PATH', '')}", **extra)
+        env = cli_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_file),
+                      PATH=self.path or f"{venv_bin}:{os.environ.get('PATH', '')}", **extra)
+        if self.path is not None:  # nothing else may point at the venv either
+            for var in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"):
+                env.pop(var, None)
+        return env
 
     # lifecycle ---------------------------------------------------------------------------
     def start(self, timeout: float = 120.0) -> RayCluster:
@@ -109,6 +118,8 @@ class RayCluster:
                 "--num-gpus=0", *self._agent_ports(), *common]
         self._spawn("head", head)
         self._wait(lambda: self._gcs_up(), timeout, "the head's GCS and dashboard")
+        if self.nodes == 1:
+            return self
         worker = [RAY, "start", f"--address={self.gcs_address}", f"--temp-dir={self.temp_dirs[1]}",
                   f"--num-cpus={self.worker_cpus}",
                   "--num-gpus=0", '--resources={"second_node": 1}', *self._agent_ports(), *common]

@@ -196,6 +196,12 @@ def test_submit_runs_a_ddp_sweep_across_both_nodes_into_mlflow(
     summary = json.loads((tmp_path / "out/summary.json").read_text())
     assert [(t["name"], t["status"], t["backend"], t["physical_workers"]) for t in summary] == [
         ("ws4-warmup20-none", "completed", "ddp", 4)]
+    # the paths printed are ones the user can open: this machine's summary, the MLflow parent
+    # run's report (the driver's own report path is in the job's directory on the head)
+    assert f"summary: {tmp_path / 'out/summary.json'}" in out and "report: reports/" not in out
+    shown = re.search(r"^write the report here: scalesweep report --run-id (\w+) --tracking-uri "
+                      rf"{re.escape(mlflow_server.uri)}$", out, re.M)
+    assert shown, out
 
     # the trial's 4 Ray Train workers sat on both nodes (the state API keeps dead actors)
     details = next(j for j in cluster.api("/api/jobs/") if j["submission_id"] == job[1])
@@ -209,6 +215,8 @@ def test_submit_runs_a_ddp_sweep_across_both_nodes_into_mlflow(
     parents = client.search_runs([exp.experiment_id], "tags.`scalesweep.role` = 'parent'")
     assert len(parents) == 1
     parent = parents[0]
+    assert parent.info.run_id == shown[1]
+    assert "report/report.html" in {a.path for a in client.list_artifacts(shown[1], "report")}
     children = client.search_runs([exp.experiment_id],
                                   f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     assert [c.info.run_id for c in children] == [summary[0]["mlflow_run_id"]]

@@ -1,8 +1,10 @@
 """Sweeps whose driver runs on a Ray cluster's head node.
 
 * ``scalesweep submit SWEEP --address http://HEAD:8265``: a Ray job (the Jobs API) whose
-  entrypoint is ``python -m scalesweep run SWEEP --address auto ...``; its logs stream back and
-  its exit code is ours.
+  entrypoint is ``<python> -m scalesweep run SWEEP --address auto ...``; its logs stream back and
+  its exit code is ours. ``<python>`` is the interpreter of the head's Ray workers, by its
+  absolute path, found by a probe job first (``cluster_python``): the shell's ``python`` there
+  need not be it, nor have torch. A cluster whose workers lack a dependency gets nothing.
 * ``scalesweep run SWEEP --address ray://HEAD:10001`` (Ray Client): the same run, as one task
   pinned to the head; the summary comes back to this machine.
 
@@ -29,6 +31,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -40,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalesweep.orchestrator.launch.cluster_python import Verdict
 from scalesweep.orchestrator.launch.ray_auth import (
     AUTH_HINT,
     auth_token,
@@ -62,6 +66,12 @@ EXCLUDES = (".venv", "venv", ".git", "mlflow.db", "mlflow.db-*", "mlruns", "mlar
 STAGE = "_scalesweep_submit"  # inside the shipped tree: sweep/recipe files from elsewhere
 SUMMARY_MARK = "@@scalesweep-summary@@ "
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+#: the probe job starts a driver and one task, and imports torch, mlflow, ... there
+PROBE_TIMEOUT_S = 300.0
+#: what the sweep's driver prints once its MLflow parent run exists (launch/run.py: run_sweep)
+PARENT_RUN = re.compile(r"MLflow parent run (\w+) at ")
+#: the driver's "report: <path>" line (cli._finish); that path is in the job's working_dir
+REPORT_LINE = re.compile(r"^report: (\S.*)$")
 
 
 # -- what gets shipped -----------------------------------------------------------------------
@@ -207,8 +217,9 @@ def submit(args: argparse.Namespace) -> int:
     sweep, recipe = _validate(args.sweep, list(args.set), uri, arg_problems)
     _warn_loopback_tracking(address, uri)
     client = _jobs_client(address)
+    python = _probe_python(client, address)  # exit 2 where the workers' python cannot run it
     with shipment(args.sweep, list(args.set), recipe) as ship:
-        entrypoint = _entrypoint(ship, uri, args.verbose, bool(args.summary_json))
+        entrypoint = _entrypoint(ship, uri, args.verbose, bool(args.summary_json), python.command)
         job_id = f"scalesweep-{sweep.spec.name}-{uuid.uuid4().hex[:8]}"
         client.submit_job(
             entrypoint=entrypoint, submission_id=job_id,
@@ -233,9 +244,78 @@ def submit(args: argparse.Namespace) -> int:
     print(f"job {job_id} {status}" + (f" (exit code {code})" if code else ""), flush=True)
     if code and info.message:
         print(f"ray: {info.message}", file=sys.stderr)
-    if args.summary_json:
-        _write_summary(logs, args.summary_json)
+    _where_results_are(logs, uri)
+    if args.summary_json and _write_summary(logs, args.summary_json):
+        print(f"summary: {Path(args.summary_json).resolve()}", flush=True)
     return code
+
+
+def _where_results_are(logs: str, uri: str) -> None:
+    """Where the user finds the report: the MLflow parent run, not the head's job directory
+    (the paths the driver printed are inside the job's temporary working_dir)."""
+    parents = PARENT_RUN.findall(logs)
+    if not parents:
+        return
+    parent = parents[-1]
+    lines = logs.splitlines()
+    logged = any(REPORT_LINE.match(ln) for ln in lines)
+    print(f"MLflow parent run {parent} at {uri}" + (
+        ": the report is logged there as artifacts report/ (report.html, figures, trials.csv)"
+        if logged else ""), flush=True)
+    print(f"write the report here: scalesweep report --run-id {parent} --tracking-uri {uri}",
+          flush=True)
+
+
+def _probe_python(client: Any, address: str) -> Verdict:
+    """Run the probe job (cluster_python explains why and how) and judge its report: raises
+    InputError (exit 2) for what the cluster's workers cannot run, prints the warnings, and
+    returns the interpreter the sweep's job is to run with."""
+    from scalesweep.orchestrator.launch import cluster_probe
+    from scalesweep.orchestrator.launch.cluster_python import (
+        SCRIPT,
+        check,
+        describe,
+        local_report,
+        parse_report,
+        probe_entrypoint,
+    )
+
+    start = time.monotonic()
+    job_id = f"scalesweep-probe-{uuid.uuid4().hex[:8]}"
+    print(f"checking the Python of the Ray workers at {address} (probe job {job_id}) ...", flush=True)
+    # only the probe's own file: no project tree to pack and upload, nothing of ours to import
+    with tempfile.TemporaryDirectory(prefix="scalesweep-probe-") as tmp:
+        shutil.copyfile(cluster_probe.__file__, Path(tmp) / SCRIPT)
+        client.submit_job(entrypoint=probe_entrypoint(), submission_id=job_id,
+                          runtime_env={"working_dir": tmp, "env_vars": {"PYTHONUNBUFFERED": "1"}},
+                          metadata={"scalesweep.probe": "python"})
+    try:
+        info = _wait_terminal(client, job_id, timeout_s=PROBE_TIMEOUT_S)
+    except KeyboardInterrupt:
+        client.stop_job(job_id)
+        raise
+    status = str(getattr(info.status, "value", info.status))
+    if status not in TERMINAL:
+        client.stop_job(job_id)
+        raise RuntimeError(f"the probe job {job_id} on {address} did not finish in "
+                           f"{PROBE_TIMEOUT_S:.0f} s ({status}; `ray job logs {job_id}` says "
+                           "why); nothing was submitted")
+    logs = client.get_job_logs(job_id)
+    remote = parse_report(logs)
+    if remote is None:
+        tail = "\n".join(f"  | {ln}" for ln in logs.splitlines()[-15:])
+        raise RuntimeError(f"the probe job {job_id} on {address} ended {status} without reporting "
+                           f"the cluster's Python ({info.message or 'no message'}); its log "
+                           f"ends:\n{tail}\nnothing was submitted")
+    # the probe job stays in the cluster's job list (metadata scalesweep.probe): deleting it
+    # races the job manager's last status write, which can put it back
+    verdict = check(address, remote, local_report())
+    if verdict.problems:
+        raise verdict.error()
+    for warning in verdict.warnings:
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
+    print(f"{describe(verdict)} (probed in {time.monotonic() - start:.1f} s)", flush=True)
+    return verdict
 
 
 def job_exit_code(info: Any) -> int:
@@ -263,8 +343,10 @@ def _jobs_client(address: str) -> Any:
                            "dashboard running there? (nothing was submitted)") from None
 
 
-def _entrypoint(ship: Shipment, uri: str, verbose: bool, summary: bool) -> str:
-    cmd = ["python", "-m", "scalesweep", "run", ship.sweep, "--address", "auto",
+def _entrypoint(ship: Shipment, uri: str, verbose: bool, summary: bool, python: list[str]) -> str:
+    """The job's shell command; ``python`` is the probed interpreter of the head's Ray workers,
+    by its absolute path, not the shell's ``python`` (whatever comes first on the head's PATH)."""
+    cmd = [*python, "-m", "scalesweep", "run", ship.sweep, "--address", "auto",
            "--tracking-uri", uri]
     for item in ship.overrides:
         cmd += ["--set", item]
@@ -277,7 +359,7 @@ def _entrypoint(ship: Shipment, uri: str, verbose: bool, summary: bool) -> str:
     emit = (f"import json,os,sys; p=sys.argv[1]; os.path.exists(p) and "
             f"print({SUMMARY_MARK!r} + json.dumps(json.load(open(p))))")
     return (f"{shlex.join([*cmd, '--summary-json', path])}; rc=$?; "
-            f"{shlex.join(['python', '-c', emit, path])}; exit $rc")
+            f"{shlex.join([*python, '-c', emit, path])}; exit $rc")
 
 
 def _follow(client: Any, job_id: str) -> int:
@@ -292,22 +374,31 @@ def _follow(client: Any, job_id: str) -> int:
             pending += chunk
             *lines, pending = pending.split("\n")
             for line in lines:
-                if not line.startswith(SUMMARY_MARK):
-                    print(line, flush=True)
+                _show(line)
 
     try:
         asyncio.run(tail())
     except (RuntimeError, OSError) as exc:  # the websocket dropped: the rest comes at the end
         print(f"(log stream interrupted: {exc}; waiting for the job)", file=sys.stderr, flush=True)
-    if pending and not pending.startswith(SUMMARY_MARK):
-        print(pending, flush=True)
+    if pending:
+        _show(pending)
     return count
+
+
+def _show(line: str) -> None:
+    """One line of the job's log, as the user should read it here."""
+    if line.startswith(SUMMARY_MARK):
+        return
+    if REPORT_LINE.match(line):
+        # a path in the job's temporary working_dir on the head: useless here
+        line = ("report: made on the head and logged on the MLflow parent run (artifacts "
+                "report/); how to get it here is printed at the end")
+    print(line, flush=True)
 
 
 def _print_rest(logs: str, printed: int) -> None:
     for line in logs[printed:].splitlines():
-        if not line.startswith(SUMMARY_MARK):
-            print(line, flush=True)
+        _show(line)
 
 
 def _wait_terminal(client: Any, job_id: str, timeout_s: float) -> Any:
@@ -319,13 +410,14 @@ def _wait_terminal(client: Any, job_id: str, timeout_s: float) -> Any:
         time.sleep(0.5)
 
 
-def _write_summary(logs: str, path: str) -> None:
+def _write_summary(logs: str, path: str) -> bool:
     lines = [ln for ln in logs.splitlines() if ln.startswith(SUMMARY_MARK)]
     if not lines:
         print(f"warning: the job wrote no summary, so {path} was not written", file=sys.stderr)
-        return
+        return False
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(json.loads(lines[-1][len(SUMMARY_MARK):]), indent=1))
+    return True
 
 
 # -- scalesweep run --address ray://... ------------------------------------------------------
