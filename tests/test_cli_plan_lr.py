@@ -61,7 +61,7 @@ def assert_plan_row(row: dict[str, Any]) -> None:
     assert row["global_batch"] == row["world_size"] * row["per_worker_batch"] * row["accum_grad"]
     assert row["warmup_epochs"] == pytest.approx(row["warmup_steps"] / row["updates_per_epoch"],
                                                  rel=REL)
-    assert row["world_size"] % row["physical_workers"] == 0
+    assert 1 <= row["physical_workers"] <= row["world_size"]  # any P up to V (uneven shares)
     assert row["backend"] in ("ddp", "simulate")
     assert isinstance(row["feasible"], bool)
 
