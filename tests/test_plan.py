@@ -130,3 +130,25 @@ def test_plan_warns_when_a_trial_makes_too_few_evaluations() -> None:
     assert "ws2-warmup20-none" in warning and "training.eval_every_epochs" in warning
     fine = make_plan(load_sweep(str(ROOT / "sweeps" / "smoke.yaml")))  # 6 epochs, every 0.5: 12 evals
     assert not [n for n in fine.notes if "fewer than 10 evaluations" in n]
+
+
+def test_narrowing_an_axis_on_the_command_line_leaves_the_files_excludes_as_notes() -> None:
+    # `--set axes.world_size=[4]` to debug the study: its exclude entries for 16 exclude nothing
+    plan = plan_of("wenet_4v16.yaml", "axes.world_size=[4]", "axes.seed=[0]")
+    assert [r.name for r in plan.rows] == ["ws4-warmup300-none"]
+    assert sum("names world_size=16, not among the axis values [4] given with --set" in n
+               for n in plan.notes) == 3
+
+
+def test_an_exclude_value_the_files_own_axes_lack_is_still_refused(tmp_path: Path) -> None:
+    # written in the file against the file's axes: a typo, exit 2 as before
+    text = (ROOT / "sweeps" / "wenet_4v16.yaml").read_text().replace(
+        "- {world_size: 16, warmup_rule: fixed, scaling_rule: linear}",
+        "- {world_size: 61, warmup_rule: fixed, scaling_rule: linear}")
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "wenet_conformer.yaml").write_text(
+        (ROOT / "recipes" / "wenet_conformer.yaml").read_text())
+    (tmp_path / "typo.yaml").write_text(text)
+    with pytest.raises(InputError) as err:
+        load_sweep(tmp_path / "typo.yaml", ["axes.seed=[0]"])
+    assert any(p.path == "exclude[1].world_size" and p.value == 61 for p in err.value.problems)

@@ -178,7 +178,8 @@ def pydantic_problems(exc: ValidationError, prefix: str = "") -> list[Problem]:
 def load_sweep(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
     src = str(path)
     data = load_mapping(path)
-    problems = apply_overrides(data, parse_overrides(overrides))
+    parsed = parse_overrides(overrides)
+    problems = apply_overrides(data, parsed)
     if problems:
         raise InputError(src, problems)
     try:
@@ -186,7 +187,12 @@ def load_sweep(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
     except ValidationError as exc:
         # the independent checks still run, so the user sees everything at once
         raise InputError(src, _dedupe(pydantic_problems(exc) + _raw_checks(data))) from None
-    return _check(spec, src, Path(path))
+    # axes the command line replaced: `--set axes.world_size=[4]` narrows a study to debug it,
+    # and the file's exclude entries for the values it dropped then exclude nothing
+    narrowed = {key.removeprefix("axes.") for key, _ in parsed if key.startswith("axes.")}
+    if any(key == "axes" for key, _ in parsed):
+        narrowed |= set(FIXED_AXES) | set(spec.axes.free_axes())
+    return _check(spec, src, Path(path), narrowed)
 
 
 def _raw_checks(data: Mapping[str, Any]) -> list[Problem]:
@@ -217,7 +223,7 @@ def recipe_candidates(recipe: str, sweep_path: Path) -> list[Path]:
     return [p, *(d / p for d in (here, *here.parents))]
 
 
-def _check(spec: SweepSpec, src: str, sweep_path: Path) -> Sweep:
+def _check(spec: SweepSpec, src: str, sweep_path: Path, narrowed: set[str] | None = None) -> Sweep:
     problems: list[Problem] = []
     notes: list[str] = []
 
@@ -285,7 +291,7 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path) -> Sweep:
     base.scheduler.update(integral_counts(base.scheduler))
 
     problems.extend(_check_settings(base))
-    problems.extend(_check_axes(spec, base))
+    problems.extend(_check_axes(spec, base, narrowed or set(), notes))
 
     problems.extend(_check_baseline_values(spec.baseline or {}))
     for key, value in (spec.baseline or {}).items():
@@ -450,7 +456,8 @@ def _is_num(v: Any, low: float, strict: bool = False) -> bool:
     return v > low if strict else v >= low
 
 
-def _check_axes(spec: SweepSpec, base: Settings) -> list[Problem]:
+def _check_axes(spec: SweepSpec, base: Settings, narrowed: set[str], notes: list[str]
+                ) -> list[Problem]:
     problems: list[Problem] = []
     names = set(FIXED_AXES)
     for key, values in spec.axes.free_axes().items():
@@ -486,7 +493,12 @@ def _check_axes(spec: SweepSpec, base: Settings) -> list[Problem]:
                 continue
             values = getattr(spec.axes, key) if key in FIXED_AXES else spec.axes.free_axes()[key]
             if isinstance(values, list) and value not in values and label != "baseline":
-                problems.append(Problem(f"{label}.{key}", value, f"not among the axis values {values}"))
+                if key in narrowed:  # the file named it; the command line dropped it
+                    notes.append(f"{label} names {key}={value!r}, not among the axis values "
+                                 f"{values} given with --set: it excludes nothing")
+                else:  # written in the file against the file's own axes: a typo
+                    problems.append(Problem(f"{label}.{key}", value,
+                                            f"not among the axis values {values}"))
     return problems
 
 
