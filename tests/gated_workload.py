@@ -6,7 +6,9 @@ the first, counted across every process of the sweep through files in ``gate_dir
 ``gate_eval``-th evaluation: it writes ``gate_dir/waiting`` and waits until ``gate_dir/release``
 exists. The test kills the sweep driver while that trial is held, so the kill lands mid-trial
 however fast or slow the machine is. A trial built after the gate was passed (the resumed one)
-is never held.
+is never held. ``second_gate_eval`` holds the same trial once more, at that evaluation, with
+``waiting-2``/``release-2``: the outage test takes MLflow down between the two gates, so the
+evaluations in between are made during the outage whatever the machine's speed.
 """
 
 from __future__ import annotations
@@ -40,11 +42,14 @@ def _claim_build_number(gate_dir: Path) -> int:
 
 
 class _Gated:
-    def __init__(self, inner: Workload, gate_dir: Path, gated_trial: int, gate_eval: int) -> None:
+    def __init__(self, inner: Workload, gate_dir: Path, gated_trial: int, gate_eval: int,
+                 second_gate_eval: int | None = None) -> None:
         self._inner = inner
         self._gate_dir = gate_dir
         self._gated_trial = gated_trial
-        self._gate_eval = gate_eval
+        self._gates = {gate_eval: ("waiting", "release")}
+        if second_gate_eval is not None:
+            self._gates[second_gate_eval] = ("waiting-2", "release-2")
         self._held = False
         self._evals = 0
         self.metrics = inner.metrics
@@ -60,10 +65,11 @@ class _Gated:
 
     def dev_batches(self, batch_size: int) -> Iterator[Any]:
         self._evals += 1
-        if self._held and self._evals == self._gate_eval:
-            (self._gate_dir / "waiting").touch()
+        if self._held and self._evals in self._gates:
+            waiting, release = self._gates[self._evals]
+            (self._gate_dir / waiting).touch()
             end = time.monotonic() + MAX_HOLD_S
-            while not (self._gate_dir / "release").exists() and time.monotonic() < end:
+            while not (self._gate_dir / release).exists() and time.monotonic() < end:
                 time.sleep(0.1)
         return self._inner.dev_batches(batch_size)
 
@@ -73,4 +79,6 @@ def make(options: Mapping[str, Any]) -> Workload:
     gate_dir = Path(str(opts.pop("gate_dir")))
     gated_trial = int(opts.pop("gated_trial", 1))
     gate_eval = int(opts.pop("gate_eval", 4))
-    return _Gated(make_mlp(opts), gate_dir, gated_trial, gate_eval)
+    second = opts.pop("second_gate_eval", None)
+    return _Gated(make_mlp(opts), gate_dir, gated_trial, gate_eval,
+                  None if second is None else int(second))

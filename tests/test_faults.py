@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -51,48 +52,73 @@ def test_trial_failing_every_time_is_failed_with_its_error_and_the_sweep_goes_on
 
 
 def test_tracking_server_outage_mid_sweep_loses_no_metric(tmp_path: Path) -> None:
+    """MLflow goes down while a trial trains and comes back before the sweep ends: the sweep
+    goes on, and every evaluation reaches MLflow once. The trial is held at its 2nd evaluation
+    (tests.gated_workload) until the server is down, and at its 6th until the driver has found
+    it down, so evaluations 2-5 are made during the outage on any machine."""
     import subprocess
     import sys
+    import threading
     import time
 
     from tests.helpers import MlflowServer, cli_env
 
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    workload = (f"workload={{name: 'tests.gated_workload:make', options: {{gate_dir: '{gate}', "
+                "gated_trial: 0, gate_eval: 2, second_gate_eval: 6}}")
     server = MlflowServer(tmp_path / "server").start()
     driver = subprocess.Popen(
-        [sys.executable, "-m", "scalesweep", "run", str(SWEEPS / "smoke.yaml"),
-         "--tracking-uri", server.uri, "--set", "training.epochs=25",
-         "--set", "resources.max_concurrent_trials=1", "--summary-json", "s.json"],
-        cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        client = MlflowClient(server.uri)
+        [sys.executable, "-m", "scalesweep", "run", str(SWEEPS / "smoke.yaml"), *ONE_TRIAL,
+         "--set", workload, "--tracking-uri", server.uri, "--summary-json", "s.json"],
+        cwd=tmp_path, env=cli_env(PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+
+    def read() -> None:  # the driver's output, line by line as it comes
+        for line in driver.stdout or []:
+            lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+
+    def wait_for(what: str, ready: Callable[[], bool]) -> None:
+        # an event, not a duration: the deadline only turns a hang into a failure
         deadline = time.monotonic() + 300
-        while True:  # wait until the first trial is logging
-            exp = client.get_experiment_by_name("smoke")
-            runs = client.search_runs([exp.experiment_id]) if exp else []
-            if any(client.get_metric_history(r.info.run_id, "dev_loss") for r in runs
-                   if "mlflow.parentRunId" in r.data.tags):
-                break
-            assert driver.poll() is None and time.monotonic() < deadline
-            time.sleep(0.5)
-        server.stop()  # the outage: trials keep training, metrics stay in the driver's buffer
-        time.sleep(15)
+        while not ready():
+            assert driver.poll() is None, f"the sweep ended while waiting for {what}:\n{''.join(lines)}"
+            assert time.monotonic() < deadline, f"no {what} in 300 s:\n{''.join(lines)}"
+            time.sleep(0.2)
+
+    try:
+        wait_for("trial held at evaluation 2", (gate / "waiting").exists)
+        server.stop()  # the outage: the trial trains on, its metrics stay in the driver's buffer
+        (gate / "release").touch()
+        wait_for("trial held at evaluation 6", (gate / "waiting-2").exists)
+        wait_for("the driver noticing the outage", lambda: any("MLflow unreachable" in x for x in lines))
         assert driver.poll() is None, "the sweep died with its tracking server"
         server.start()  # same port, same store
-        out, _ = driver.communicate(timeout=600)
+        (gate / "release-2").touch()
+        driver.wait(timeout=600)
+        reader.join(timeout=30)
     finally:
+        (gate / "release").touch()
+        (gate / "release-2").touch()
         if driver.poll() is None:
             driver.kill()
         server.stop()
+    out = "".join(lines)
     server.start()
     try:
         assert driver.returncode == 0, out
-        assert "MLflow unreachable" in out and "reachable again" in out
+        assert "reachable again" in out
         client = MlflowClient(server.uri)
-        for t in json.loads((tmp_path / "s.json").read_text()):
-            run = client.get_run(t["mlflow_run_id"])
-            assert run.info.status == "FINISHED" and run.data.tags["status"] == "completed"
-            every, total = int(run.data.params["eval_every"]), t["total_updates"]
-            steps = [m.step for m in client.get_metric_history(t["mlflow_run_id"], "dev_loss")]
-            assert steps == sorted({*range(every, total + 1, every), total}), t["name"]
+        (t,) = json.loads((tmp_path / "s.json").read_text())
+        run = client.get_run(t["mlflow_run_id"])
+        assert run.info.status == "FINISHED" and run.data.tags["status"] == "completed"
+        every, total = int(run.data.params["eval_every"]), t["total_updates"]
+        steps = [m.step for m in client.get_metric_history(t["mlflow_run_id"], "dev_loss")]
+        assert steps == sorted({*range(every, total + 1, every), total})
+        assert len(steps) >= 7  # the evaluations made during the outage are among them
     finally:
         server.stop()
