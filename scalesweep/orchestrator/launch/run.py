@@ -93,7 +93,8 @@ def _connect(address: str | None, verbose: bool) -> None:
     if address and address.startswith("ray://"):
         raise InputError("ray", [Problem("address", address, "a Ray Client address cannot host "
                                          "the sweep driver: `scalesweep run --address ray://...` "
-                                         "runs it on the head (orchestrator.launch.submit.run_via_client)")])
+                                         "runs it on the head "
+                                         "(scalesweep.orchestrator.launch.submit.run_via_client)")])
     if address:
         from scalesweep.orchestrator.launch.ray_auth import enable_token_auth
 
