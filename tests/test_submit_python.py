@@ -133,6 +133,26 @@ def test_parse_report_takes_the_marked_line_and_local_report_is_this_interpreter
     assert here["packages"]["torch"]["imports"] and here["packages"]["ray.train"]["version"]
 
 
+def test_submit_shows_the_mlflow_parent_run_not_the_heads_report_path(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from scalesweep.orchestrator.launch import submit as sub
+
+    logs = ("sweep smoke: 1 trials, MLflow parent run 0123abcd at http://mlflow:5000; state in /s\n"
+            "report: reports/smoke/report.html\n")
+    for line in logs.splitlines():
+        sub._show(line)
+    sub._show(f"{sub.SUMMARY_MARK}[]")
+    sub._where_results_are(logs, "http://mlflow:5000")
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "sweep smoke: 1 trials, MLflow parent run 0123abcd at http://mlflow:5000; state in /s",
+        "report: made on the head and logged on the MLflow parent run (artifacts report/); how to "
+        "get it here is printed at the end",
+        "MLflow parent run 0123abcd at http://mlflow:5000: the report is logged there as artifacts "
+        "report/ (report.html, figures, trials.csv)",
+        "write the report here: scalesweep report --run-id 0123abcd --tracking-uri http://mlflow:5000"]
+
+
 # -- the probe's entrypoint, under a stand-in for the raylet -------------------------------
 
 
@@ -228,7 +248,7 @@ def test_submit_runs_the_workers_python_not_the_paths(stripped_head: RayCluster,
     # the probe found the workers' interpreter: this venv's, though not on the head's PATH
     found = re.search(rf"^cluster at {re.escape(cluster.dashboard)}: Ray workers run (\S+) "
                       r"\(Python [\d.]+\), which imports scalesweep's dependencies; the job runs "
-                      r"with it \(probed in [\d.]+ s\)$", out, re.M)
+                      r"with it \(probed in [\d.]+ s[^)]*\)$", out, re.M)
     assert found, out
     assert Path(found[1]).parent == Path(sys.executable).parent
     assert re.search(rf"submitted Ray job \S+ to \S+: {re.escape(found[1])} -m scalesweep run ", out)

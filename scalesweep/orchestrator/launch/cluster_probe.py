@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import sys
+import time
 from typing import Any
 
 MARK = "@@scalesweep-probe@@ "
@@ -76,12 +77,15 @@ def packages(do_import: bool) -> dict[str, dict[str, Any]]:
 
 def report() -> dict[str, Any]:
     """What a Ray task on the head reports: its interpreter and the packages it can import."""
-    return {**interpreter(), "packages": packages(do_import=True)}
+    start = time.monotonic()
+    found = packages(do_import=True)
+    return {**interpreter(), "packages": found, "import_s": round(time.monotonic() - start, 2)}
 
 
 def main(argv: list[str]) -> int:
     """Run :func:`report` as a Ray task on this node and print it, marked. ``argv[1]`` says how
     the entrypoint found the interpreter running this (``raylet`` or ``PATH``)."""
+    start = time.monotonic()
     out: dict[str, Any] = {"found_by": argv[1] if len(argv) > 1 else "",
                            "driver_executable": sys.executable, "error": None}
     try:
@@ -102,8 +106,13 @@ def main(argv: list[str]) -> int:
         task = ray.remote(report).options(
             num_cpus=0, max_retries=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))
+        connected = time.monotonic()
         found: dict[str, Any] = ray.get(task.remote(), timeout=240)
         out.update(found)
+        # where a slow probe spends its time: connecting, the task (a worker's start and the
+        # imports), and the imports alone
+        out["connect_s"] = round(connected - start, 2)
+        out["task_s"] = round(time.monotonic() - connected, 2)
     except BaseException as exc:  # the client reports it, with the interpreter
         out.update(interpreter())
         out["error"] = f"the probe's Ray task failed ({type(exc).__name__}: {exc})".splitlines()[0]

@@ -314,7 +314,12 @@ def _probe_python(client: Any, address: str) -> Verdict:
         raise verdict.error()
     for warning in verdict.warnings:
         print(f"warning: {warning}", file=sys.stderr, flush=True)
-    print(f"{describe(verdict)} (probed in {time.monotonic() - start:.1f} s)", flush=True)
+    took = time.monotonic() - start
+    parts = [f"{label} {remote[key]:.1f} s" for key, label in (
+        ("connect_s", "driver connecting"), ("task_s", "task"), ("import_s", "imports in it"))
+        if isinstance(remote.get(key), int | float)]
+    print(f"{describe(verdict)} (probed in {took:.1f} s" + (f": {', '.join(parts)}" if parts else "")
+          + ")", flush=True)
     return verdict
 
 
