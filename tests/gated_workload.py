@@ -56,10 +56,13 @@ class _Gated:
         self.defaults = inner.defaults
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # unpickling looks up attributes before _inner is set
+            raise AttributeError(name)
         return getattr(self._inner, name)
 
     def build_model(self) -> torch.nn.Module:
-        self._held = _claim_build_number(self._gate_dir) == self._gated_trial
+        # gated_trial -1: every model (a ddp trial, where only rank 0 evaluates, so its rank 0)
+        self._held = self._gated_trial < 0 or _claim_build_number(self._gate_dir) == self._gated_trial
         self._evals = 0
         return self._inner.build_model()
 

@@ -152,3 +152,19 @@ def test_an_exclude_value_the_files_own_axes_lack_is_still_refused(tmp_path: Pat
     with pytest.raises(InputError) as err:
         load_sweep(tmp_path / "typo.yaml", ["axes.seed=[0]"])
     assert any(p.path == "exclude[1].world_size" and p.value == 61 for p in err.value.problems)
+
+
+def test_elastic_trials_are_ddp_with_at_most_p_as_their_minimum() -> None:
+    with pytest.raises(InputError) as err:
+        load_sweep(ROOT / "sweeps" / "smoke.yaml", ["resources.elastic={min_workers: 2}"])
+    assert [p.path for p in err.value.problems] == ["resources.elastic"]
+    with pytest.raises(InputError) as err:
+        load_sweep(ROOT / "sweeps" / "smoke.yaml", ["backend=ddp", "physical_workers=2",
+                                                    "resources.elastic={min_workers: 3}"])
+    assert [(p.path, p.value) for p in err.value.problems] == [("resources.elastic.min_workers", 3)]
+    big = ClusterInfo(cpus=8, gpus=0, memory_gb=64, where="a test cluster")
+    plan = plan_of("smoke.yaml", "backend=ddp", "physical_workers=2",
+                   "resources.elastic={min_workers: 1}", cluster=big)
+    assert {r.trial.min_workers for r in plan.rows} == {1}
+    assert {r.trial.min_workers for r in plan_of("smoke.yaml", "backend=ddp", "physical_workers=2",
+                                                  cluster=big).rows} == {None}

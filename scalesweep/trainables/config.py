@@ -38,6 +38,9 @@ class TrialConfig(BaseModel):
     #: P: processes, at most world_size; each plays V // P virtual ranks, the first V mod P one
     #: more (scalesweep.trainables.sharding.virtual_ranks)
     physical_workers: int = Field(ge=1)
+    #: elastic (ddp): Ray Train may run the trial on as few as this many workers, the loop
+    #: taking P from the live group (the updates depend on V only); None = exactly P
+    min_workers: int | None = Field(default=None, ge=1)
     backend: Backend = "simulate"
     use_gpu: bool = False
 

@@ -19,6 +19,9 @@ from scalesweep.trainables.world import DistributedWorld
 
 
 def _report(metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
+    # the live group's size: an elastic trial may run on fewer workers after a loss, and the
+    # MLflow chart of physical_workers shows when
+    metrics = {**metrics, "physical_workers": ray.train.get_context().get_world_size()}
     if checkpoint_dir is None:
         ray.train.report(metrics)
         return

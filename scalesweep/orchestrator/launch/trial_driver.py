@@ -197,7 +197,10 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
         train_loop_config={"trial": trial.model_dump(mode="json"), "resume_from": resume_from,
                            "workload": shared_workload(trial)},
         scaling_config=ScalingConfig(
-            num_workers=trial.physical_workers,
+            # elastic: V2 asks for P workers, starts with min_workers if that is all there is,
+            # and after a loss restarts the group from the latest checkpoint on what is left
+            num_workers=(trial.physical_workers if trial.min_workers is None
+                         else (trial.min_workers, trial.physical_workers)),
             use_gpu=trial.use_gpu,
             resources_per_worker=worker_group_resources(
                 trial,

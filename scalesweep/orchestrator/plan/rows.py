@@ -354,6 +354,8 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
         dtype=t.get("dtype", "float32"), fuse=t.get("fuse", "auto"),
         fuse_max_samples=t.get("fuse_max_samples"), stop_at_target=stop,
         divergence_threshold=t.get("divergence_threshold"),
+        min_workers=(min(spec.resources.elastic.min_workers, workers)
+                     if spec.resources.elastic is not None and backend == "ddp" else None),
     )
     return PlanRow(
         name=name, axes=combo, world_size=ws, scaling_rule=combo["scaling_rule"],

@@ -314,6 +314,15 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path, narrowed: set[str] | Non
                                         f"axes.world_size[{i}]({ws}): a worker would play no "
                                         "virtual rank"))
 
+    elastic = spec.resources.elastic
+    if elastic is not None:
+        if spec.backend == "simulate":
+            problems.append(Problem("resources.elastic", elastic.model_dump(),
+                                    "needs backend ddp (or auto): a simulate trial is one process"))
+        if isinstance(spec.physical_workers, int) and elastic.min_workers > spec.physical_workers:
+            problems.append(Problem("resources.elastic.min_workers", elastic.min_workers,
+                                    f"must be at most physical_workers ({spec.physical_workers})"))
+
     if workload is not None:
         problems.extend(_check_target(spec, workload))
         batch, accum = base.training.get("per_worker_batch"), base.training.get("accum_grad", 1)

@@ -117,11 +117,20 @@ class SearchSpec(BaseModel):
         return self
 
 
+class ElasticSpec(BaseModel):
+    """A ddp trial that goes on with fewer workers when some are lost (Ray Train V2 elastic
+    scaling); its updates depend on V only, so they are the ones it would have made anyway."""
+
+    model_config = STRICT
+    min_workers: int = Field(ge=1)
+
+
 class ResourcesSpec(BaseModel):
     model_config = STRICT
     cpus_per_worker: float = Field(default=1.0, gt=0)
     gpus_per_worker: float = Field(default=0.0, ge=0)
     max_concurrent_trials: int | None = Field(default=None, ge=1)
+    elastic: ElasticSpec | None = None
 
 
 class Axes(BaseModel):

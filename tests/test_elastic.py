@@ -1,0 +1,80 @@
+"""Elastic trials (issue #15 item 2): a ddp trial of V = 4 on 4 workers with ``resources.elastic:
+{min_workers: 2}`` loses the node holding 2 of its workers mid-trial, goes on with 2, and ends
+where an uninterrupted run ends (its updates depend on V only), with no step logged twice.
+
+The loss is placed by a gate, not a clock: rank 0 (the one that evaluates) is held at its 3rd
+evaluation (tests.gated_workload) until the node is gone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.cluster_helpers import RayCluster
+from tests.helpers import ROOT, SWEEPS, cli_env
+
+pytestmark = pytest.mark.slow
+
+SETS = ["--set", "axes.world_size=[4]", "--set", "axes.scaling_rule=[none]",
+        "--set", "training.dtype=float64", "--set", "training.eval_every_epochs=null",
+        "--set", "training.eval_every=10",
+        "--set", "training.checkpoint_every=10", "--set", "training.epochs=3",
+        "--set", "reference={world_size: 4}", "--set", "baseline=null",
+        "--set", "target={metric: dev_loss, value: 0.0}"]
+
+
+def test_an_elastic_trial_goes_on_with_fewer_workers_and_ends_where_it_would_have(
+        tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    workload = (f"workload={{name: 'tests.gated_workload:make', options: {{gate_dir: '{gate}', "
+                "gated_trial: -1, gate_eval: 3}}")
+    cluster = RayCluster(tmp_path / "cluster", head_cpus=2, worker_cpus=2).start()
+    env = cli_env(PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                  RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(cluster.token_file),
+                  SCALESWEEP_STORAGE=str(tmp_path / "storage"))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    try:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "scalesweep", "run", str(SWEEPS / "smoke.yaml"), *SETS,
+             "--set", workload, "--set", "backend=ddp", "--set", "physical_workers=4",
+             "--set", "resources.elastic={min_workers: 2}", "--address", cluster.gcs_address,
+             "--tracking-uri", uri, "--summary-json", "elastic.json"],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 300
+        while not (gate / "waiting").exists():
+            assert driver.poll() is None, driver.communicate()[0][-4000:]
+            assert time.monotonic() < deadline, "the trial never reached its gate"
+            time.sleep(0.2)
+        os.killpg(cluster.procs[1].pid, signal.SIGKILL)  # the second node and its 2 workers
+        (gate / "release").touch()
+        out, _ = driver.communicate(timeout=900)
+    finally:
+        (gate / "release").touch()
+        cluster.stop()
+    assert driver.returncode == 0, out[-4000:]
+    (elastic,) = json.loads((tmp_path / "elastic.json").read_text())
+
+    ref = subprocess.run(
+        [sys.executable, "-m", "scalesweep", "run", str(SWEEPS / "smoke.yaml"), *SETS,
+         "--tracking-uri", f"sqlite:///{tmp_path / 'ref.db'}", "--summary-json", "ref.json"],
+        cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=900)
+    assert ref.returncode == 0, ref.stdout[-3000:] + ref.stderr[-3000:]
+    (reference,) = json.loads((tmp_path / "ref.json").read_text())
+    assert elastic["final_dev_loss"] == pytest.approx(reference["final_dev_loss"], rel=1e-6)
+
+    client = MlflowClient(uri)
+    steps = [m.step for m in client.get_metric_history(elastic["mlflow_run_id"], "dev_loss")]
+    assert steps == sorted(set(steps))  # no step logged twice
+    workers = [m.value for m in sorted(client.get_metric_history(elastic["mlflow_run_id"],
+                                                                 "physical_workers"),
+                                       key=lambda m: m.step)]
+    assert workers[0] == 4 and workers[-1] == 2, workers
