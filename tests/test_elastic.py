@@ -32,7 +32,11 @@ SETS = ["--set", "axes.world_size=[4]", "--set", "axes.scaling_rule=[none]",
 
 
 def test_an_elastic_trial_goes_on_with_fewer_workers_and_ends_where_it_would_have(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the nodes' workers import tests.gated_workload: the cluster starts with this checkout on
+    # its PYTHONPATH (the first CI run failed here: only scalesweep is installed)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT),
+                                                                    os.environ.get("PYTHONPATH")])))
     gate = tmp_path / "gate"
     gate.mkdir()
     workload = (f"workload={{name: 'tests.gated_workload:make', options: {{gate_dir: '{gate}', "
