@@ -173,9 +173,10 @@ class _Recording(NoiseScale):
 
     fed: list[tuple[float, float]]
 
-    def update(self, g_small_sq: float, g_big_sq: float) -> None:
+    def update(self, g_small_sq: float, g_big_sq: float, b_big: float | None = None) -> None:
+        assert b_big in (None, self.b_big)  # no batch ramp here
         self.fed.append((g_small_sq, g_big_sq))
-        super().update(g_small_sq, g_big_sq)
+        super().update(g_small_sq, g_big_sq, b_big)
 
 
 def _fed(config: TrialConfig, monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[float, float]], list[Any]]:

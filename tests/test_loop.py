@@ -83,7 +83,7 @@ def test_reports_cadence_keys_and_final_result() -> None:
     for metrics, _ in reports:
         assert set(metrics) == {
             "update", "samples_seen", "epoch", "wall_s", "train_loss", "dev_loss", "lr", "status",
-            "noise_scale",  # V = 4 > 1: the gradient noise scale comes for free
+            "global_batch", "noise_scale",  # V = 4 > 1: the gradient noise scale comes for free
         }  # fmt: skip
         assert isinstance(metrics["noise_scale"], float)
         assert metrics["samples_seen"] == metrics["update"] * config.global_batch == (metrics["update"] * 64)

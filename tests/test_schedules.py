@@ -292,14 +292,37 @@ def test_build_rejects_bad_base_lr(base: Any) -> None:
         S.build({"type": "constant"}, base)
 
 
-@pytest.mark.parametrize("update", [0, -1, 1.0, True])
-def test_update_must_be_a_positive_int(update: Any) -> None:
+@pytest.mark.parametrize("update", [0, -1, 0.5, float("nan"), float("inf"), "2", True])
+def test_update_must_be_a_number_of_at_least_one(update: Any) -> None:
     for spec in ({"type": "constant"}, {"type": "OneCycle", "cycle_min_lr": 0, "cycle_max_lr": 1}):
         schedule = S.build(spec, 0.1)
         with pytest.raises(ValueError, match="update"):
             schedule.lr(update)
         with pytest.raises(ValueError, match="update"):
             schedule.momentum(update)
+
+
+@pytest.mark.parametrize("spec", [
+    {"type": "warmuplr", "warmup_steps": 75},
+    {"type": "WarmupDecayLR", "warmup_num_steps": 10, "total_num_steps": 90, "warmup_max_lr": 0.1},
+    {"type": "OneCycle", "cycle_min_lr": 0.01, "cycle_max_lr": 0.1, "cycle_first_step_size": 8,
+     "decay_step_size": 4, "decay_lr_rate": 0.5},
+])
+def test_an_integral_float_position_is_the_update_itself(spec: dict[str, Any]) -> None:
+    # a batch-size ramp's clock gives floats; where one is integral it must be that update
+    schedule = S.build(spec, 0.1)
+    for k in range(1, 40):
+        assert schedule.lr(float(k)) == schedule.lr(k)
+        assert schedule.momentum(float(k)) == schedule.momentum(k)
+
+
+def test_warmuplr_on_a_quarter_clock_is_the_four_times_longer_warmup() -> None:
+    # WeNet's WarmupLR warms up linearly: base * s / w. At a clock of 1/4 per update (a ramp
+    # stage at 1/4 of the final batch, warmup_rule scaled), a 75-update warmup is 300 of the
+    # stage's updates, i.e. lr(1 + (k - 1) / 4) = base * (k + 3) / 300 before its end
+    base, schedule = 0.004, S.build({"type": "warmuplr", "warmup_steps": 75}, 0.004)
+    for k in (1, 2, 5, 100, 297):
+        assert schedule.lr(1 + (k - 1) / 4) == pytest.approx(base * (k + 3) / 300, rel=1e-12)
 
 
 def test_table_rejects_negative() -> None:

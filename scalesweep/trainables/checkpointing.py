@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -45,6 +46,7 @@ TRAJECTORY_FIELDS = (
     "world_size",
     "per_worker_batch",
     "accum_grad",
+    "batch_ramp",
     "optimizer",
     "scheduler",
     "grad_clip",
@@ -74,15 +76,19 @@ class Progress:
     noise_scale: dict[str, Any] = field(default_factory=dict)  # NoiseScale.state(): its EMAs
 
 
-def due(config: TrialConfig, update: int, seconds_since_last: float = 0.0) -> bool:
+def due(config: TrialConfig, update: int, seconds_since_last: float = 0.0,
+        at_eval: bool | None = None) -> bool:
     """Whether the loop checkpoints after ``update``: always after the last one; every
     ``checkpoint_every`` updates; and at an eval ``checkpoint_every_s`` or more seconds after
-    the last checkpoint (or the start)."""
+    the last checkpoint (or the start). ``at_eval``: whether ``update`` evaluates (a batch-size
+    ramp's stages have their own cadence); by default every ``eval_every``-th update does."""
     every, every_s = config.checkpoint_every, config.checkpoint_every_s
+    if at_eval is None:
+        at_eval = update % config.eval_every == 0
     return (
         update >= config.total_updates
         or (every > 0 and update % every == 0)
-        or (every_s is not None and update % config.eval_every == 0 and seconds_since_last >= every_s)
+        or (every_s is not None and at_eval and seconds_since_last >= every_s)
     )
 
 
@@ -118,7 +124,7 @@ def load(
     config: TrialConfig,
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
-    updates_per_epoch: int,
+    data_position: Callable[[int], tuple[int, int]],
     map_location: torch.device | str = "cpu",
     precision: Stateful | None = None,
 ) -> Progress:
@@ -138,12 +144,12 @@ def load(
     if state.get("format") != FORMAT:
         raise ValueError(f"checkpoint {path}: format {state.get('format')!r} != {FORMAT}")
     progress = Progress(**state["progress"])
-    expected = divmod(progress.update, updates_per_epoch)
+    expected = data_position(progress.update)
     if (progress.epoch, progress.update_in_epoch) != expected:
         raise ValueError(
             f"checkpoint {path}: data position (epoch {progress.epoch}, update "
-            f"{progress.update_in_epoch}) != update {progress.update} // updates_per_epoch "
-            f"({updates_per_epoch}) = {expected}"
+            f"{progress.update_in_epoch}) != the trial's (epoch, update) after update "
+            f"{progress.update} {expected}"
         )
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])

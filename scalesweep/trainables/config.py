@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from scalesweep.trainables.batch_ramp import DataPlan, StagePlan
+
 Backend = Literal["ddp", "simulate"]
 #: float32/float64: the whole trial in that dtype; bfloat16/float16: float32 parameters and
 #: optimizer state, forward and loss under torch.autocast (float16 with a GradScaler), see
@@ -27,6 +29,18 @@ class StopAtTarget(BaseModel):
     mode: Literal["min", "max"] = "min"
 
 
+class RampStage(BaseModel):
+    """A stage of a batch-size ramp before the trial's own world size, resolved by the planner
+    (scalesweep.trainables.batch_ramp)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    world_size: int = Field(ge=1)
+    epochs: int = Field(ge=1)
+    lr_multiplier: float = Field(gt=0)  # on the lr the trial's schedule gives
+    clock: float = Field(gt=0)  # schedule position gained per update (warmup_rule scaled: B_s / B)
+    eval_every: int = Field(ge=1)  # updates between evaluations in this stage
+
+
 class TrialConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -41,6 +55,9 @@ class TrialConfig(BaseModel):
     #: elastic (ddp): Ray Train may run the trial on as few as this many workers, the loop
     #: taking P from the live group (the updates depend on V only); None = exactly P
     min_workers: int | None = Field(default=None, ge=1)
+    #: a global batch that grows: these stages first (world sizes rising below world_size),
+    #: then world_size for the rest of total_updates; empty = world_size throughout
+    batch_ramp: tuple[RampStage, ...] = ()
     backend: Backend = "simulate"
     use_gpu: bool = False
 
@@ -88,4 +105,19 @@ class TrialConfig(BaseModel):
 
     @property
     def global_batch(self) -> int:
+        """The final (with a ramp: the largest) global batch."""
         return self.world_size * self.per_worker_batch * self.accum_grad
+
+    @property
+    def smallest_world_size(self) -> int:
+        """The fewest virtual ranks any update has: the most physical workers a trial can use."""
+        return min([self.world_size, *(s.world_size for s in self.batch_ramp)])
+
+    def data_plan(self, dataset_size: int) -> DataPlan:
+        """World size, epoch, schedule position and lr multiplier of every update."""
+        return DataPlan(
+            dataset_size=dataset_size, per_worker_batch=self.per_worker_batch,
+            accum_grad=self.accum_grad, world_size=self.world_size,
+            total_updates=self.total_updates, eval_every=self.eval_every,
+            stages=[StagePlan(s.world_size, s.epochs, s.lr_multiplier, s.clock, s.eval_every)
+                    for s in self.batch_ramp])

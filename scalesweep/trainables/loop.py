@@ -108,9 +108,10 @@ def train(
 
     ``workload``: the trial's workload, already made (e.g. once per ddp trial and shared by
     its workers); by default the loop makes it from ``config``."""
-    if world.size > config.world_size:
+    if world.size > config.smallest_world_size:
         raise ValueError(
-            f"physical_workers({world.size}) must be at most world_size({config.world_size}): "
+            f"physical_workers({world.size}) must be at most world_size"
+            f"({config.smallest_world_size}{' in the batch ramp' if config.batch_ramp else ''}): "
             "a worker would play no virtual rank"
         )
     previous = torch.get_default_dtype()
@@ -136,16 +137,12 @@ class _Trial:
     ) -> None:
         self.config, self.world, self.on_report = config, world, on_report
         self.workload: Workload = workload or workload_registry.make(config.workload, config.workload_options)
-        self.sharding = Sharding(
-            self.workload.train_size(),
-            config.world_size,
-            config.per_worker_batch,
-            config.accum_grad,
-            config.seed,
-        )
-        # v_p of the V virtual ranks, v_p = V // P or one more; which ones never changes a
-        # rank's samples, only which process computes them
-        self.virtual_ranks = virtual_ranks(config.world_size, world.size, world.rank)
+        # Which V, epoch, lr multiplier and schedule position each update has: one segment at
+        # world_size, or a batch-size ramp's stages first (scalesweep.trainables.batch_ramp).
+        # _enter sets the segment's sharding, virtual ranks and loss weight below.
+        self.data = config.data_plan(self.workload.train_size())
+        self.segment = self.data.segments[0]
+        self._enter(1)
         # The one weight that makes the all-reduced gradient the mean over the global batch, for
         # any P and any split of the V ranks into the v_p. Every sample's loss is weighted
         # w = P / global_batch (global_batch = V b, b = per_worker_batch * accum_grad samples per
@@ -157,7 +154,7 @@ class _Trial:
         # the mean over all V ranks, i.e. over the global batch, whatever the v_p: w is per
         # sample, so a worker with more ranks contributes more terms, not a different factor
         # (P = 1: the plain mean). Unequal v_p change nothing else; see also _update's noise scale.
-        self.loss_weight = world.size / config.global_batch
+        # With a batch-size ramp, global_batch is the segment's.
         self.metric_names = sorted(self.workload.metrics)
         self.fused = fusion.fuses(config, self.workload)
         self.pass_budget = fusion.pass_budget(config, world.device)
@@ -173,6 +170,7 @@ class _Trial:
         self.noise: NoiseScale | None = None
         if config.world_size > 1:
             b_small = config.per_worker_batch * config.accum_grad
+            # b_big: the final batch; a ramp's smaller stages pass theirs with each measurement
             self.noise = NoiseScale(b_small=b_small, b_big=config.global_batch, decay=self._noise_decay)
             self.probe = _GradProbe()
 
@@ -185,7 +183,7 @@ class _Trial:
                 config=self.config,
                 model=self.model,
                 optimizer=self.optimizer,
-                updates_per_epoch=self.sharding.updates_per_epoch,
+                data_position=self.data.done,
                 map_location=self.world.device,
                 precision=self.precision,
             )
@@ -202,20 +200,22 @@ class _Trial:
         last_checkpoint = time.perf_counter()
         metrics: dict[str, Any] = dict(self.progress.last_report)
         for update in range(self.progress.update + 1, self.config.total_updates + 1):
+            self._enter(update)
             lr, momentum = self._set_hyperparameters(update)
             loss = self._update(ddp, update)
             p = self.progress
             p.update = update
-            p.epoch, p.update_in_epoch = divmod(update, self.sharding.updates_per_epoch)
+            p.epoch, p.update_in_epoch = self.data.done(update)
             p.train_loss_sum += loss
-            p.train_loss_count += self.config.global_batch
-            diverged = self._diverged(loss / self.config.global_batch)
+            p.train_loss_count += self.segment.global_batch
+            diverged = self._diverged(loss / self.segment.global_batch)
             # Each rank reads its own clock, which may disagree; harmless, since the wall-time
             # cadence only picks among evals, which every rank reports anyway, and only rank
             # 0's choice matters: only rank 0 writes a checkpoint.
             since = time.perf_counter() - last_checkpoint
-            checkpoint = checkpointing.due(self.config, update, since) or diverged
-            if not (update % self.config.eval_every == 0 or checkpoint):
+            at_eval = self.data.eval_due(update)
+            checkpoint = checkpointing.due(self.config, update, since, at_eval) or diverged
+            if not (at_eval or checkpoint):
                 continue
             p.wall_s = time.perf_counter() - started
             metrics = self._metrics(update, lr, momentum)
@@ -237,6 +237,22 @@ class _Trial:
         self.progress.wall_s = time.perf_counter() - started
         return self._final(metrics)
 
+    def _enter(self, update: int) -> None:
+        """Make ``update``'s segment current: its world size V's sharding, this process's
+        virtual ranks of V and the loss weight (nothing changes within a segment)."""
+        segment = self.data.segment(update)
+        if segment is self.segment and hasattr(self, "sharding"):
+            return
+        cfg, world = self.config, self.world
+        self.segment = segment
+        self.sharding = Sharding(self.workload.train_size(), segment.world_size,
+                                 cfg.per_worker_batch, cfg.accum_grad, cfg.seed,
+                                 first_update=segment.first_update, first_epoch=segment.first_epoch)
+        # v_p of the V virtual ranks, v_p = V // P or one more; which ones never changes a
+        # rank's samples, only which process computes them
+        self.virtual_ranks = virtual_ranks(segment.world_size, world.size, world.rank)
+        self.loss_weight = world.size / segment.global_batch
+
     @property
     def _noise_decay(self) -> float:
         """Per measurement, so that the average forgets at the same rate per update."""
@@ -245,8 +261,11 @@ class _Trial:
     def _set_hyperparameters(self, update: int) -> tuple[float, float | None]:
         # The schedule is a pure function of the update about to be made; setting the groups
         # directly (no LambdaLR) leaves the update count as the only scheduler state.
-        lr = float(self.schedule.lr(update))
-        momentum = self.schedule.momentum(update)
+        # A batch-size ramp's earlier stages: the schedule at the stage's clock, the lr times
+        # the stage's multiplier (both 1 update / 1x without a ramp, where position == update)
+        position = self.data.position(update)
+        lr = float(self.schedule.lr(position)) * self.segment.lr_multiplier
+        momentum = self.schedule.momentum(position)
         applied = None
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -261,7 +280,8 @@ class _Trial:
         self.optimizer.zero_grad(set_to_none=True)
         # [summed loss, sum over this process's virtual ranks of |their .grad increment|^2]
         local = torch.zeros(2, dtype=torch.float64, device=self.world.device)
-        probe = self.noise is not None and update % self.noise_every == 0
+        # a stage of one virtual rank has no small batch to compare the global one with
+        probe = self.noise is not None and self.segment.world_size > 1 and update % self.noise_every == 0
         if self.fused and not probe:
             self._fused_passes(ddp, update, local)
         else:
@@ -282,8 +302,9 @@ class _Trial:
             # weight P / global_batch times its B_small samples; so mean_v |g_v|^2 is
             # (V / P^2) times the sum of the increments' squares over all V virtual ranks (every
             # rank counted once whichever worker plays it, so uneven v_p need nothing else).
-            v, p = cfg.world_size, self.world.size
-            self.noise.update(g_small_sq=float(total[1]) * v / p**2, g_big_sq=float(big_sq))
+            v, p = self.segment.world_size, self.world.size
+            self.noise.update(g_small_sq=float(total[1]) * v / p**2, g_big_sq=float(big_sq),
+                              b_big=self.segment.global_batch)
             self.progress.noise_scale = self.noise.state()
         return float(total[0])
 
@@ -359,11 +380,12 @@ class _Trial:
         return {f"dev_{n}": float(v) for n, v in zip(self.metric_names, values, strict=True)}
 
     def _metrics(self, update: int, lr: float, momentum: float | None) -> dict[str, Any]:
-        p, cfg = self.progress, self.config
+        p = self.progress
         metrics: dict[str, Any] = {
             "update": update,
-            "samples_seen": update * cfg.global_batch,
-            "epoch": update / self.sharding.updates_per_epoch,
+            "samples_seen": self.data.samples(update),
+            "epoch": self.data.epoch(update),
+            "global_batch": self.segment.global_batch,
             "wall_s": p.wall_s,
             "train_loss": p.train_loss_sum / p.train_loss_count,
             **self._evaluate(),

@@ -69,8 +69,11 @@ class NoiseScale:
         if not 0.0 <= self.decay < 1.0:
             raise ValueError(f"decay must be in [0, 1), but got decay={self.decay}")
 
-    def update(self, g_small_sq: float, g_big_sq: float) -> None:
-        g_sq, trace = estimate(g_small_sq, g_big_sq, self.b_small, self.b_big)
+    def update(self, g_small_sq: float, g_big_sq: float, b_big: float | None = None) -> None:
+        """One measurement. ``b_big``: this one's big batch where it is not ``self.b_big`` (a
+        batch-size ramp's smaller stages); |G|² and tr Σ estimate properties of the gradient,
+        not of the batch, so estimates from different big batches share one average."""
+        g_sq, trace = estimate(g_small_sq, g_big_sq, self.b_small, b_big or self.b_big)
         if not (math.isfinite(g_sq) and math.isfinite(trace)):
             return  # a diverging update: keep what was learned so far
         a = self.decay

@@ -41,9 +41,9 @@ __all__ = [
 
 
 class Schedule(Protocol):
-    def lr(self, update: int) -> float: ...
+    def lr(self, update: float) -> float: ...
 
-    def momentum(self, update: int) -> float | None: ...
+    def momentum(self, update: float) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -320,14 +320,17 @@ def _resolve(spec: Mapping[str, Any], base_lr: float | None = None) -> tuple[str
 # --- the schedules ----------------------------------------------------------------------------
 
 
-def _check_update(update: int) -> int:
-    if not isinstance(update, int) or isinstance(update, bool) or update < 1:
-        raise ValueError(f"update must be an integer of at least 1, but got {update=}")
+def _check_update(update: float) -> float:
+    # A float position is a batch-size ramp's schedule clock counting samples
+    # (scalesweep.trainables.batch_ramp): 1.25 is a quarter of an update past the first
+    if isinstance(update, bool) or not isinstance(update, int | float) or not (
+            math.isfinite(update) and update >= 1):
+        raise ValueError(f"update must be a number of at least 1, but got {update=}")
     return update
 
 
 class _NoMomentum:
-    def momentum(self, update: int) -> float | None:
+    def momentum(self, update: float) -> float | None:
         _check_update(update)
         return None
 
@@ -337,7 +340,7 @@ class WeNetWarmupLR(_NoMomentum):
     base: float
     warmup: int
 
-    def lr(self, update: int) -> float:
+    def lr(self, update: float) -> float:
         s = _check_update(update)
         if self.warmup == 0:
             return self.base * s**-0.5
@@ -348,7 +351,7 @@ class WeNetWarmupLR(_NoMomentum):
         return (self.warmup,)
 
 
-def _ds_warmup_gamma(i: int, steps: int, warmup_type: str) -> float:
+def _ds_warmup_gamma(i: float, steps: int, warmup_type: str) -> float:
     """DeepSpeed's warmup fraction at last_batch_iteration i (0 <= i < steps)."""
     if warmup_type == "log":
         return 1.0 / math.log(steps) * math.log(i + 1)
@@ -365,7 +368,7 @@ class DeepSpeedWarmupLR(_NoMomentum):
     warmup_type: str
     total: int | None = None
 
-    def lr(self, update: int) -> float:
+    def lr(self, update: float) -> float:
         i = _check_update(update) - 2
         if i < 0:
             return self.min_lr  # the constructor sets min_lr (get_lr before any step)
@@ -393,7 +396,7 @@ class DeepSpeedWarmupCosineLR(_NoMomentum):
     cos_min_ratio: float
     warmup_type: str
 
-    def lr(self, update: int) -> float:
+    def lr(self, update: float) -> float:
         i = _check_update(update) - 2
         if i < 0:
             # quirk: the constructor sets lr = 0.0, whatever warmup_min_ratio says
@@ -428,7 +431,7 @@ class DeepSpeedOneCycle:
     max_mom: float
     decay_mom_rate: float
 
-    def _scale(self, batch: int) -> float:
+    def _scale(self, batch: float) -> float:
         """Fraction of the way from min to max lr at batch_iteration = last_batch_iteration+1."""
         total = float(self.first) + float(self.second)
         step_ratio = self.first / total
@@ -449,14 +452,14 @@ class DeepSpeedOneCycle:
             scale = math.floor(position) / stairs
         return scale
 
-    def _decay_interval(self, update: int) -> float:
+    def _decay_interval(self, update: float) -> float:
         # decay counts from 1 at the first update after the cycle: continuous, no stairs
         return (update - 2 - (self.first + self.second) + 1) / self.decay_step_size
 
-    def _in_cycle(self, update: int) -> bool:
+    def _in_cycle(self, update: float) -> bool:
         return update - 2 < self.first + self.second
 
-    def lr(self, update: int) -> float:
+    def lr(self, update: float) -> float:
         k = _check_update(update)
         if k == 1:
             return self.min_lr  # set by the constructor
@@ -466,7 +469,7 @@ class DeepSpeedOneCycle:
             return self.min_lr
         return self.min_lr / (1 + self.decay_lr_rate * self._decay_interval(k))
 
-    def momentum(self, update: int) -> float | None:
+    def momentum(self, update: float) -> float | None:
         """beta1. DeepSpeed cycles it only for optimizers with ``betas`` (Adam family; SGD's
         ``momentum`` is never touched) and always pairs it with beta2 = 0.99."""
         k = _check_update(update)
@@ -493,7 +496,7 @@ class GradualWarmup(_NoMomentum):
     start: float
     steps: int
 
-    def lr(self, update: int) -> float:
+    def lr(self, update: float) -> float:
         t = _check_update(update) - 1
         if t >= self.steps:
             return self.base
@@ -542,7 +545,7 @@ class WarmupStableDecay(_NoMomentum):
             return (1.0 + math.cos(math.pi * p)) / 2
         return 1.0 - math.sqrt(p)
 
-    def lr(self, update: int) -> float:
+    def lr(self, update: float) -> float:
         t = _check_update(update) - 1
         start = self.total - self.decay
         if t < self.warmup:
@@ -564,7 +567,7 @@ class WarmupStableDecay(_NoMomentum):
 class Constant(_NoMomentum):
     base: float
 
-    def lr(self, update: int) -> float:
+    def lr(self, update: float) -> float:
         _check_update(update)
         return self.base
 

@@ -92,7 +92,14 @@ class Sharding:
         per_worker_batch: int,
         accum_grad: int,
         seed: int,
+        *,
+        first_update: int = 1,
+        first_epoch: int = 0,
     ) -> None:
+        # first_update/first_epoch: a stage of a batch-size ramp starts at an epoch boundary
+        # part-way through the run (scalesweep.trainables.batch_ramp); epochs keep their global
+        # numbers, so each epoch's order is the sampler's for that epoch whatever came before
+        self.first_update, self.first_epoch = first_update, first_epoch
         self.updates_per_epoch = updates_per_epoch(dataset_size, world_size, per_worker_batch, accum_grad)
         if self.updates_per_epoch == 0:
             raise ValueError(
@@ -112,9 +119,10 @@ class Sharding:
 
     def position(self, update: int) -> tuple[int, int]:
         """(epoch, 0-based update within the epoch) of 1-based ``update``."""
-        if update < 1:
-            raise ValueError(f"update must be at least 1, but got {update=}")
-        return divmod(update - 1, self.updates_per_epoch)
+        if update < self.first_update:
+            raise ValueError(f"update must be at least {self.first_update}, but got {update=}")
+        epoch, within = divmod(update - self.first_update, self.updates_per_epoch)
+        return self.first_epoch + epoch, within
 
     def micro_batches(self, update: int, rank: int) -> list[list[int]]:
         """The ``accum_grad`` micro-batches (index lists) virtual rank ``rank`` feeds update."""

@@ -26,7 +26,7 @@ BASELINE_ARM_PARAM = "baseline_arm"
 #: metrics logged at every report, with step = optimizer update (besides dev_<metric>);
 #: skipped_updates only in float16 trials (updates the gradient scaler skipped, cumulative)
 CURVE_METRICS = ("train_loss", "lr", "momentum", "samples_seen", "epoch", "wall_s", "noise_scale",
-                 "skipped_updates", "physical_workers")
+                 "skipped_updates", "physical_workers", "global_batch")
 
 #: metrics logged once at the end of a trial, at step 0 (only those that are defined)
 SUMMARY_METRICS = (
