@@ -134,6 +134,9 @@ def cmd_lr(args: argparse.Namespace) -> int:
     p = preview(args.schedule, args.updates)
     if args.plot:
         plot(p, args.plot, args.world_size, args.dataset_size)
+        if p.arms:  # stderr: stdout is the CSV
+            print(f"{args.plot}: the last panel shows the lr per epoch of each of the "
+                  f"{len(p.arms)} arms with its batch ramp's stages", file=sys.stderr)
     write_csv(p)
     return EXIT_OK
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,6 +28,18 @@ class Preview:
     accum_grad: int
     world_sizes: tuple[int, ...] = ()  # from a sweep file's axes
     dataset_size: int | None = None  # from a sweep file's workload
+    #: a sweep file with batch ramps: every arm's lr per epoch as its trials run it
+    arms: list[ArmCurve] = field(default_factory=list)
+
+
+@dataclass
+class ArmCurve:
+    """One arm's lr at every update, against epochs, and where its ramp's stages start."""
+
+    arm: str
+    epochs: list[float]
+    lrs: list[float]
+    stage_starts: list[tuple[float, int]]  # (epoch, world size) of each stage after the first
 
 
 def preview(path: str | Path, updates: int) -> Preview:
@@ -39,6 +51,7 @@ def preview(path: str | Path, updates: int) -> Preview:
     world_sizes: tuple[int, ...] = ()
     dataset_size = None
     origins: dict[str, str] = {}
+    arms: list[ArmCurve] = []
     if "axes" in raw or "workload" in raw:  # a sweep file: its settings before the axes apply
         from scalesweep.orchestrator.spec.load import load_sweep
 
@@ -48,6 +61,8 @@ def preview(path: str | Path, updates: int) -> Preview:
         world_sizes = tuple(sweep.spec.axes.world_size)
         dataset_size = sweep.workload.train_size()
         origins = sweep.base.origins
+        if sweep.base.training.get("batch_ramp") or "training.batch_ramp" in sweep.spec.axes.free_axes():
+            arms = _arm_curves(sweep)
     else:
         recipe = read_recipe(path)
         sched = dict(recipe.settings.get("scheduler") or {})
@@ -80,7 +95,30 @@ def preview(path: str | Path, updates: int) -> Preview:
     return Preview(source=src, scheduler=sched, base_lr=base_lr, rows=rows,
                    per_worker_batch=batch if isinstance(batch, int) else None,
                    accum_grad=int(training.get("accum_grad", 1) or 1),
-                   world_sizes=world_sizes, dataset_size=dataset_size)
+                   world_sizes=world_sizes, dataset_size=dataset_size, arms=arms)
+
+
+def _arm_curves(sweep: Any) -> list[ArmCurve]:
+    """Each arm's lr per epoch, its rules and ramp applied, from the plan's first trial of it
+    (the seed changes neither): what a ramp does to the lr is seen only per trial."""
+    from scalesweep.orchestrator.plan.rows import make_plan
+
+    plan = make_plan(sweep)
+    size = sweep.workload.train_size()
+    curves, seen = [], set()
+    for row in plan.rows:
+        if row.arm in seen:
+            continue
+        seen.add(row.arm)
+        trial = row.trial
+        data = trial.data_plan(size)
+        schedule = schedules.build(trial.scheduler, float(trial.optimizer["lr"]))
+        ks = range(1, trial.total_updates + 1)
+        curves.append(ArmCurve(
+            arm=row.arm, epochs=[data.epoch(k) for k in ks],
+            lrs=[schedule.lr(data.position(k)) * data.segment(k).lr_multiplier for k in ks],
+            stage_starts=[(float(s.first_epoch), s.world_size) for s in data.segments[1:]]))
+    return curves
 
 
 #: optimizers whose param groups have ``betas``: the only ones whose momentum a schedule moves
@@ -115,7 +153,8 @@ def plot(p: Preview, png: str | Path, world_sizes: Sequence[int] = (),
     world_sizes = tuple(world_sizes) or p.world_sizes
     dataset_size = dataset_size or p.dataset_size
     by_epoch = bool(world_sizes and dataset_size and p.per_worker_batch)
-    fig, axes = plt.subplots(1, 2 if by_epoch else 1, figsize=(12 if by_epoch else 7, 4.2),
+    panels = 1 + by_epoch + bool(p.arms)
+    fig, axes = plt.subplots(1, panels, figsize=(6 * panels if panels > 1 else 7, 4.2),
                              squeeze=False)
     ks = [k for k, _, _ in p.rows]
     lrs = [lr for _, lr, _ in p.rows]
@@ -141,6 +180,20 @@ def plot(p: Preview, png: str | Path, world_sizes: Sequence[int] = (),
         ax.set_title(f"same schedule per epoch; {dataset_size} samples, batch "
                      f"{p.per_worker_batch} x accum {p.accum_grad}")
         ax.legend()
+    if p.arms:
+        ax = axes[0][-1]
+        for i, curve in enumerate(p.arms):
+            color = f"C{i}"
+            ax.plot(curve.epochs, curve.lrs, color=color, label=curve.arm)
+            for epoch, ws in curve.stage_starts:
+                ax.axvline(epoch, color=color, linestyle=":", linewidth=1)
+                ax.annotate(f"-> {ws}", (epoch, 0), xycoords=("data", "axes fraction"),
+                            xytext=(2, 4), textcoords="offset points", color=color, fontsize=8)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("lr")
+        ax.set_title("each arm as it runs: rules and batch ramp applied (stages dotted)",
+                     fontsize=9)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     Path(png).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=110)

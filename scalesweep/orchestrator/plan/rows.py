@@ -15,9 +15,12 @@ from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep
 from scalesweep.orchestrator.spec.recipes import integral_counts
 from scalesweep.orchestrator.spec.schema import FIXED_AXES
-from scalesweep.trainables import scaling, schedules
+from scalesweep.trainables import batch_ramp, scaling, schedules
 from scalesweep.trainables.batching import global_batch, updates_per_epoch
-from scalesweep.trainables.config import StopAtTarget, TrialConfig
+from scalesweep.trainables.config import RampStage, StopAtTarget, TrialConfig
+
+#: the free axis (and training option) of a batch-size ramp
+RAMP_AXIS = "training.batch_ramp"
 
 #: plan fields that docs/design.md §4.3 promises in `plan --json` and the summary JSON, in order
 PLAN_FIELDS = (
@@ -62,6 +65,8 @@ class PlanRow:
     #: baseline combinations outside the axes that give this very trial (e.g. warmup_rule fixed
     #: when the axes hold only scaled: the same trial at the reference world size)
     baseline_alias: list[dict[str, Any]] = field(default_factory=list)
+    #: "none", or the stages before world_size: "4:1,8:1" (scalesweep.trainables.batch_ramp)
+    batch_ramp: str = "none"
 
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in PLAN_FIELDS}
@@ -286,8 +291,17 @@ def _arm_name(row: PlanRow) -> str:
     name = f"ws{row.world_size}-warmup{row.warmup_steps}-{row.axes['scaling_rule']}"
     for key, value in row.axes.items():
         if key not in FIXED_AXES:
-            name += f"-{key.partition('.')[2]}{_fmt(value)}"
+            name += _axis_suffix(key, value)
     return name
+
+
+def _axis_suffix(key: str, value: Any) -> str:
+    """A free axis in a trial or arm name: "-lr0.002"; a ramp "-ramp4x1-8x1" (no ':' or ','
+    in names that become directory names)."""
+    if key == RAMP_AXIS:
+        ramp = batch_ramp.describe(batch_ramp.parse(value))
+        return "-ramp" + ramp.replace(":", "x").replace(",", "-")
+    return f"-{key.partition('.')[2]}{_fmt(value)}"
 
 
 def _fmt(value: Any) -> str:
@@ -318,21 +332,30 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
                                      warmup_rule=combo["warmup_rule"], global_batch=gb,
                                      reference_global_batch=ref_gb)
     upe = updates_per_epoch(sweep.workload.train_size(), ws, batch, accum)
-    total = _total_updates(t, upe)
+    eval_every = _eval_every(t, upe)
+    stages, ramp_notes = _ramp(sweep, combo, t, gb, ref_gb, factor)
+    notes.extend(ramp_notes)
+    ramp_updates = sum(s.epochs * updates_per_epoch(sweep.workload.train_size(), s.world_size,
+                                                   batch, accum) for s in stages)
+    total = _total_updates(t, upe, ramp_epochs=sum(s.epochs for s in stages),
+                           ramp_updates=ramp_updates)
     warmup = schedules.warmup_steps(sched) or 0
-    eval_every = int(t["eval_every"]) if t.get("eval_every") else max(
-        1, round(upe * float(t.get("eval_every_epochs", 0.5))))
-    backend, workers, how = _placement(spec, ws, cluster)
+    # with a ramp, P must fit its smallest stage: a worker plays at least one rank of every V
+    backend, workers, how = _placement(spec, min([ws, *(s.world_size for s in stages)]), cluster)
+    if stages and workers > stages[0].world_size:
+        raise InputError(sweep.source, [Problem("physical_workers", workers, (
+            f"must be at most the batch ramp's first world size ({stages[0].world_size}): a "
+            f"worker plays at least one virtual rank of every stage (trial {_short_combo(combo)})"))])
     assert backend in ("ddp", "simulate")
     if how:
         notes.append(how)
     feasible, reason = _feasible(spec, backend, workers, cluster)
 
-    name = f"ws{ws}-warmup{warmup}-{combo['scaling_rule']}"
+    name = f"ws{ws}-warmup{warmup}-{combo['scaling_rule']}"  # free axes (a ramp) follow the seed
     if n_seeds > 1:
         name += f"-s{seed}"
     for key, value in free.items():
-        name += f"-{key.partition('.')[2]}{_fmt(value)}"
+        name += _axis_suffix(key, value)
 
     stop = None
     if spec.stop_at_target and spec.target.value is not None:
@@ -356,13 +379,21 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
         divergence_threshold=t.get("divergence_threshold"),
         min_workers=(min(spec.resources.elastic.min_workers, workers)
                      if spec.resources.elastic is not None and backend == "ddp" else None),
+        batch_ramp=stages,
     )
+    data = trial.data_plan(sweep.workload.train_size())
+    last = data.segments[-1]
+    epochs = last.first_epoch + last.updates / last.updates_per_epoch
     return PlanRow(
         name=name, axes=combo, world_size=ws, scaling_rule=combo["scaling_rule"],
         warmup_rule=combo["warmup_rule"], seed=seed, global_batch=gb, reference_global_batch=ref_gb,
         base_lr=base_lr, lr=lr, peak_lr=schedules.peak_lr(sched, lr), scheduler=sched["type"],
-        warmup_steps=warmup, warmup_epochs=warmup / upe, updates_per_epoch=upe,
-        total_updates=total, epochs=total / upe, eval_every=eval_every, backend=backend,
+        warmup_steps=warmup,
+        # a ramp's earlier stages cover the warmup's positions at their own pace
+        warmup_epochs=data.epoch_at_position(warmup) if stages and warmup else warmup / upe,
+        updates_per_epoch=upe, total_updates=total, epochs=epochs, eval_every=eval_every,
+        backend=backend, batch_ramp=batch_ramp.describe(
+            [batch_ramp.Stage(s.world_size, s.epochs) for s in stages]),
         physical_workers=workers, accum_grad=accum, per_worker_batch=batch, feasible=feasible,
         reason=reason, trial=trial, notes=notes,
     )
@@ -388,8 +419,55 @@ def _higher_is_better(sweep: Sweep) -> bool:
     return metric_mode(sweep) == "max"
 
 
-def _total_updates(training: dict[str, Any], upe: int) -> int:
-    total = math.ceil(float(training["epochs"]) * upe) if training.get("epochs") else None
+def _eval_every(training: dict[str, Any], upe: int) -> int:
+    """Updates between evals: as given, or the epochs' worth at ``upe`` updates per epoch."""
+    if training.get("eval_every"):
+        return int(training["eval_every"])
+    return max(1, round(upe * float(training.get("eval_every_epochs", 0.5))))
+
+
+def _ramp(sweep: Sweep, combo: dict[str, Any], training: dict[str, Any], gb: int, ref_gb: int,
+          factor: float) -> tuple[tuple[RampStage, ...], list[str]]:
+    """A batch-size ramp's stages as the trial runs them (scalesweep.trainables.batch_ramp):
+    each stage's lr multiplier is the lr rule's factor at its batch over the trial's, its
+    schedule clock the batch ratio under warmup_rule scaled (the warmup then covers the same
+    samples) and 1 otherwise, its evals as often per epoch as the trial's."""
+    text = training.get("batch_ramp")
+    where = f"axes.{RAMP_AXIS}" if RAMP_AXIS in combo else "training.batch_ramp"
+    try:
+        stages = batch_ramp.parse(text)
+    except ValueError as exc:  # load checks the syntax; kept for a value set another way
+        raise InputError(sweep.source, [Problem(where, text, str(exc))]) from None
+    if not stages:
+        return (), []
+    ws, rule = int(combo["world_size"]), combo["scaling_rule"]
+    why = batch_ramp.check(stages, ws, training.get("epochs"))
+    if why is None and rule == "sqrt_adam":
+        why = ("sqrt_adam changes Adam's betas and eps with the batch, and a ramp would need "
+               "them per stage; use sqrt (the same lr) or no ramp")
+    if why is not None:
+        raise InputError(sweep.source, [Problem(where, text, f"{why} (trial {_short_combo(combo)})")])
+    batch, accum = int(training["per_worker_batch"]), int(training.get("accum_grad", 1))
+    size = sweep.workload.train_size()
+    out, parts = [], []
+    for s in stages:
+        gb_s = global_batch(s.world_size, batch, accum)
+        upe_s = updates_per_epoch(size, s.world_size, batch, accum)
+        multiplier = scaling.lr_factor(rule, gb_s, ref_gb) / factor
+        clock = gb_s / gb if combo["warmup_rule"] == "scaled" else 1.0
+        out.append(RampStage(world_size=s.world_size, epochs=s.epochs, lr_multiplier=multiplier,
+                             clock=clock, eval_every=_eval_every(training, upe_s)))
+        parts.append(f"{s.world_size} ranks for {s.epochs} epoch{'s' * (s.epochs > 1)} (batch "
+                     f"{gb_s}, {s.epochs * upe_s} updates, lr x {multiplier:.4g}, schedule "
+                     f"x {clock:.4g} per update)")
+    return tuple(out), [f"batch ramp: {'; '.join(parts)}; then {ws} (batch {gb})"]
+
+
+def _total_updates(training: dict[str, Any], upe: int, ramp_epochs: int = 0,
+                   ramp_updates: int = 0) -> int:
+    """All updates: a ramp's stages, then the rest of the epochs at ``upe``; max_updates caps."""
+    total = (ramp_updates + math.ceil((float(training["epochs"]) - ramp_epochs) * upe)
+             if training.get("epochs") else None)
     cap = training.get("max_updates")
     if total is None:
         assert cap is not None  # the sweep check requires epochs or max_updates

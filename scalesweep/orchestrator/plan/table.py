@@ -9,6 +9,9 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
     sweep = plan.sweep
     cols = ["trial", "ws", "rule", "warmup", "global_batch", "lr", "peak_lr", "warmup_steps",
             "warmup_epochs", "upd/epoch", "updates", "epochs", "backend", "PxA", "ok"]
+    ramps = any(r.batch_ramp != "none" for r in plan.rows)
+    if ramps:
+        cols.insert(4, "ramp")
     rows = []
     for r in plan.rows:
         rows.append([
@@ -18,6 +21,8 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
             _workers(r.world_size, r.physical_workers, r.accum_grad),
             "yes" if r.feasible else "NO",
         ])
+        if ramps:  # before global_batch: the stages that come before the trial's own batch
+            rows[-1].insert(4, r.batch_ramp)
     widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c)
               for i, c in enumerate(cols)]
     lines = [f"study {sweep.spec.name}: {len(plan.rows)} trials, workload {sweep.spec.workload.name} "

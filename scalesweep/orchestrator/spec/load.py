@@ -25,8 +25,14 @@ from scalesweep.orchestrator.spec.recipes import (
     read_recipe,
     resolve_batch,
 )
-from scalesweep.orchestrator.spec.schema import DISTRIBUTIONS, FIXED_AXES, FREE_AXIS_SECTIONS, SweepSpec
-from scalesweep.trainables import schedules
+from scalesweep.orchestrator.spec.schema import (
+    DISTRIBUTIONS,
+    FIXED_AXES,
+    FREE_AXIS_SECTIONS,
+    TRAINING_AXES,
+    SweepSpec,
+)
+from scalesweep.trainables import batch_ramp, schedules
 from scalesweep.trainables.batching import updates_per_epoch
 from scalesweep.trainables.workloads import UnknownWorkloadError, resolve
 from scalesweep.trainables.workloads.base import Workload, WorkloadOptionError
@@ -441,6 +447,12 @@ def _check_settings(s: Settings, context: str = "") -> list[Problem]:
     for key, ok, rule in checks:
         if not ok:
             problems.append(Problem(s.where(f"training.{key}") + context, t.get(key), rule))
+    if t.get("batch_ramp") is not None:
+        try:
+            batch_ramp.parse(t["batch_ramp"])
+        except ValueError as exc:
+            problems.append(Problem(s.where("training.batch_ramp") + context, t["batch_ramp"],
+                                    str(exc)))
     if t.get("epochs") is None and t.get("max_updates") is None:
         problems.append(Problem("training.epochs", None,
                                 "say how long to train: training.epochs or training.max_updates"))
@@ -473,9 +485,10 @@ def _check_axes(spec: SweepSpec, base: Settings, narrowed: set[str], notes: list
         path = f"axes.{key}"
         names.add(key)
         section, _, param = key.partition(".")
-        if section not in FREE_AXIS_SECTIONS or not param:
+        if (section not in FREE_AXIS_SECTIONS or not param) and key not in TRAINING_AXES:
             problems.append(Problem(path, values, "unknown axis; use world_size, warmup_rule, "
-                                    "scaling_rule, seed, or optimizer.<field> / scheduler.<field>"))
+                                    "scaling_rule, seed, optimizer.<field> / scheduler.<field>, "
+                                    "or training.batch_ramp"))
             continue
         if isinstance(values, dict):
             if spec.search.type != "random":

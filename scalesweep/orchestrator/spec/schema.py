@@ -19,9 +19,11 @@ STRICT = ConfigDict(strict=True, extra="forbid", frozen=True, allow_inf_nan=Fals
 Backend = Literal["ddp", "simulate", "auto"]
 ScalingRule = Literal["none", "linear", "sqrt", "sqrt_adam"]
 WarmupRuleName = Literal["fixed", "scaled"]
-#: the axes every study has; any other axis is a dotted path into optimizer/scheduler
+#: the axes every study has; any other axis is a dotted path into optimizer/scheduler, or
+#: training.batch_ramp (the one training setting that is an axis)
 FIXED_AXES = ("world_size", "warmup_rule", "scaling_rule", "seed")
 FREE_AXIS_SECTIONS = ("optimizer", "scheduler")
+TRAINING_AXES = ("training.batch_ramp",)
 DISTRIBUTIONS = ("uniform", "loguniform", "randint")
 
 
@@ -53,6 +55,10 @@ class TrainingSpec(BaseModel):
     #: most samples per fused pass; null = from the device (CPU 64, GPU per_worker_batch)
     fuse_max_samples: int | None = Field(default=None, ge=1)
     divergence_threshold: float | None = Field(default=None, gt=0)
+    #: a global batch that grows: "4:1,8:1" = 4 virtual ranks for 1 epoch, then 8 for 1, then
+    #: the trial's world size (scalesweep.trainables.batch_ramp); also an axis
+    #: (training.batch_ramp: [none, "4:1,8:1"])
+    batch_ramp: str | None = None
 
     @field_validator("fuse", mode="before")
     @classmethod
