@@ -30,6 +30,7 @@ MLP = {"train_size": 256, "dev_size": 64}
 
 
 def _plan_2_4_8(**final: Any) -> DataPlan:
+    """Stages 2 and 4 (one epoch each) before 8, clocks 1/4 and 1/2 (warmup_rule scaled)."""
     stages = [StagePlan(2, 1, 0.25, 0.25, 8), StagePlan(4, 1, 0.5, 0.5, 4)]
     args: dict[str, Any] = {"dataset_size": 256, "per_worker_batch": 8, "accum_grad": 1,
                             "world_size": 8, "total_updates": 28, "eval_every": 2, **final}
@@ -39,13 +40,21 @@ def _plan_2_4_8(**final: Any) -> DataPlan:
 def test_the_data_plan_by_hand() -> None:
     plan = _plan_2_4_8()
     assert [(s.world_size, s.first_update, s.updates, s.first_epoch, s.updates_per_epoch,
-             s.global_batch, s.first_position, s.samples_before) for s in plan.segments] == [
-        (2, 1, 16, 0, 16, 16, 1.0, 0),
-        (4, 17, 8, 1, 8, 32, 5.0, 256),  # 1 + 16 updates x 1/4
-        (8, 25, 4, 2, 4, 64, 9.0, 512),  # 5 + 8 x 1/2
+             s.global_batch, s.clock_before, s.samples_before) for s in plan.segments] == [
+        (2, 1, 16, 0, 16, 16, 0.0, 0),
+        (4, 17, 8, 1, 8, 32, 4.0, 256),  # 16 updates x 1/4
+        (8, 25, 4, 2, 4, 64, 8.0, 512),  # 4 + 8 x 1/2
     ]  # fmt: skip
+    # a schedule counted from 0 (LambdaLR-style): position 1 + the clock before the update
     assert [plan.position(k) for k in (1, 2, 16, 17, 18, 24, 25, 28)] == [
         1, 1.25, 4.75, 5, 5.5, 8.5, 9, 12]
+    # counted from 1 (WeNet's step_num = k): the clock through the update itself
+    wenet = _plan_2_4_8(counts_from=1)
+    assert [wenet.position(k) for k in (1, 2, 16, 17, 18, 24, 25, 28)] == [
+        0.25, 0.5, 4, 4.5, 5, 8, 9, 12]
+    # counted from -1 (DeepSpeed's last_batch_iteration = k - 2)
+    deepspeed = _plan_2_4_8(counts_from=-1)
+    assert [deepspeed.position(k) for k in (1, 2, 3, 17, 25, 28)] == [1.75, 2, 2.25, 5.5, 9, 12]
     assert [plan.epoch(k) for k in (1, 16, 20, 24, 26, 28)] == [1 / 16, 1, 1.5, 2, 2.5, 3]
     assert [plan.samples(k) for k in (1, 16, 17, 24, 28)] == [16, 256, 288, 512, 768]
     # (epochs completed, updates into the next) after each update; a resume checks it
@@ -56,14 +65,16 @@ def test_the_data_plan_by_hand() -> None:
     # the warmup's end in epochs: 300 final-stage updates' worth without a ramp is 300 / upe
     assert plan.epoch_at_position(4.75) == 1.0  # the first stage's last update
     assert plan.epoch_at_position(10) == 2.5  # the final stage's second update
+    assert wenet.epoch_at_position(4) == 1.0 and wenet.epoch_at_position(10) == 2.5
     # max_updates may end the run inside a stage
     short = _plan_2_4_8(total_updates=20)
     assert [(s.world_size, s.updates) for s in short.segments] == [(2, 16), (4, 4)]
 
 
-def test_without_a_ramp_the_plan_is_the_plain_one() -> None:
+@pytest.mark.parametrize("counts_from", [-1, 0, 1])
+def test_without_a_ramp_the_plan_is_the_plain_one(counts_from: int) -> None:
     plan = DataPlan(dataset_size=256, per_worker_batch=8, accum_grad=1, world_size=4,
-                    total_updates=30, eval_every=4)
+                    total_updates=30, eval_every=4, counts_from=counts_from)
     for k in range(1, 31):
         position = plan.position(k)
         assert position == k and isinstance(position, int)  # the schedules see what they saw
@@ -146,9 +157,39 @@ def test_each_updates_lr_is_the_stage_multiplier_times_the_schedule_on_its_clock
     schedule = schedules.build(config.scheduler, 3e-3)
     for m in reports:
         k = m["update"]
-        position = 1 + (k - 1) * 0.5 if k <= 16 else 9 + (k - 17)  # 1 + 16 x 1/2 = 9 at update 17
+        # WeNet's WarmupLR counts from 1: position = the clock through update k (16 x 1/2 = 8
+        # after the first stage)
+        position = k / 2 if k <= 16 else 8 + (k - 16)
         want = schedule.lr(position) * (0.5 if k <= 16 else 1.0)
         assert m["lr"] == pytest.approx(want, rel=1e-15), k
+
+
+@pytest.mark.parametrize("scheduler", [
+    {"type": "warmuplr", "warmup_steps": 6},  # counted from 1
+    {"type": "gradual_warmup", "warmup_steps": 6, "start_lr": 0.0},  # from 0
+    {"type": "ds_warmuplr", "warmup_num_steps": 6, "warmup_type": "linear",  # from -1
+     "warmup_max_lr": 6e-3},
+])
+def test_a_scaled_first_stage_is_the_trial_at_its_batch_with_scaled_counts(
+        scheduler: dict[str, Any]) -> None:
+    """Linear lr, warmup scaled: the stage at half the batch runs half the lr on a clock of
+    1/2, i.e. what a world-size-2 trial runs with every count doubled (12). For each way the
+    originals count updates, lr and losses agree through the stage (rounding of the clock
+    arithmetic only)."""
+    from scalesweep.trainables.scaling import apply
+
+    stages = (RampStage(world_size=2, epochs=1, lr_multiplier=0.5, clock=0.5, eval_every=2),)
+    ramp = _train(_trial(4, stages, optimizer={"type": "adam", "lr": 6e-3}, scheduler=scheduler,
+                         eval_every=2, total_updates=16))
+    # the world-size-2 trial: the schedule tuned at 4 brought down to 2 by the same rules
+    small, lr, _ = apply(scheduler, 6e-3, lr_factor=0.5, warmup_rule="scaled", global_batch=16,
+                         reference_global_batch=32)
+    plain = _train(_trial(2, optimizer={"type": "adam", "lr": lr}, scheduler=small,
+                          eval_every=2, total_updates=16))
+    assert [m["update"] for m in ramp] == [m["update"] for m in plain]
+    for r, p in zip(ramp, plain, strict=True):
+        assert r["lr"] == pytest.approx(p["lr"], rel=1e-14), r["update"]
+        assert r["dev_loss"] == pytest.approx(p["dev_loss"], rel=1e-9), r["update"]
 
 
 def test_a_resume_mid_ramp_is_the_uninterrupted_run(tmp_path: Path) -> None:

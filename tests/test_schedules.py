@@ -292,7 +292,7 @@ def test_build_rejects_bad_base_lr(base: Any) -> None:
         S.build({"type": "constant"}, base)
 
 
-@pytest.mark.parametrize("update", [0, -1, 0.5, float("nan"), float("inf"), "2", True])
+@pytest.mark.parametrize("update", [0, -1, 0.0, -0.5, float("nan"), float("inf"), "2", True])
 def test_update_must_be_a_number_of_at_least_one(update: Any) -> None:
     for spec in ({"type": "constant"}, {"type": "OneCycle", "cycle_min_lr": 0, "cycle_max_lr": 1}):
         schedule = S.build(spec, 0.1)
@@ -317,12 +317,12 @@ def test_an_integral_float_position_is_the_update_itself(spec: dict[str, Any]) -
 
 
 def test_warmuplr_on_a_quarter_clock_is_the_four_times_longer_warmup() -> None:
-    # WeNet's WarmupLR warms up linearly: base * s / w. At a clock of 1/4 per update (a ramp
-    # stage at 1/4 of the final batch, warmup_rule scaled), a 75-update warmup is 300 of the
-    # stage's updates, i.e. lr(1 + (k - 1) / 4) = base * (k + 3) / 300 before its end
+    # WeNet's WarmupLR warms up linearly: base * s / w, s = k. At a clock of 1/4 per update (a
+    # ramp stage at 1/4 of the final batch, warmup_rule scaled), WeNet's count is k / 4, and a
+    # 75-update warmup is 300 of the stage's updates: lr(k / 4) = base * k / 300 before its end
     base, schedule = 0.004, S.build({"type": "warmuplr", "warmup_steps": 75}, 0.004)
-    for k in (1, 2, 5, 100, 297):
-        assert schedule.lr(1 + (k - 1) / 4) == pytest.approx(base * (k + 3) / 300, rel=1e-12)
+    for k in (1, 2, 5, 100, 299):
+        assert schedule.lr(k / 4) == pytest.approx(base * k / 300, rel=1e-12)
 
 
 def test_table_rejects_negative() -> None:

@@ -19,8 +19,18 @@ schedule) is for it. An earlier stage of global batch B_s runs, with B the final
   same samples however the batch grows, the correction Megatron-Bridge had to make to a warmup
   that ignored the ramp); ``fixed`` and an explicit count keep counting updates.
 
-The schedule's position of update k is 1 + the sum of the clock over updates 1 .. k-1, so every
-trial's first update is at position 1, and a trial without a ramp has position k at update k.
+Where exactly on that clock: the original schedules count differently (WeNet's WarmupLR reads
+step k at update k, DeepSpeed's warmups last_batch_iteration k - 2, LambdaLR-style schedules
+k - 1: ``ScheduleType.counts_from`` o, the count being k - 1 + o). The position of update k is
+the update whose count is o plus the clock summed over the updates before k plus o times
+update k's own clock:
+
+    position(k) = 1 - o + sum_{j<k} c_j + o c_k,
+
+so a schedule's count grows with the samples, and a first stage at clock c = B_s / B runs the
+lr of a trial at B_s with every count scaled by B / B_s (exactly, for a schedule whose shape
+scales: linear warmups, WeNet's inverse square root; DeepSpeed's log warmup does not scale).
+Without a ramp (c = 1) the position of update k is k.
 """
 
 from __future__ import annotations
@@ -100,7 +110,7 @@ class Segment:
     updates_per_epoch: int
     lr_multiplier: float  # on the lr the schedule gives
     clock: float  # schedule position gained per update
-    first_position: float  # the schedule position of its first update
+    clock_before: float  # the clock summed over the updates before it
     eval_every: int  # updates between evaluations within the segment
     samples_before: int  # samples of the updates before it
 
@@ -135,9 +145,12 @@ class DataPlan:
         total_updates: int,
         eval_every: int,
         stages: Sequence[StagePlan] = (),
+        counts_from: int = 0,
     ) -> None:
+        """``counts_from``: the schedule's ``ScheduleType.counts_from`` (module doc)."""
         segments: list[Segment] = []
-        update, epoch, samples, position = 1, 0, 0, 1.0
+        self.counts_from = counts_from
+        update, epoch, samples, clock_before = 1, 0, 0, 0.0
         b = per_worker_batch * accum_grad
         for stage in stages:
             upe = updates_per_epoch(dataset_size, stage.world_size, per_worker_batch, accum_grad)
@@ -148,15 +161,15 @@ class DataPlan:
             if n <= 0:
                 break
             segments.append(Segment(stage.world_size, stage.world_size * b, update, n, epoch, upe,
-                                    stage.lr_multiplier, stage.clock, position, stage.eval_every,
+                                    stage.lr_multiplier, stage.clock, clock_before, stage.eval_every,
                                     samples))
             update, epoch = update + n, epoch + stage.epochs
             samples += n * stage.world_size * b
-            position += n * stage.clock
+            clock_before += n * stage.clock
         upe = updates_per_epoch(dataset_size, world_size, per_worker_batch, accum_grad)
         if update <= total_updates:
             segments.append(Segment(world_size, world_size * b, update, total_updates - update + 1,
-                                    epoch, upe, 1.0, 1.0, position, eval_every, samples))
+                                    epoch, upe, 1.0, 1.0, clock_before, eval_every, samples))
         self.segments = tuple(segments)
         self.total_updates = total_updates
         self._firsts = [s.first_update for s in self.segments]
@@ -168,8 +181,8 @@ class DataPlan:
 
     def position(self, update: int) -> float:
         """The schedule's position at ``update`` (module doc): ``update`` itself without a ramp."""
-        s = self.segment(update)
-        position = s.first_position + (update - s.first_update) * s.clock
+        s, o = self.segment(update), self.counts_from
+        position = 1 - o + s.clock_before + (update - s.first_update) * s.clock + o * s.clock
         # an int where it is one: the schedules then see exactly what they saw before ramps
         return int(position) if position.is_integer() else position
 
@@ -198,10 +211,12 @@ class DataPlan:
 
     def epoch_at_position(self, position: float) -> float:
         """Epochs seen when the schedule reaches ``position`` (a warmup's end, in epochs)."""
+        o = self.counts_from
         for s in self.segments:
-            last = s.first_position + (s.updates - 1) * s.clock  # the segment's last update's
+            first = 1 - o + s.clock_before + o * s.clock  # the position of its first update
+            last = first + (s.updates - 1) * s.clock
             if position <= last or s is self.segments[-1]:
                 # updates into the segment when the position is reached (300 without a ramp)
-                updates = max(0.0, (position - s.first_position) / s.clock + 1)
+                updates = max(0.0, (position - first) / s.clock + 1)
                 return s.first_epoch + updates / s.updates_per_epoch
         return math.nan  # no segments: no updates

@@ -81,6 +81,11 @@ class ScheduleType:
     params: dict[str, Param] = field(default_factory=dict)
     # lr params whose None means "the optimizer's lr" (DeepSpeed's warmup_max_lr)
     optimizer_lr_fallbacks: tuple[str, ...] = ()
+    #: the original's own count at update k is k - 1 + counts_from: WeNet's step_num is k (1),
+    #: DeepSpeed's warmups read last_batch_iteration k - 2 (-1), LambdaLR-style ones k - 1 (0).
+    #: A batch-size ramp's clock (trainables.batch_ramp) keeps that count proportional to the
+    #: samples, which makes a stage's lr the one a trial at its batch would have
+    counts_from: int = 0
 
     def defaults(self) -> dict[str, Any]:
         return {name: p.default for name, p in self.params.items() if not p.required}
@@ -103,7 +108,7 @@ SCHEDULE_TYPES: dict[str, ScheduleType] = {
     for t in (
         ScheduleType(
             "warmuplr", "warmup_steps", ("warmup_steps",), (), True, False,
-            {"warmup_steps": Param("int", default=25000, ge=0)},
+            {"warmup_steps": Param("int", default=25000, ge=0)}, counts_from=1,
         ),
         ScheduleType(
             "onecycle", "cycle_first_step_size",
@@ -135,7 +140,7 @@ SCHEDULE_TYPES: dict[str, ScheduleType] = {
                 "warmup_num_steps": _DS_WARMUP_STEPS,
                 "warmup_type": _WARMUP_TYPE,
             },
-            optimizer_lr_fallbacks=("warmup_max_lr",),
+            optimizer_lr_fallbacks=("warmup_max_lr",), counts_from=-1,
         ),
         ScheduleType(
             "ds_warmup_decay", "warmup_num_steps", ("warmup_num_steps", "total_num_steps"),
@@ -149,7 +154,7 @@ SCHEDULE_TYPES: dict[str, ScheduleType] = {
                 "warmup_num_steps": _DS_WARMUP_STEPS,
                 "warmup_type": _WARMUP_TYPE,
             },
-            optimizer_lr_fallbacks=("warmup_max_lr",),
+            optimizer_lr_fallbacks=("warmup_max_lr",), counts_from=-1,
         ),
         ScheduleType(
             "ds_warmup_cosine", "warmup_num_steps", ("warmup_num_steps", "total_num_steps"),
@@ -160,7 +165,7 @@ SCHEDULE_TYPES: dict[str, ScheduleType] = {
                 "warmup_num_steps": _DS_WARMUP_STEPS,
                 "cos_min_ratio": Param("float", default=0.0001, ge=0, le=1),
                 "warmup_type": _WARMUP_TYPE,
-            },
+            }, counts_from=-1,
         ),
         ScheduleType(
             "gradual_warmup", "warmup_steps", ("warmup_steps",), ("start_lr",), True, False,
@@ -321,11 +326,13 @@ def _resolve(spec: Mapping[str, Any], base_lr: float | None = None) -> tuple[str
 
 
 def _check_update(update: float) -> float:
-    # A float position is a batch-size ramp's schedule clock counting samples
-    # (scalesweep.trainables.batch_ramp): 1.25 is a quarter of an update past the first
+    # Updates count from 1. A float is a batch-size ramp's schedule clock counting samples
+    # (scalesweep.trainables.batch_ramp): 1.25 is a quarter of an update past the first; for
+    # a schedule counted from 1 (WeNet's) a stage's first updates sit below 1 (0.25: a quarter)
     if isinstance(update, bool) or not isinstance(update, int | float) or not (
-            math.isfinite(update) and update >= 1):
-        raise ValueError(f"update must be a number of at least 1, but got {update=}")
+            math.isfinite(update) and update > 0) or (isinstance(update, int) and update < 1):
+        raise ValueError(f"update must be an integer of at least 1 (or a ramp's position > 0), "
+                         f"but got {update=}")
     return update
 
 
