@@ -62,6 +62,7 @@ def trial_params(row: PlanRow, sweep: Sweep, baseline_arm: str | None = None) ->
         "per_worker_batch": row.per_worker_batch, "seed": row.seed,
         "workload": sweep.spec.workload.name, "optimizer": row.trial.optimizer.get("type"),
         "eval_every": row.eval_every, "dtype": row.trial.dtype, "fuse": row.trial.fuse,
+        "batch_ramp": row.batch_ramp,
     }
     for key, value in row.axes.items():
         params.setdefault(key, value)

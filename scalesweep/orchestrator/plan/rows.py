@@ -27,7 +27,7 @@ PLAN_FIELDS = (
     "name", "arm", "world_size", "scaling_rule", "warmup_rule", "seed", "global_batch", "base_lr",
     "peak_lr", "warmup_steps", "warmup_epochs", "updates_per_epoch", "total_updates", "epochs",
     "eval_every", "scheduler", "backend", "physical_workers", "accum_grad", "per_worker_batch",
-    "feasible", "reason",
+    "feasible", "reason", "batch_ramp",
 )
 
 
