@@ -75,7 +75,8 @@ def advise(study: Study, world_size: int | None = None, table: pd.DataFrame | No
         raise ValueError(f"world_size must be at least 1, but got {world_size=}")
     trials = _trials(study, convergence_table(study) if table is None else table)
     if trials.empty:
-        raise ValueError(f"study {study.experiment_name!r} has no trials with a known global batch")
+        raise ValueError(f"study {study.experiment_name!r} has no trials with a known, fixed "
+                         "global batch (batch-ramp trials are left out of the batch fit)")
     per_worker = int(trials["samples_per_worker"].mode().iloc[0])
     if world_size is None:
         world_size = int(trials["world_size"].max())
@@ -122,7 +123,9 @@ def _trials(study: Study, table: pd.DataFrame) -> pd.DataFrame:
     for row in table.to_dict("records"):
         p = params.loc[row["run_id"]]
         batch = _number(row.get("global_batch"))
-        if batch is None:
+        if batch is None or _ramped(p.get("batch_ramp")):
+            # the fit S = S_min (1 + B_crit / B) is over constant batches; a ramp's updates to
+            # target were made at several (its global_batch param is only the last)
             continue
         config = tuple(
             (k, str(p[k])) for k in sorted(params.columns)
@@ -140,6 +143,11 @@ def _trials(study: Study, table: pd.DataFrame) -> pd.DataFrame:
             "config": config, "run_id": row["run_id"], "status": row["status"],
         })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _ramped(value: object) -> bool:
+    """Whether a trial's ``batch_ramp`` param names stages (studies before ramps lack it)."""
+    return isinstance(value, str) and value not in ("", "none")
 
 
 def _number(x: object) -> float | None:
