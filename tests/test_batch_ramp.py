@@ -203,6 +203,24 @@ def test_a_resume_mid_ramp_is_the_uninterrupted_run(tmp_path: Path) -> None:
         assert _untimed(resumed) == _untimed([m for m in whole if m["update"] > at])
 
 
+def test_a_checkpoint_from_before_ramps_resumes_and_a_ramp_cannot_take_it(tmp_path: Path) -> None:
+    """Checkpoints written before batch_ramp existed have no such field: the trial they belong
+    to had no ramp, so they resume a trial without one, and no trial with one."""
+    from scalesweep.trainables.checkpointing import META_FILE
+
+    config = _trial(4, checkpoint_every=8, total_updates=16)
+    kept: dict[int, str] = {}
+    whole = _train(config, keep=kept, tmp=tmp_path)
+    meta_file = Path(kept[8]) / META_FILE
+    meta = json.loads(meta_file.read_text())
+    del meta["config"]["batch_ramp"]
+    meta_file.write_text(json.dumps(meta))
+    assert _untimed(_train(config, resume_from=kept[8])) == _untimed(
+        [m for m in whole if m["update"] > 8])
+    with pytest.raises(ValueError, match=r"different trajectory.*batch_ramp"):
+        _train(_trial(4, FIXED_NONE, total_updates=16), resume_from=kept[8])
+
+
 def test_a_trial_with_more_workers_than_a_stage_has_ranks_is_refused() -> None:
     config = _trial(4, FIXED_NONE, physical_workers=3, backend="ddp")
 

@@ -55,6 +55,10 @@ TRAJECTORY_FIELDS = (
 )
 
 
+#: trajectory fields newer than some checkpoints, with the value every older trial had (as JSON)
+_ADDED_SINCE: dict[str, Any] = {"batch_ramp": []}
+
+
 class Stateful(Protocol):
     """What holds extra state for a checkpoint (``scalesweep.trainables.precision.Precision``)."""
 
@@ -132,10 +136,12 @@ def load(
     place from ``directory``; returns the progress."""
     path = Path(directory)
     meta = json.loads((path / META_FILE).read_text())
+    # a field added since the checkpoint was written: what it was then is its default
+    saved = {**_ADDED_SINCE, **meta["config"]}
     mismatched = {
-        key: (meta["config"].get(key), now)
+        key: (saved.get(key), now)
         for key, now in _trajectory(config).items()
-        if meta["config"].get(key) != now
+        if saved.get(key) != now
     }
     if mismatched:
         detail = ", ".join(f"{k}: checkpoint {a!r} != trial {b!r}" for k, (a, b) in mismatched.items())
