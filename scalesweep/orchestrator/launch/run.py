@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -39,6 +40,15 @@ class Outcome:
     def exit_code(self) -> int:
         return 1 if any(t["status"] == "failed" for t in self.trials) else 0
 
+
+
+#: how the driver names its MLflow parent run in its output; `submit` reads it back from a
+#: cluster job's logs (PARENT_RUN_PATTERN), so the two live here together
+PARENT_RUN_PATTERN = re.compile(r"MLflow parent run (\w+) at ")
+
+
+def parent_run_line(run_id: str, tracking_uri: str) -> str:
+    return f"MLflow parent run {run_id} at {tracking_uri}"
 
 def storage_root(sweep: Sweep | None = None) -> Path:
     """Where sweep state, Tune and Train checkpoints go: the sweep's ``storage_path``, else
@@ -145,8 +155,8 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
              "tracking_uri": tracking_uri, "parent_run_id": parent_id,
              "experiment": sweep.spec.name, "address": address}
     (sweep_dir / STATE_FILE).write_text(json.dumps(state, indent=1))
-    print(f"sweep {sweep.spec.name}: {len(plan.rows)} trials, MLflow parent run {parent_id} "
-          f"at {tracking_uri}; state in {sweep_dir}")
+    print(f"sweep {sweep.spec.name}: {len(plan.rows)} trials, "
+          f"{parent_run_line(parent_id, tracking_uri)}; state in {sweep_dir}")
     return _execute(plan, tracker, parent_id, sweep_dir, tracking_uri, summary_json, {})
 
 

@@ -68,8 +68,6 @@ SUMMARY_MARK = "@@scalesweep-summary@@ "
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 #: the probe job starts a driver and one task, and imports torch, mlflow, ... there
 PROBE_TIMEOUT_S = 300.0
-#: what the sweep's driver prints once its MLflow parent run exists (launch/run.py: run_sweep)
-PARENT_RUN = re.compile(r"MLflow parent run (\w+) at ")
 #: the driver's "report: <path>" line (cli._finish); that path is in the job's working_dir
 REPORT_LINE = re.compile(r"^report: (\S.*)$")
 
@@ -253,13 +251,15 @@ def submit(args: argparse.Namespace) -> int:
 def _where_results_are(logs: str, uri: str) -> None:
     """Where the user finds the report: the MLflow parent run, not the head's job directory
     (the paths the driver printed are inside the job's temporary working_dir)."""
-    parents = PARENT_RUN.findall(logs)
+    from scalesweep.orchestrator.launch.run import PARENT_RUN_PATTERN, parent_run_line
+
+    parents = PARENT_RUN_PATTERN.findall(logs)
     if not parents:
         return
     parent = parents[-1]
     lines = logs.splitlines()
     logged = any(REPORT_LINE.match(ln) for ln in lines)
-    print(f"MLflow parent run {parent} at {uri}" + (
+    print(parent_run_line(parent, uri) + (
         ": the report is logged there as artifacts report/ (report.html, figures, trials.csv)"
         if logged else ""), flush=True)
     print(f"write the report here: scalesweep report --run-id {parent} --tracking-uri {uri}",
