@@ -255,6 +255,14 @@ def sqlite_uri(path: Path) -> str:
     return f"sqlite:///{path}"
 
 
+def cli_env(**extra: str) -> dict[str, str]:
+    """The environment a benchmark runs the CLI in: no MLFLOW_* variable of the caller's (the
+    benchmark names its own store), no Ray usage stats, unbuffered output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env.update({"RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"}, **extra)
+    return env
+
+
 def start_ray() -> None:
     """A local Ray as ``scalesweep run`` starts it (scalesweep.orchestrator.launch.run._connect),
     so sweeps and the bare Ray baselines share one cluster. Stop it with ``ray.shutdown()``."""

@@ -29,7 +29,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import Column, Report, Table, median, parse_args, sandbox, say, sqlite_uri, write_yaml
+from benchmarks._common import (
+    Column,
+    Report,
+    Table,
+    cli_env,
+    median,
+    parse_args,
+    sandbox,
+    say,
+    sqlite_uri,
+    write_yaml,
+)
 
 NAME = "scale"
 
@@ -51,8 +62,7 @@ def sweep_file(tmp: Path, lrs: int, worlds: list[int], updates: int) -> Path:
 
 
 def cli(*args: str, cwd: Path, timeout: float = 3600) -> tuple[float, subprocess.CompletedProcess[str]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    env.update(RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1")
+    env = cli_env()
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "scalesweep", *args],

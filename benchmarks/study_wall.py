@@ -14,7 +14,6 @@ MLflow, the report) dilute it.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import ROOT, Column, Report, Table, median, parse_args, ratio, say, spread
+from benchmarks._common import ROOT, Column, Report, Table, cli_env, median, parse_args, ratio, say, spread
 
 NAME = "study_wall"
 SWEEP = ROOT / "sweeps" / "wenet_4v16.yaml"
@@ -42,19 +41,13 @@ def run_study(fuse: str, seeds: int, quick: bool) -> dict[str, Any]:
             cmd += ["--set", s]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True,
-                              env={**_env(), "SCALESWEEP_STORAGE": f"{tmp}/runs"})
+                              env=cli_env(SCALESWEEP_STORAGE=f"{tmp}/runs"))
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
         trials = json.loads(summary.read_text())
         return {"wall_s": wall, "trials": len(trials),
                 "train_s": sum(float(t.get("train_seconds") or 0.0) for t in trials)}
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    env["RAY_USAGE_STATS_ENABLED"] = "0"
-    return env
 
 
 def main(argv: list[str] | None = None) -> None:
