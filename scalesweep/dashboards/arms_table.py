@@ -13,7 +13,8 @@ from scalesweep.dashboards.mlflow_data import Study
 from scalesweep.trainables.arms import TrialCrossing, summarize_arms
 
 #: the axes each arm is described by in arms.json/arms.csv (those a trial logs as params)
-ARM_AXES = ("world_size", "warmup_rule", "scaling_rule", "global_batch", "warmup_steps", "peak_lr")
+ARM_AXES = ("world_size", "warmup_rule", "scaling_rule", "global_batch", "warmup_steps", "peak_lr",
+            "batch_ramp")
 
 
 def _axes(trial: dict[str, Any]) -> dict[str, Any]:
