@@ -373,3 +373,7 @@ def test_a_ramp_sweep_runs_end_to_end_and_mlflow_shows_the_stages(tmp_path: Path
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert {t["name"]: t["batch_ramp"] for t in summary} == {
         "ws4-warmup10-linear-rampnone": "none", "ws4-warmup10-linear-ramp2x2": "2:2"}
+    # the report's arms, read back from MLflow, say which is which
+    arms = json.loads((tmp_path / "reports" / "smoke" / "arms.json").read_text())
+    assert {a["arm"]: a["axes"]["batch_ramp"] for a in arms} == {
+        "ws4-warmup10-linear-rampnone": "none", "ws4-warmup10-linear-ramp2x2": "2:2"}
