@@ -446,6 +446,9 @@ def _ramp(sweep: Sweep, combo: dict[str, Any], training: dict[str, Any], gb: int
         why = ("sqrt_adam changes Adam's betas and eps with the batch, and a ramp would need "
                "them per stage; use sqrt (the same lr) or no ramp")
     if why is not None:
+        if RAMP_AXIS in combo and "stay below" in why:  # a grid crossing ramps with small sizes
+            why += (f"; to leave this combination out: exclude: [{{world_size: {ws}, "
+                    f"{RAMP_AXIS}: '{text}'}}]")
         raise InputError(sweep.source, [Problem(where, text, f"{why} (trial {_short_combo(combo)})")])
     batch, accum = int(training["per_worker_batch"]), int(training.get("accum_grad", 1))
     size = sweep.workload.train_size()
