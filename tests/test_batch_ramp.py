@@ -296,6 +296,8 @@ def test_the_shipped_study_plans_a_ramp_with_the_sweeps_rules() -> None:
 @pytest.mark.parametrize(("sets", "path", "rule"), [
     (["axes.training.batch_ramp=[none, '4:1,16:1']"], "axes.training.batch_ramp",
      "rise and stay below the trial's world_size(16)"),
+    (["axes.world_size=[4, 16]"], "axes.training.batch_ramp",  # the hint that fixes the grid
+     "to leave this combination out: exclude: [{world_size: 4, training.batch_ramp: '4:1,8:1'}]"),
     (["axes.training.batch_ramp=[none, '4-1']"], "axes.training.batch_ramp[1] -> training.batch_ramp",
      "is not V:epochs"),
     (["axes.training.batch_ramp=[none, '4:3,8:3']"], "axes.training.batch_ramp",
