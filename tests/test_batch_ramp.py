@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -121,8 +122,6 @@ def _train(config: TrialConfig, resume_from: str | None = None,
     def on_report(metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
         reports.append(metrics)
         if checkpoint_dir and keep is not None and tmp is not None:
-            import shutil
-
             keep[metrics["update"]] = str(shutil.copytree(checkpoint_dir, tmp / f"c{metrics['update']}"))
 
     loop.train(config, LocalWorld(), on_report=on_report, resume_from=resume_from)

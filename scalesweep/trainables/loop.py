@@ -70,6 +70,7 @@ import torch
 
 from scalesweep.trainables import checkpointing, fusion, schedules
 from scalesweep.trainables import workloads as workload_registry
+from scalesweep.trainables.batch_ramp import Segment
 from scalesweep.trainables.checkpointing import Progress
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.noise_scale import EMA_DECAY, NoiseScale
@@ -139,10 +140,9 @@ class _Trial:
         self.workload: Workload = workload or workload_registry.make(config.workload, config.workload_options)
         # Which V, epoch, lr multiplier and schedule position each update has: one segment at
         # world_size, or a batch-size ramp's stages first (scalesweep.trainables.batch_ramp).
-        # _enter sets the segment's sharding, virtual ranks and loss weight below.
+        # _use sets the segment's sharding, virtual ranks and loss weight below.
         self.data = config.data_plan(self.workload.train_size())
-        self.segment = self.data.segments[0]
-        self._enter(1)
+        self._use(self.data.segments[0])
         # The one weight that makes the all-reduced gradient the mean over the global batch, for
         # any P and any split of the V ranks into the v_p. Every sample's loss is weighted
         # w = P / global_batch (global_batch = V b, b = per_worker_batch * accum_grad samples per
@@ -200,7 +200,8 @@ class _Trial:
         last_checkpoint = time.perf_counter()
         metrics: dict[str, Any] = dict(self.progress.last_report)
         for update in range(self.progress.update + 1, self.config.total_updates + 1):
-            self._enter(update)
+            if update > self.segment.last_update:  # a ramp's next stage
+                self._use(self.data.segment(update))
             lr, momentum = self._set_hyperparameters(update)
             loss = self._update(ddp, update)
             p = self.progress
@@ -237,12 +238,9 @@ class _Trial:
         self.progress.wall_s = time.perf_counter() - started
         return self._final(metrics)
 
-    def _enter(self, update: int) -> None:
-        """Make ``update``'s segment current: its world size V's sharding, this process's
-        virtual ranks of V and the loss weight (nothing changes within a segment)."""
-        segment = self.data.segment(update)
-        if segment is self.segment and hasattr(self, "sharding"):
-            return
+    def _use(self, segment: Segment) -> None:
+        """Make ``segment`` current: its world size V's sharding, this process's virtual ranks
+        of V and the loss weight (nothing changes within a segment)."""
         cfg, world = self.config, self.world
         self.segment = segment
         self.sharding = Sharding(self.workload.train_size(), segment.world_size,
