@@ -169,6 +169,11 @@ class RayCluster:
                 continue
         return pids
 
+    def head_logs(self, pattern: str, tail: int = 3000) -> str:
+        """The ends of the head's log files named by ``pattern``, for a failure's message."""
+        logs = sorted((self.temp_dirs[0] / "session_latest" / "logs").glob(pattern))
+        return "".join(f"\n--- {p.name}\n{p.read_text(errors='replace')[-tail:]}" for p in logs)
+
     # the state API, through the dashboard, with the token --------------------------------
     def api(self, path: str) -> Any:
         req = urllib.request.Request(f"{self.dashboard}{path}",

@@ -121,6 +121,48 @@ def test_storage_locations_and_tracking_uris_a_cluster_can_use() -> None:
         assert sub._tracking_problems(relative), relative
 
 
+# Ray's words when the head's per-client server died before serving (ray.util.client proxier)
+SERVER_DIED = ("Initialization failure from server:\nTraceback ...\nRuntimeError: Starting Ray "
+               "client server failed. See ray_client_server_23000.err for detailed logs.")
+
+
+def test_a_client_server_that_did_not_start_is_connected_to_again(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    calls: list[str] = []
+
+    def init() -> None:
+        calls.append("init")
+        if calls.count("init") < 3:
+            raise ConnectionAbortedError(SERVER_DIED)
+
+    sub.connect_client(init, reset=lambda: calls.append("reset"))
+    assert calls == ["init", "reset", "init", "reset", "init"]
+    err = capsys.readouterr().err
+    assert "did not start (attempt 1 of 3)" in err and "(attempt 2 of 3)" in err
+
+
+def test_connecting_gives_up_after_the_attempts_and_at_once_on_other_failures() -> None:
+    calls: list[str] = []
+
+    def dead() -> None:
+        calls.append("init")
+        raise ConnectionAbortedError(SERVER_DIED)
+
+    with pytest.raises(ConnectionAbortedError, match="Starting Ray client server failed"):
+        sub.connect_client(dead, reset=lambda: None)
+    assert len(calls) == sub.CLIENT_CONNECT_ATTEMPTS
+
+    calls.clear()
+
+    def refused() -> None:  # a wrong token or version is no start-up hiccup: no second try
+        calls.append("init")
+        raise ConnectionAbortedError("Initialization failure from server: version mismatch")
+
+    with pytest.raises(ConnectionAbortedError, match="version mismatch"):
+        sub.connect_client(refused, reset=lambda: None)
+    assert calls == ["init"]
+
+
 def test_exit_code_is_the_jobs() -> None:
     def info(status: str, code: int | None) -> SimpleNamespace:
         return SimpleNamespace(status=status, driver_exit_code=code)
@@ -273,7 +315,9 @@ def test_run_through_ray_client_drives_the_sweep_on_the_head(
     proc = run_cli("run", SMOKE, "--address", cluster.client_address, "--tracking-uri",
                    mlflow_server.uri, *ONE_SIMULATED, "--set", "name=smoke-client",
                    "--summary-json", "s.json", cwd=tmp_path, **env)
-    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    # the head's Ray Client server logs say why, if it did not start
+    assert proc.returncode == 0, (proc.stdout[-5000:] + proc.stderr[-5000:]
+                                  + cluster.head_logs("ray_client_server*"))
     assert "its driver runs on the head" in proc.stdout
     summary = json.loads((tmp_path / "s.json").read_text())
     assert [(t["name"], t["status"]) for t in summary] == [("ws2-warmup20-none", "completed")]

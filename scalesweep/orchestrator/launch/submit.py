@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -428,6 +428,31 @@ def _write_summary(logs: str, path: str) -> bool:
 # -- scalesweep run --address ray://... ------------------------------------------------------
 
 
+# The head starts one "specific" Ray Client server per connection. On a starved head that
+# process can die before it serves anyone: Ray then answers "Starting Ray client server failed"
+# (the reason stays in ray_client_server_<port>.err on the head). Nothing has run on the
+# cluster yet, so connecting again -- a new server on the next port -- is safe.
+CLIENT_CONNECT_ATTEMPTS = 3
+_SERVER_DID_NOT_START = ("Starting Ray client server failed", "Proxy failed to Connect to backend")
+
+
+def connect_client(init: Callable[[], object], *, reset: Callable[[], object],
+                   attempts: int = CLIENT_CONNECT_ATTEMPTS) -> None:
+    """``init()`` (a Ray Client ``ray.init``), again after ``reset()`` while the head's client
+    server failed to start, ``attempts`` times in all; any other failure at once."""
+    for attempt in range(1, attempts + 1):
+        try:
+            init()
+            return
+        except ConnectionAbortedError as exc:
+            if attempt == attempts or not any(m in str(exc) for m in _SERVER_DID_NOT_START):
+                raise
+            print(f"warning: the head's Ray Client server did not start (attempt {attempt} of "
+                  f"{attempts}); connecting again", file=sys.stderr, flush=True)
+            with contextlib.suppress(Exception):
+                reset()
+
+
 def run_via_client(path: str, *, overrides: list[str], address: str, tracking_uri: str,
                    summary_json: str | None, verbose: bool) -> Any:
     """``run`` through Ray Client: the whole run is one task on the head, in the shipped tree.
@@ -446,9 +471,10 @@ def run_via_client(path: str, *, overrides: list[str], address: str, tracking_ur
     from scalesweep.orchestrator.tracking.tracker import TrackingUnavailable
 
     with shipment(path, overrides, recipe) as ship:
-        ray.init(address=address, runtime_env={"working_dir": str(ship.directory),
-                                               "env_vars": _env_vars()},
-                 logging_level=logging.WARNING, log_to_driver=True)
+        runtime_env = {"working_dir": str(ship.directory), "env_vars": _env_vars()}
+        connect_client(lambda: ray.init(address=address, runtime_env=runtime_env,
+                                        logging_level=logging.WARNING, log_to_driver=True),
+                       reset=ray.shutdown)
     head = next((n["NodeID"] for n in ray.nodes()
                  if n.get("Alive") and "node:__internal_head__" in n.get("Resources", {})), None)
     strategy = NodeAffinitySchedulingStrategy(head, soft=False) if head else "DEFAULT"
