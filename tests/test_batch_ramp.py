@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from scalesweep.trainables import loop, schedules
-from scalesweep.trainables.batch_ramp import DataPlan, Stage, StagePlan, check, describe, parse
+from scalesweep.trainables.batch_ramp import DataPlan, Stage, check, describe, parse
 from scalesweep.trainables.config import RampStage, TrialConfig
 from scalesweep.trainables.world import LocalWorld
 from tests.helpers import SCALESWEEP, cli_env
@@ -33,7 +33,8 @@ MLP = {"train_size": 256, "dev_size": 64}
 
 def _plan_2_4_8(**final: Any) -> DataPlan:
     """Stages 2 and 4 (one epoch each) before 8, clocks 1/4 and 1/2 (warmup_rule scaled)."""
-    stages = [StagePlan(2, 1, 0.25, 0.25, 8), StagePlan(4, 1, 0.5, 0.5, 4)]
+    stages = [RampStage(world_size=2, epochs=1, lr_multiplier=0.25, clock=0.25, eval_every=8),
+              RampStage(world_size=4, epochs=1, lr_multiplier=0.5, clock=0.5, eval_every=4)]
     args: dict[str, Any] = {"dataset_size": 256, "per_worker_batch": 8, "accum_grad": 1,
                             "world_size": 8, "total_updates": 28, "eval_every": 2, **final}
     return DataPlan(stages=stages, **args)

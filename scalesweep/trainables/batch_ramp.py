@@ -41,6 +41,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from scalesweep.trainables.batching import updates_per_epoch
 
@@ -119,15 +120,20 @@ class Segment:
         return self.first_update + self.updates - 1
 
 
-@dataclass(frozen=True)
-class StagePlan:
-    """One stage of a ramp as the planner resolved it (the final stage is the trial itself)."""
+class StagePlan(Protocol):
+    """One stage of a ramp as the planner resolved it (the final stage is the trial itself):
+    what ``DataPlan`` reads of a ``scalesweep.trainables.config.RampStage``."""
 
-    world_size: int
-    epochs: int
-    lr_multiplier: float
-    clock: float
-    eval_every: int
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def epochs(self) -> int: ...
+    @property
+    def lr_multiplier(self) -> float: ...
+    @property
+    def clock(self) -> float: ...
+    @property
+    def eval_every(self) -> int: ...
 
 
 class DataPlan:

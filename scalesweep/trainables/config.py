@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scalesweep.trainables.batch_ramp import DataPlan, StagePlan
+from scalesweep.trainables.batch_ramp import DataPlan
 from scalesweep.trainables.schedules import SCHEDULE_TYPES
 
 Backend = Literal["ddp", "simulate"]
@@ -120,7 +120,6 @@ class TrialConfig(BaseModel):
             dataset_size=dataset_size, per_worker_batch=self.per_worker_batch,
             accum_grad=self.accum_grad, world_size=self.world_size,
             total_updates=self.total_updates, eval_every=self.eval_every,
-            stages=[StagePlan(s.world_size, s.epochs, s.lr_multiplier, s.clock, s.eval_every)
-                    for s in self.batch_ramp],
+            stages=self.batch_ramp,
             counts_from=SCHEDULE_TYPES[self.scheduler["type"]].counts_from
             if self.scheduler.get("type") in SCHEDULE_TYPES else 0)
