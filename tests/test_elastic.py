@@ -14,10 +14,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
 
+from scalesweep.orchestrator.plan.cluster import ClusterInfo
+from scalesweep.orchestrator.plan.rows import make_plan
+from scalesweep.orchestrator.spec.load import load_sweep
+from scalesweep.trainables import loop
+from scalesweep.trainables.world import LocalWorld
 from tests.cluster_helpers import RayCluster
 from tests.helpers import ROOT, SWEEPS, cli_env
 
@@ -67,13 +73,14 @@ def test_an_elastic_trial_goes_on_with_fewer_workers_and_ends_where_it_would_hav
     assert driver.returncode == 0, out[-4000:]
     (elastic,) = json.loads((tmp_path / "elastic.json").read_text())
 
-    ref = subprocess.run(
-        [sys.executable, "-m", "scalesweep", "run", str(SWEEPS / "smoke.yaml"), *SETS,
-         "--tracking-uri", f"sqlite:///{tmp_path / 'ref.db'}", "--summary-json", "ref.json"],
-        cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=900)
-    assert ref.returncode == 0, ref.stdout[-3000:] + ref.stderr[-3000:]
-    (reference,) = json.loads((tmp_path / "ref.json").read_text())
-    assert elastic["final_dev_loss"] == pytest.approx(reference["final_dev_loss"], rel=1e-6)
+    # the uninterrupted run, in this process: the same trial under simulate, without Ray
+    (row,) = make_plan(load_sweep(str(SWEEPS / "smoke.yaml"), SETS[1::2]),
+                       ClusterInfo(cpus=4, gpus=0, memory_gb=8, where="the test")).rows
+    assert row.trial.backend == "simulate"
+    reports: list[dict[str, Any]] = []
+    loop.train(row.trial, LocalWorld(), on_report=lambda metrics, _: reports.append(metrics))
+    reference = [m["dev_loss"] for m in reports if "dev_loss" in m][-1]
+    assert elastic["final_dev_loss"] == pytest.approx(reference, rel=1e-6)
 
     client = MlflowClient(uri)
     steps = [m.step for m in client.get_metric_history(elastic["mlflow_run_id"], "dev_loss")]
