@@ -293,6 +293,23 @@ def test_the_shipped_study_plans_a_ramp_with_the_sweeps_rules() -> None:
     assert [(s.lr_multiplier, s.clock) for s in ramp.trial.batch_ramp] == [(1, 1), (1, 1)]
 
 
+def test_an_auto_total_ends_the_decay_where_the_ramped_run_ends() -> None:
+    """wsd with ``total_steps: auto``: under the scaled clock a ramp's stages count B_s / B per
+    update, so the run's length in the schedule's counts is the fixed-batch trial's (192), and
+    the last update is the decay's last; in updates (fixed) it is the ramped run's 320."""
+    wsd = "scheduler={type: wsd, warmup_steps: 30, decay_steps: 40, total_steps: auto}"
+    for rule, want in (("scaled", 6 * 32), ("fixed", 128 + 64 + 4 * 32)):
+        plan = _plan("axes.seed=[0]", wsd, f"axes.warmup_rule=[{rule}]",
+                     f"baseline={{world_size: 16, warmup_rule: {rule}, scaling_rule: linear, "
+                     "training.batch_ramp: none}")
+        ramp = next(r for r in plan.rows if r.batch_ramp != "none")
+        assert ramp.trial.scheduler["total_steps"] == want
+        data = ramp.trial.data_plan(8192)
+        assert round(data.position(ramp.total_updates)) == want  # the last update ends it
+        fixed = next(r for r in plan.rows if r.batch_ramp == "none")
+        assert fixed.trial.scheduler["total_steps"] == fixed.total_updates == 6 * 32
+
+
 @pytest.mark.parametrize(("sets", "path", "rule"), [
     (["axes.training.batch_ramp=[none, '4:1,16:1']"], "axes.training.batch_ramp",
      "rise and stay below the trial's world_size(16)"),

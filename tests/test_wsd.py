@@ -233,10 +233,10 @@ def test_every_problem_at_once_and_the_limits_themselves_are_fine() -> None:
 # --- lr and warmup rules ------------------------------------------------------------------------
 
 
-def _apply(sp: dict[str, Any], rule: Any, gb: int, ref: int = 32,
-           factor: float = 1.0) -> tuple[dict[str, Any], float, list[str]]:
+def _apply(sp: dict[str, Any], rule: Any, gb: int, ref: int = 32, factor: float = 1.0,
+           run_updates: int | None = None) -> tuple[dict[str, Any], float, list[str]]:
     return scaling.apply(sp, 0.1, lr_factor=factor, warmup_rule=rule, global_batch=gb,
-                         reference_global_batch=ref)
+                         reference_global_batch=ref, run_updates=run_updates)
 
 
 def test_scaled_rule_rescales_all_three_counts() -> None:
@@ -413,3 +413,96 @@ def test_lr_preview_reports_bad_params_and_exits_2(
                                   " total_steps: 2}\n")
     assert main(["lr", "bad.yaml", "--updates", "5"]) == 2  # relative: needs the optimizer lr
     assert "wsd scales the optimizer's lr" in capsys.readouterr().err
+
+
+# --- a total given as auto: the trial's own length ----------------------------------------------
+
+# decay 40: warmup + decay fit the shortest run (ws 8: 96 updates) under fixed too
+AUTO_SWEEP = SWEEP.replace("total_steps: 384", "total_steps: auto").replace(
+    "decay_steps: 77", "decay_steps: 40").replace("[fixed, scaled, 5]", "[fixed, scaled]")
+
+
+def test_auto_total_is_every_trials_own_updates_and_the_decay_keeps_its_samples(
+        cwd: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (cwd / "wsd.yaml").write_text(AUTO_SWEEP)
+    rows = json.loads(cli(["plan", "wsd.yaml", "--json"], capsys))
+    assert len(rows) == 2 * 2 * 3 + 1  # at the reference every rule is the same one trial
+    for r in rows:
+        ws, warm = r["world_size"], r["warmup_rule"]
+        sched = r["trial"]["scheduler"] if "trial" in r else None
+        total = 384 * 2 // ws  # 6 epochs of 2048 / (16 ws) updates
+        assert r["total_updates"] == total
+        if sched is not None:
+            assert sched["total_steps"] == total
+        decay = 40 if warm == "fixed" or ws == 2 else 40 * 2 // ws
+        notes = [n for n in r["notes"] if n.startswith("scheduler.")]
+        assert f"scheduler.total_steps auto -> {total} (this trial's updates)" \
+            in notes, notes
+        if decay != 40:
+            assert f"scheduler.decay_steps 40 -> {decay} (scaled x 32/{16 * ws})" in notes
+
+
+def test_auto_total_plans_the_same_lr_as_the_count_it_stands_for() -> None:
+    for gb, rule in ((32, "fixed"), (64, "fixed"), (128, "scaled"), (64, 5)):
+        auto, _, _ = _apply({"type": "wsd", "warmup_steps": 8, "decay_steps": 20,
+                             "total_steps": "auto"}, rule, gb, run_updates=100)
+        given, _, _ = _apply({"type": "wsd", "warmup_steps": 8, "decay_steps": 20,
+                              "total_steps": 100}, rule if rule != "scaled" else "fixed", gb)
+        if rule == "scaled":  # warmup and decay scaled x 1/4 each, the end the run's own
+            assert (auto["warmup_steps"], auto["decay_steps"], auto["total_steps"]) == (2, 5, 100)
+        else:
+            assert auto == given
+    for kind in ("ds_warmup_decay", "ds_warmup_cosine"):
+        out, _, notes = scaling.apply({"type": kind, "warmup_num_steps": 10,
+                                       "total_num_steps": "auto"}, 0.1, lr_factor=1.0,
+                                      warmup_rule="scaled", global_batch=64,
+                                      reference_global_batch=32, run_updates=57)
+        assert (out["warmup_num_steps"], out["total_num_steps"]) == (5, 57)
+        assert "scheduler.total_num_steps auto -> 57 (this trial's updates)" in notes
+        assert S.build(out, 0.1).lr(57) == pytest.approx(
+            S.build({**out, "total_num_steps": 57}, 0.1).lr(57), rel=0, abs=0)
+
+
+def test_auto_is_refused_where_it_cannot_be_filled_or_leaves_no_room() -> None:
+    assert S.validate({"type": "wsd", "warmup_steps": 8, "decay_steps": 20,
+                       "total_steps": "auto"}) == []
+    bad = S.validate({"type": "wsd", "warmup_steps": 8, "decay_steps": 20, "total_steps": "most"})
+    assert [(p.field, p.rule) for p in bad] == [("total_steps", "must be an integer (a count of "
+                                                 "optimizer updates) or auto (the run's own "
+                                                 "number of updates)")]
+    assert [p.field for p in S.validate({"type": "wsd", "warmup_steps": "auto", "decay_steps": 2,
+                                         "total_steps": 9})] == ["warmup_steps"]
+    with pytest.raises(ValueError, match=r"total_steps = 'auto' is the run's length.*fill_auto"):
+        S.build({"type": "wsd", "warmup_steps": 8, "decay_steps": 20, "total_steps": "auto"}, 0.1)
+    with pytest.raises(scaling.AutoTotalError, match="auto needs the run's length"):
+        _apply({"type": "wsd", "warmup_steps": 8, "decay_steps": 20, "total_steps": "auto"},
+               "fixed", 32)
+    with pytest.raises(scaling.AutoTotalError, match=r"total_steps: auto is this trial's 25 "
+                       r"updates, which leaves the schedule invalid: warmup_steps = 8: must be "
+                       r"<= total_steps - decay_steps \(5\)"):
+        _apply({"type": "wsd", "warmup_steps": 8, "decay_steps": 20, "total_steps": "auto"},
+               "fixed", 32, run_updates=25)
+
+
+def test_plan_names_the_total_when_auto_leaves_no_room(
+        cwd: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from scalesweep.orchestrator.cli import main
+
+    (cwd / "wsd.yaml").write_text(AUTO_SWEEP.replace("decay_steps: 40", "decay_steps: 150"))
+    capsys.readouterr()
+    assert main(["plan", "wsd.yaml"]) == 2  # ws 8, fixed: 96 updates, 38 + 150 of them
+    err = capsys.readouterr().err
+    assert "scheduler.total_steps = 'auto': auto is this trial's 96 updates, which leaves the " \
+           "schedule invalid" in err and "world_size=8" in err
+
+
+def test_lr_preview_fills_auto_with_the_updates_asked_for(
+        cwd: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (cwd / "own.yaml").write_text(
+        "optimizer: {type: adam, lr: 0.001}\n"
+        "scheduler: {type: wsd, warmup_steps: 4, decay_steps: 8, total_steps: auto,"
+        " min_lr_ratio: 0.1, decay_type: cosine}\n")
+    out = cli(["lr", "own.yaml", "--updates", "20"], capsys)
+    values = [float(line.split(",")[1]) for line in out.strip().split("\n")[1:]]
+    assert values == pytest.approx(reference_rows(0.001, 4, 8, 20, "cosine", 0.1, 0.0, 20),
+                                   rel=REL, abs=0)

@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 from scalesweep.trainables.schedules import SCHEDULE_TYPES, canonical_name, validate
 
-__all__ = ["SCALING_RULES", "ScalingRule", "WarmupRule", "adam_hyperparameters", "apply",
-           "lr_factor", "step_factor"]
+__all__ = ["SCALING_RULES", "AutoTotalError", "ScalingRule", "WarmupRule", "adam_hyperparameters",
+           "apply", "lr_factor", "step_factor"]
 
 ScalingRule = Literal["none", "linear", "sqrt", "sqrt_adam"]
 SCALING_RULES: tuple[str, ...] = ("none", "linear", "sqrt", "sqrt_adam")
@@ -117,6 +117,14 @@ def _fmt(x: Any) -> str:
     return "null" if x is None else f"{x:.6g}" if isinstance(x, float) else str(x)
 
 
+class AutoTotalError(ValueError):
+    """A schedule total given as ``auto`` that this run cannot fill in: ``field`` names it."""
+
+    def __init__(self, field: str, rule: str) -> None:
+        super().__init__(f"{field}: {rule}")
+        self.field, self.rule = field, rule
+
+
 def apply(
     schedule_spec: Mapping[str, Any],
     optimizer_lr: float,
@@ -126,13 +134,17 @@ def apply(
     global_batch: int,
     reference_global_batch: int,
     scaling_rule: str | None = None,
+    run_updates: int | None = None,
 ) -> tuple[dict[str, Any], float, list[str]]:
     """Rescale a schedule tuned at ``reference_global_batch`` for ``global_batch``.
 
     Returns (schedule spec with canonical type and every default filled in, optimizer lr,
     notes), one note per changed value with both numbers. ``scaling_rule`` only labels the
-    notes ("linear x 4"). Raises ValueError for invalid input, and when the result is invalid
-    (an explicit warmup of 0 where DeepSpeed needs at least 1).
+    notes ("linear x 4"). ``run_updates``: this run's own length in the schedule's counts,
+    which a total given as ``auto`` becomes (after the warmup rule: it is this run's, not the
+    reference's). Raises ValueError for invalid input, and when the result is invalid (an
+    explicit warmup of 0 where DeepSpeed needs at least 1); ``AutoTotalError`` when an ``auto``
+    total cannot be filled in or leaves the schedule invalid.
     """
     problems = validate(schedule_spec)
     if problems:
@@ -174,13 +186,21 @@ def apply(
         change("start_lr", float(min(optimizer_lr, new_lr)), "gradual warmup starts at the "
                "reference lr" if optimizer_lr <= new_lr else "k < 1: no ramp down")
 
+    auto = kind.auto_params(params)
+    if auto and run_updates is None:
+        raise AutoTotalError(auto[0], "auto needs the run's length, and none was given")
     if warmup_rule == "scaled":
         how = f"scaled x {reference_global_batch}/{global_batch}"
         before = dict(params)
         for key in kind.step_params:
-            if params[key] is not None and not (kind.name == "wsd" and key == "decay_steps"):
+            if params[key] is not None and key not in auto and not (
+                    kind.name == "wsd" and key == "decay_steps"):
                 change(key, _scale_count(params[key], global_batch, reference_global_batch), how)
-        if kind.name == "wsd":
+        if kind.name == "wsd" and auto:
+            # the run's end is this trial's own; the decay covers the reference's samples
+            change("decay_steps", max(1, _scale_count(params["decay_steps"], global_batch,
+                                                      reference_global_batch)), how)
+        elif kind.name == "wsd":
             # The decay's start (total - decay) is scaled as a count and the decay is what is
             # left of the run. Rounding the three counts each on its own can round warmup and
             # decay up and total down, so that a warmup which ended where the decay began
@@ -197,8 +217,15 @@ def apply(
             raise ValueError(f"{kind.name} has no warmup to set, but got {warmup_rule=}")
         change(kind.warmup_param, warmup_rule, "explicit")
 
+    for key in auto:
+        assert run_updates is not None
+        change(key, run_updates, "this trial's updates")
     out = {"type": kind.name, **{key: params[key] for key in kind.params}}
     problems = validate(out)
+    if auto and problems:
+        raise AutoTotalError(auto[0], f"auto is this trial's {run_updates} updates, which leaves "
+                             "the schedule invalid: " + "; ".join(
+                                 f"{p.field} = {p.value!r}: {p.rule}" for p in problems))
     if problems:
         raise ValueError(f"warmup_rule={warmup_rule!r} makes the schedule invalid: " + "; ".join(
             f"{p.field} = {p.value!r}: {p.rule}" for p in problems))

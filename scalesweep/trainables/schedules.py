@@ -33,6 +33,7 @@ __all__ = [
     "ScheduleType",
     "build",
     "canonical_name",
+    "fill_auto",
     "peak_lr",
     "table",
     "validate",
@@ -68,6 +69,13 @@ class Param:
     le: float | None = None
     lt: float | None = None
     choices: tuple[str, ...] = ()
+    #: "auto" is a value: the run's own number of updates, filled in before the schedule is
+    #: built (``fill_auto``; the planner, per trial), as Hugging Face fills DeepSpeed's
+    #: ``total_num_steps: auto`` with the trainer's number of optimizer steps
+    auto: bool = False
+
+
+AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,10 @@ class ScheduleType:
 
     def defaults(self) -> dict[str, Any]:
         return {name: p.default for name, p in self.params.items() if not p.required}
+
+    def auto_params(self, params: Mapping[str, Any]) -> list[str]:
+        """The params given as ``auto`` in ``params``."""
+        return [k for k, p in self.params.items() if p.auto and params.get(k) == AUTO]
 
     def reads_optimizer_lr(self, params: Mapping[str, Any]) -> bool:
         """Whether a schedule with these params takes any lr from the optimizer."""
@@ -146,7 +158,7 @@ SCHEDULE_TYPES: dict[str, ScheduleType] = {
             "ds_warmup_decay", "warmup_num_steps", ("warmup_num_steps", "total_num_steps"),
             ("warmup_min_lr", "warmup_max_lr"), False, False,
             {
-                "total_num_steps": Param("int", required=True, ge=1),
+                "total_num_steps": Param("int", required=True, ge=1, auto=True),
                 "warmup_min_lr": Param("float", default=0.0, ge=0),
                 # quirk: WarmupDecayLR defaults to 0.001, not to the optimizer lr as WarmupLR
                 # does; only an explicit null falls through to the optimizer lr
@@ -160,7 +172,7 @@ SCHEDULE_TYPES: dict[str, ScheduleType] = {
             "ds_warmup_cosine", "warmup_num_steps", ("warmup_num_steps", "total_num_steps"),
             (), True, False,
             {
-                "total_num_steps": Param("int", required=True, ge=1),
+                "total_num_steps": Param("int", required=True, ge=1, auto=True),
                 "warmup_min_ratio": Param("float", default=0.0, ge=0, le=1),
                 "warmup_num_steps": _DS_WARMUP_STEPS,
                 "cos_min_ratio": Param("float", default=0.0001, ge=0, le=1),
@@ -185,7 +197,7 @@ SCHEDULE_TYPES: dict[str, ScheduleType] = {
             {
                 "warmup_steps": Param("int", required=True, ge=0),
                 "decay_steps": Param("int", required=True, ge=1),
-                "total_steps": Param("int", required=True, ge=1),
+                "total_steps": Param("int", required=True, ge=1, auto=True),
                 # same name and meaning as ds_warmup_cosine's: the warmup's first lr / base
                 "warmup_min_ratio": Param("float", default=0.0, ge=0, le=1),
                 "min_lr_ratio": Param("float", default=0.0, ge=0, le=1),
@@ -226,6 +238,8 @@ def _is_number(v: Any) -> bool:
 def _check_param(name: str, p: Param, v: Any) -> Problem | None:
     if v is None:
         return None if p.nullable else Problem(name, v, "must not be null")
+    if p.auto and v == AUTO:
+        return None
     if p.kind == "bool":
         return None if isinstance(v, bool) else Problem(name, v, "must be true or false")
     if p.kind == "str":
@@ -235,8 +249,9 @@ def _check_param(name: str, p: Param, v: Any) -> Problem | None:
             return Problem(name, v, f"must be one of {', '.join(map(repr, p.choices))}")
         return None
     if p.kind == "int" and (not isinstance(v, int) or isinstance(v, bool)):
-        return Problem(name, v, "must be an integer (a count of optimizer updates)"
-                       if name in _ALL_STEP_PARAMS else "must be an integer")
+        return Problem(name, v, ("must be an integer (a count of optimizer updates)"
+                                 if name in _ALL_STEP_PARAMS else "must be an integer")
+                       + (" or auto (the run's own number of updates)" if p.auto else ""))
     if isinstance(v, bool):
         return Problem(name, v, "must be a number, not true/false")
     if not _is_number(v):
@@ -270,7 +285,7 @@ def _cross_checks(name: str, v: dict[str, Any], base_lr: float | None) -> list[P
             at_most("warmup_min_lr", "the optimizer lr", base_lr)
         else:
             at_most("warmup_min_lr", "warmup_max_lr", v["warmup_max_lr"])
-    elif name == "wsd":
+    elif name == "wsd" and v["total_steps"] != AUTO:  # auto: checked once filled in
         # the phases must not overlap: warmup_steps + decay_steps <= total_steps
         if v["decay_steps"] > v["total_steps"]:
             at_most("decay_steps", "total_steps", v["total_steps"])
@@ -313,12 +328,22 @@ def validate(spec: Mapping[str, Any]) -> list[Problem]:
     return _problems(spec)
 
 
+def fill_auto(spec: Mapping[str, Any], updates: int) -> dict[str, Any]:
+    """``spec`` with every ``auto`` param (a schedule's total) set to ``updates``, the run's
+    own length in the schedule's counts."""
+    kind = SCHEDULE_TYPES[canonical_name(spec["type"])]
+    return {**spec, **dict.fromkeys(kind.auto_params(spec), updates)}
+
+
 def _resolve(spec: Mapping[str, Any], base_lr: float | None = None) -> tuple[str, dict[str, Any]]:
     problems = _problems(spec, base_lr)
     if problems:
         lines = "; ".join(f"{p.field} = {p.value!r}: {p.rule}" for p in problems)
         raise ValueError(f"invalid schedule: {lines}")
     kind = SCHEDULE_TYPES[canonical_name(spec["type"])]
+    if auto := kind.auto_params(spec):
+        raise ValueError(f"{', '.join(auto)} = 'auto' is the run's length, which the schedule "
+                         "alone does not know: fill it in first (schedules.fill_auto)")
     return kind.name, {**kind.defaults(), **{k: v for k, v in spec.items() if k != "type"}}
 
 

@@ -87,6 +87,8 @@ def preview(path: str | Path, updates: int) -> Preview:
     if problems:
         raise InputError(src, problems)
     base_lr = float(lr) if isinstance(lr, int | float) and not isinstance(lr, bool) else 1.0
+    # a total given as auto is the run's length: here, the updates asked for
+    sched = schedules.fill_auto(sched, updates)
     schedule = schedules.build(sched, base_lr)
     rows = schedules.table(schedule, updates)
     if not moves_momentum(opt.get("type")):

@@ -328,17 +328,24 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     sched_in["type"] = schedules.canonical_name(str(sched_in["type"]))
     base_lr = float(settings.optimizer["lr"])
     factor = scaling.lr_factor(combo["scaling_rule"], gb, ref_gb)
-    sched, lr, notes = scaling.apply(sched_in, base_lr, lr_factor=factor,
-                                     warmup_rule=combo["warmup_rule"], global_batch=gb,
-                                     reference_global_batch=ref_gb)
     upe = updates_per_epoch(sweep.workload.train_size(), ws, batch, accum)
     eval_every = _eval_every(t, upe)
     stages, ramp_notes = _ramp(sweep, combo, t, gb, ref_gb, factor)
-    notes.extend(ramp_notes)
     ramp_updates = sum(s.epochs * updates_per_epoch(sweep.workload.train_size(), s.world_size,
                                                    batch, accum) for s in stages)
     total = _total_updates(t, upe, ramp_epochs=sum(s.epochs for s in stages),
                            ramp_updates=ramp_updates)
+    try:
+        sched, lr, notes = scaling.apply(
+            sched_in, base_lr, lr_factor=factor, warmup_rule=combo["warmup_rule"],
+            global_batch=gb, reference_global_batch=ref_gb,
+            run_updates=_schedule_length(sweep, sched_in, ws, batch, accum, total, eval_every,
+                                         stages))
+    except scaling.AutoTotalError as exc:  # the field is the total's, not the warmup rule's
+        raise InputError(sweep.source, [Problem(settings.where(f"scheduler.{exc.field}"), "auto",
+                                                f"{exc.rule} (trial {_short_combo(combo)})")]
+                         ) from None
+    notes.extend(ramp_notes)
     warmup = schedules.warmup_steps(sched) or 0
     # with a ramp, P must fit its smallest stage: a worker plays at least one rank of every V
     backend, workers, how = _placement(spec, min([ws, *(s.world_size for s in stages)]), cluster)
@@ -424,6 +431,21 @@ def _eval_every(training: dict[str, Any], upe: int) -> int:
     if training.get("eval_every"):
         return int(training["eval_every"])
     return max(1, round(upe * float(training.get("eval_every_epochs", 0.5))))
+
+
+def _schedule_length(sweep: Sweep, sched: dict[str, Any], ws: int, batch: int, accum: int,
+                     total: int, eval_every: int, stages: tuple[RampStage, ...]) -> int:
+    """The trial's length in its schedule's counts, which a total given as ``auto`` becomes:
+    its updates, or with a ramp the schedule's position at its last update (under
+    ``warmup_rule: scaled`` the stages' updates count B_s / B each)."""
+    if not stages:
+        return total
+    kind = schedules.SCHEDULE_TYPES[sched["type"]]
+    data = batch_ramp.DataPlan(dataset_size=sweep.workload.train_size(), per_worker_batch=batch,
+                               accum_grad=accum, world_size=ws, total_updates=total,
+                               eval_every=eval_every, stages=stages,
+                               counts_from=kind.counts_from)
+    return max(1, round(data.position(total)))
 
 
 def _ramp(sweep: Sweep, combo: dict[str, Any], training: dict[str, Any], gb: int, ref_gb: int,
