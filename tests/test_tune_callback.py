@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from scalesweep.orchestrator.tracking.callback import KEEP, SweepCallback
@@ -239,3 +240,66 @@ def test_an_outage_at_the_close_leaves_the_run_open_and_the_metrics_buffered(
     assert s.tracker.pending() == 5  # epoch, train_loss, dev_loss, lr, samples_seen
     cb.on_experiment_end([trial])
     assert s.tracker.pending() == 0 and _steps(s, "ws2") == [TOTAL]
+
+
+def test_a_trial_started_during_an_outage_gets_one_run_with_every_eval_when_mlflow_answers(
+        mlflow_http: MlflowHttp, request: pytest.FixtureRequest) -> None:
+    mlflow_http.down = False
+    s = _sweep(mlflow_http.uri, request.node.name)
+    cb, trial = s.callback, FakeTrial("ws2")
+    mlflow_http.down = True
+    try:
+        cb.on_trial_start(0, [trial], trial)  # no run can be made: the sweep goes on
+        cb.on_trial_result(1, [trial], trial, _result(10))
+        cb.on_trial_result(2, [trial], trial, _result(20))
+        cb.on_trial_result(3, [trial], trial, _result(20))  # a retried trial's repeat
+    finally:
+        mlflow_http.down = False
+    assert re.fullmatch(r"MLflow unreachable: ws2's run will be made when it answers \(\w+\)",
+                        s.lines()[0]), s.lines()
+    assert s.lines()[1:] == ["started   ws2"]
+    assert cb.run_ids == {} and [u for u, _, _ in cb.waiting["ws2"]] == [10, 20]
+    assert [r["update"] for r in cb.curves["ws2"]] == [10, 20]
+    cb.on_trial_result(4, [trial], trial, _result(30))  # MLflow answers: the run, then the evals
+    assert cb.waiting == {} and cb.deferred_tags == {}
+    cb.on_trial_result(5, [trial], trial, _result(TOTAL, "completed"))
+    cb.on_trial_complete(6, [trial], trial)
+    assert _steps(s, "ws2") == [10, 20, 30, TOTAL]
+    run = s.run("ws2")
+    assert run.info.status == "FINISHED" and run.data.tags["status"] == "completed"
+    assert run.data.tags["ray_trial_id"] == "abc_00000"  # the start's tags, kept back till now
+    children = s.client.search_runs([run.info.experiment_id],
+                                    filter_string=f"tags.`mlflow.parentRunId` = '{s.parent}'")
+    assert [r.data.tags["trial_name"] for r in children] == ["ws2"]  # one run, however many tries
+
+
+def test_a_run_still_waiting_at_the_end_is_made_with_its_evals_and_final_tags(
+        mlflow_http: MlflowHttp, request: pytest.FixtureRequest) -> None:
+    mlflow_http.down = False
+    s = _sweep(mlflow_http.uri, request.node.name)
+    cb, trial = s.callback, FakeTrial("ws4")
+    mlflow_http.down = True
+    try:
+        cb.on_trial_start(0, [trial], trial)
+        cb.on_trial_result(1, [trial], trial, _result(TOTAL, "completed"))
+        cb.on_trial_complete(2, [trial], trial)
+        assert not cb.settle()  # still down: nothing made, nothing lost
+    finally:
+        mlflow_http.down = False
+    assert re.fullmatch(r"could not close ws4 in MLflow yet \(\w+\)", s.lines()[-1])
+    assert cb.status["ws4"] == "completed" and cb.deferred_tags["ws4"]["status"] == "completed"
+    cb.on_experiment_end([trial])  # the end of the sweep: MLflow answers again
+    assert cb.waiting == {} and cb.deferred_tags == {}
+    assert _steps(s, "ws4") == [TOTAL]
+    tags = s.run("ws4").data.tags
+    assert (tags["status"], tags["ray_trial_id"]) == ("completed", "abc_00000")
+
+
+def test_a_refused_run_is_an_error_not_an_outage(sweep: Sweep) -> None:
+    def refused(name: str) -> str:  # MLflow's answer to a bad request: 4xx, never retried
+        return str(sweep.tracker.client.get_run("0" * 32).info.run_id)
+
+    cb = SweepCallback(sweep.tracker, refused, {}, out=io.StringIO())
+    with pytest.raises(MlflowException, match=r"Run with id=0+ not found"):
+        cb.on_trial_start(0, [], FakeTrial("ws8"))
+    assert cb.waiting == {}

@@ -270,6 +270,8 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        if callback is not None:  # runs of trials that started while MLflow was down
+            callback.settle(deadline_s=60.0)
         pending_ok = tracker.flush_with_retry(deadline_s=60.0)
         if not pending_ok:
             spool = sweep_dir / "unsent_metrics.jsonl"
@@ -292,7 +294,8 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
         if status == "running":
             status = "failed"
         s = summaries[row.name]
-        run_id = run_ids.get(row.name) or child_for(row.name)
+        # a run still waiting for MLflow gets its evals too once made
+        run_id = run_ids.get(row.name) or callback.run_for(row.name) or child_for(row.name)
         # summaries only where missing: a resumed sweep never logs a step twice
         have = logged.get(row.name, set())
         tracker.add_summary(run_id, {k: s.get(k) for k in (*SUMMARY_METRICS, *BRACKETS, "target_value")

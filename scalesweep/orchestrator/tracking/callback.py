@@ -15,7 +15,12 @@ from typing import IO, Any
 
 from ray import tune
 
-from scalesweep.orchestrator.tracking.tracker import SweepTracker, curve_metrics
+from scalesweep.orchestrator.tracking.tracker import (
+    SweepTracker,
+    curve_metrics,
+    fail_fast,
+    is_outage,
+)
 from scalesweep.trainables.tracking_names import CURVE_METRICS
 
 #: what we keep of a Tune result for convergence metrics and the summary
@@ -34,6 +39,10 @@ class SweepCallback(tune.Callback):
         self.child_for = child_for  # trial name -> MLflow run id (created or reused)
         self.curves = curves
         self.run_ids: dict[str, str] = {}
+        #: trials whose MLflow run could not be made yet (the server did not answer): their
+        #: results (step, metrics, timestamp) and tags wait here until it does
+        self.waiting: dict[str, list[tuple[int, dict[str, float], int]]] = {}
+        self.deferred_tags: dict[str, dict[str, str]] = {}
         self.status: dict[str, str] = {}
         self.errors: dict[str, str] = {}
         self.out = out  # None: whatever sys.stdout is when we print (it may be rewrapped)
@@ -54,12 +63,68 @@ class SweepCallback(tune.Callback):
         out.write(f"[{elapsed:6.0f}s] {text}\n")
         out.flush()
 
+    def run_for(self, name: str) -> str | None:
+        """The trial's MLflow run, made now if it has none; None while the server does not
+        answer. MLflow's client would retry for minutes, stalling Tune's loop and with it every
+        trial's reports; a trial starting during an outage must not end the sweep either."""
+        run_id = self.run_ids.get(name)
+        if run_id is not None:
+            return run_id
+        try:
+            with fail_fast():
+                run_id = self.child_for(name)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            if name not in self.waiting:
+                self._say(f"MLflow unreachable: {name}'s run will be made when it answers "
+                          f"({type(exc).__name__})")
+            self.waiting.setdefault(name, [])
+            return None
+        self.run_ids[name] = run_id
+        for step, metrics, ts in self.waiting.pop(name, []):
+            self.tracker.add_result(run_id, step, metrics, ts)
+        if name in self.deferred_tags:
+            self._send_tags(name, run_id, self.deferred_tags.pop(name))
+        return run_id
+
+    def _tag(self, name: str, tags: Mapping[str, str]) -> None:
+        """Set tags on the trial's run, or keep them for when MLflow answers again."""
+        pending = {**self.deferred_tags.pop(name, {}), **tags}
+        run_id = self.run_for(name)  # sends what was kept back, if it makes the run now
+        if run_id is None:
+            self.deferred_tags[name] = {**self.deferred_tags.pop(name, {}), **pending}
+        else:
+            self._send_tags(name, run_id, pending)
+
+    def _send_tags(self, name: str, run_id: str, tags: Mapping[str, str]) -> None:
+        try:
+            with fail_fast():
+                self.tracker.set_tags(run_id, tags)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            self.deferred_tags[name] = {**tags, **self.deferred_tags.pop(name, {})}
+
+    def settle(self, deadline_s: float = 0.0) -> bool:
+        """Make the runs that wait for MLflow and set the tags kept back, trying again with
+        backoff for up to ``deadline_s``; whether nothing is left waiting."""
+        end, delay = time.monotonic() + deadline_s, 0.5
+        while True:
+            for name in [*self.waiting, *self.deferred_tags]:
+                if name in self.deferred_tags:
+                    self._tag(name, {})
+                elif name in self.waiting:
+                    self.run_for(name)
+            if not (self.waiting or self.deferred_tags) or time.monotonic() > end:
+                return not (self.waiting or self.deferred_tags)
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         name = self.name(trial)
-        if name not in self.run_ids:
-            self.run_ids[name] = self.child_for(name)
         self.status[name] = "running"
-        self.tracker.set_tags(self.run_ids[name], {"status": "running", "ray_trial_id": trial.trial_id})
+        self._tag(name, {"status": "running", "ray_trial_id": trial.trial_id})
         self._say(f"{'started':<9} {name}")
 
     def on_trial_result(self, iteration: int, trials: list[Any], trial: Any,
@@ -67,10 +132,17 @@ class SweepCallback(tune.Callback):
         name = self.name(trial)
         if "update" not in result:
             return
-        run_id = self.run_ids.get(name) or self.child_for(name)
-        self.run_ids[name] = run_id
+        run_id = self.run_for(name)
         step = int(result["update"])
-        if self.tracker.add_result(run_id, step, curve_metrics(result)):
+        metrics = curve_metrics(result)
+        if run_id is None:  # kept in order, a step once, as the tracker would
+            waiting = self.waiting[name]
+            fresh = not waiting or step > waiting[-1][0]
+            if fresh:
+                waiting.append((step, metrics, int(time.time() * 1000)))
+        else:
+            fresh = self.tracker.add_result(run_id, step, metrics)
+        if fresh:
             self.curves.setdefault(name, []).append(kept(result))
         status = result.get("status")
         if status in ("completed", "diverged", "stopped"):
@@ -106,19 +178,27 @@ class SweepCallback(tune.Callback):
     def _close(self, name: str) -> None:
         """End the trial's run now, so a sweep killed later leaves it finished (and a resume
         leaves it alone). Summary metrics follow at the end of the sweep."""
-        run_id = self.run_ids.get(name)
-        if run_id is None:
-            return
+        if name not in self.run_ids and name not in self.waiting:
+            return  # never started nor reported: nothing in MLflow to close
         status = self.status[name]
-        tags = {"status": status, **({"error": self.errors[name]} if name in self.errors else {})}
+        tags = {**self.deferred_tags.pop(name, {}), "status": status,
+                **({"error": self.errors[name]} if name in self.errors else {})}
         try:
-            self.tracker.flush(raise_on_error=True)
-            self.tracker.set_tags(run_id, tags)
-            self.tracker.end_run(run_id, run_status(status))
+            run_id = self.run_for(name)
+            if run_id is None:
+                raise ConnectionError("its run is not made yet")
+            with fail_fast():
+                self.tracker.flush(raise_on_error=True)
+                self.tracker.set_tags(run_id, tags)
+                self.tracker.end_run(run_id, run_status(status))
         except Exception as exc:  # tracking outage: the end of the sweep retries
+            if not is_outage(exc):
+                raise
+            self.deferred_tags[name] = tags
             self._say(f"could not close {name} in MLflow yet ({type(exc).__name__})")
 
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+        self.settle()
         self.tracker.flush()
 
     def _progress(self, trials: list[Any]) -> None:

@@ -83,6 +83,7 @@ class SweepTracker:
         self.flush_every_s = flush_every_s
         self._experiment_id: str | None = None
         self._buffers: dict[str, _Buffer] = {}
+        self._made: dict[str, str] = {}  # trial name -> the child run made for it here
         self._last_flush = time.monotonic()
         self._failing_since: float | None = None
         #: (run id, metric name) -> the server's message, for metrics it refused (4xx)
@@ -119,12 +120,16 @@ class SweepTracker:
             if found.info.status != "RUNNING":
                 self.client.update_run(run_id, status="RUNNING")
             return run_id
-        run = self.client.create_run(
-            self.experiment_id, run_name=name,
-            tags={PARENT_TAG: parent_id, ROLE_TAG: "trial", "trial_name": name, "status": "pending"})
-        self.log_params(run.info.run_id, params)
-        self._buffers[run.info.run_id] = _Buffer()
-        return str(run.info.run_id)
+        made = self._made.get(name)
+        if made is None:
+            run = self.client.create_run(
+                self.experiment_id, run_name=name, tags={PARENT_TAG: parent_id, ROLE_TAG: "trial",
+                                                         "trial_name": name, "status": "pending"})
+            made = self._made[name] = str(run.info.run_id)
+            self._buffers[made] = _Buffer()
+        # again after an outage cut this short: MLflow takes a param logged twice with one value
+        self.log_params(made, params)
+        return made
 
     def adopt(self, run_id: str) -> str:
         """Take over an existing run: later results at steps it already has are dropped."""
@@ -193,7 +198,7 @@ class SweepTracker:
     def flush(self, raise_on_error: bool = False) -> bool:
         """Send every buffered metric. On failure keep them for the next try (an outage of
         the tracking server must not kill training nor lose a metric)."""
-        with _fail_fast():
+        with fail_fast():
             return self._flush(raise_on_error)
 
     def _flush(self, raise_on_error: bool) -> bool:
@@ -273,6 +278,14 @@ class SweepTracker:
         self.client.set_terminated(run_id, status=status)
 
 
+def is_outage(exc: BaseException) -> bool:
+    """Whether a failed MLflow request means the server did not answer (try again later), not
+    that it refused the request (or that our own code failed)."""
+    from mlflow.exceptions import MlflowException
+
+    return isinstance(exc, MlflowException | OSError) and not _rejected(exc)
+
+
 def _rejected(exc: BaseException) -> bool:
     """Whether MLflow refused the request itself (HTTP 4xx, or the store's equivalent such as
     an invalid metric name in sqlite), as opposed to not answering (an outage)."""
@@ -288,7 +301,7 @@ def _rejected(exc: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def _fail_fast() -> Iterator[None]:
+def fail_fast() -> Iterator[None]:
     """MLflow's HTTP client retries a failed request for minutes by default; the driver's Tune
     loop would stall on it (and with it every trial's reports). Our buffer retries instead."""
     saved = {k: os.environ.get(k) for k in FAIL_FAST}
