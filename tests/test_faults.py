@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.conftest import MlflowHttp
 from tests.helpers import ROOT, SWEEPS, scalesweep
 
 pytestmark = pytest.mark.slow
@@ -122,3 +123,65 @@ def test_tracking_server_outage_mid_sweep_loses_no_metric(tmp_path: Path) -> Non
         assert len(steps) >= 7  # the evaluations made during the outage are among them
     finally:
         server.stop()
+
+
+def test_mlflow_down_at_the_end_keeps_the_results_and_resume_finishes_the_runs(
+        tmp_path: Path, mlflow_http: MlflowHttp) -> None:
+    """MLflow stops answering mid-trial and is still down when the sweep ends: the sweep ends
+    anyway (nothing lost: summary.json, the journal, the unsent metrics), and once MLflow is
+    back `resume` logs what it lacks and closes the runs, with no step logged twice. The
+    trial is held at its 2nd evaluation (tests.gated_workload) until MLflow is down."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import cli_env
+
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    workload = (f"workload={{name: 'tests.gated_workload:make', options: {{gate_dir: '{gate}', "
+                "gated_trial: 0, gate_eval: 2}}")
+    env = cli_env(PYTHONPATH=str(ROOT), SCALESWEEP_TRACKING_GRACE_S="1",
+                  SCALESWEEP_STORAGE=str(tmp_path / "runs"))
+    mlflow_http.down = False
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "scalesweep", "run", str(SWEEPS / "smoke.yaml"), *ONE_TRIAL,
+         "--set", workload, "--set", "name=down-at-the-end", "--tracking-uri", mlflow_http.uri,
+         "--summary-json", "s.json"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300  # an event, not a duration: this only ends a hang
+        while not (gate / "waiting").exists():
+            assert driver.poll() is None, driver.communicate()
+            assert time.monotonic() < deadline, "the trial never reached its gate"
+            time.sleep(0.2)
+        mlflow_http.down = True
+        (gate / "release").touch()
+        out, err = driver.communicate(timeout=600)
+    finally:
+        (gate / "release").touch()
+        if driver.poll() is None:
+            driver.kill()
+        mlflow_http.down = False
+    assert driver.returncode == 0, out[-3000:] + err[-3000:]
+    (sweep_dir,) = (tmp_path / "runs").glob("down-at-the-end-*")
+    assert f"`scalesweep resume {sweep_dir}` logs what MLflow lacks" in err
+    (t,) = json.loads((tmp_path / "s.json").read_text())
+    assert t["status"] == "completed" and t["final_dev_loss"] is not None
+    assert json.loads((sweep_dir / "summary.json").read_text()) == [t]
+    assert (sweep_dir / "unsent_metrics.jsonl").read_text()  # what MLflow never took
+
+    client = MlflowClient(mlflow_http.uri)
+    assert client.get_run(t["mlflow_run_id"]).info.status == "RUNNING"  # left open, for resume
+    proc = subprocess.run([sys.executable, "-m", "scalesweep", "resume", str(sweep_dir),
+                           "--summary-json", "r.json"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (r,) = json.loads((tmp_path / "r.json").read_text())
+    assert (r["mlflow_run_id"], r["status"]) == (t["mlflow_run_id"], "completed")
+    run = client.get_run(t["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.tags["status"] == "completed"
+    every, total = int(run.data.params["eval_every"]), t["total_updates"]
+    steps = [m.step for m in client.get_metric_history(t["mlflow_run_id"], "dev_loss")]
+    assert steps == sorted({*range(every, total + 1, every), total})  # each once, none lost
+    assert run.data.metrics["final_dev_loss"] == pytest.approx(t["final_dev_loss"], rel=1e-12)

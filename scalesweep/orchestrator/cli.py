@@ -180,6 +180,10 @@ def _finish(outcome: Any) -> int:
     if any(a["n_seeds"] > 1 for a in outcome.arms) or len(outcome.arms) < len(outcome.trials):
         print("\n" + format_arms(outcome.arms))
     out_dir = os.path.join("reports", outcome.experiment)
+    if not outcome.tracking_closed:  # the report reads MLflow, which did not answer just now
+        print(f"report: not made (MLflow did not answer); after `scalesweep resume`, make it "
+              f"with scalesweep report --run-id {outcome.parent_run_id}", file=sys.stderr)
+        return int(outcome.exit_code)
     try:
         paths = build_report(outcome.tracking_uri, parent_run_id=outcome.parent_run_id,
                              out_dir=out_dir)

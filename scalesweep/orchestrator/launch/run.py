@@ -6,12 +6,14 @@ or MLflow is touched, and an unreachable tracking server fails before any comput
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,13 @@ from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep
 from scalesweep.orchestrator.tracking.summary import BRACKETS, SUMMARY_METRICS, arm_summaries, summarize
-from scalesweep.orchestrator.tracking.tracker import SweepTracker, check_reachable, curve_metrics
+from scalesweep.orchestrator.tracking.tracker import (
+    SweepTracker,
+    check_reachable,
+    curve_metrics,
+    fail_fast,
+    is_outage,
+)
 
 STATE_FILE = "scalesweep.json"
 JOURNAL = "metrics.journal.jsonl"
@@ -35,6 +43,8 @@ class Outcome:
     tracking_uri: str
     trials: list[dict[str, Any]] = field(default_factory=list)
     arms: list[dict[str, Any]] = field(default_factory=list)
+    #: False when MLflow did not answer at the end: the runs are open until `resume`
+    tracking_closed: bool = True
 
     @property
     def exit_code(self) -> int:
@@ -220,7 +230,7 @@ def _parent_params(plan: Plan) -> dict[str, Any]:
 def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path, uri: str,
              summary_json: str | None, existing: dict[str, Any]) -> Outcome:
     from scalesweep.orchestrator.launch.tune import launch, resume_checkpoint
-    from scalesweep.orchestrator.tracking.callback import kept, run_status
+    from scalesweep.orchestrator.tracking.callback import kept
 
     sweep = plan.sweep
     rows = {r.name: r for r in plan.rows}
@@ -271,17 +281,12 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
         interrupted = True
     finally:
         if callback is not None:  # runs of trials that started while MLflow was down
-            callback.settle(deadline_s=60.0)
-        pending_ok = tracker.flush_with_retry(deadline_s=60.0)
-        if not pending_ok:
-            spool = sweep_dir / "unsent_metrics.jsonl"
-            with spool.open("a") as f:
-                for item in tracker.unsent():
-                    f.write(json.dumps(item) + "\n")
-            print(f"warning: MLflow unreachable; {tracker.pending()} metric values kept in {spool}",
-                  file=sys.stderr)
+            callback.settle(deadline_s=tracking_grace_s())
+        tracker.flush_with_retry(deadline_s=tracking_grace_s())
     if interrupted:
-        tracker.end_run(parent_id, "KILLED")
+        _spool_unsent(tracker, sweep_dir)
+        with contextlib.suppress(Exception), fail_fast():
+            tracker.end_run(parent_id, "KILLED")
         raise KeyboardInterrupt
     assert callback is not None
     statuses = {**done, **callback.status}
@@ -294,43 +299,90 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
         if status == "running":
             status = "failed"
         s = summaries[row.name]
-        # a run still waiting for MLflow gets its evals too once made
-        run_id = run_ids.get(row.name) or callback.run_for(row.name) or child_for(row.name)
-        # summaries only where missing: a resumed sweep never logs a step twice
-        have = logged.get(row.name, set())
-        tracker.add_summary(run_id, {k: s.get(k) for k in (*SUMMARY_METRICS, *BRACKETS, "target_value")
-                                     if k not in have})
-        if row.name not in done:
-            tags = {"status": status}
-            if s.get("crossing"):
-                tags["crossing"] = s["crossing"]
-            if row.name in errors:
-                tags["error"] = errors[row.name]
-            tracker.set_tags(run_id, tags)
-        trials.append({**row.to_json(), "status": status, "mlflow_run_id": run_id,
+        trials.append({**row.to_json(), "status": status,
+                       # a run still waiting for MLflow is made now, its evals with it; None
+                       # while the server does not answer
+                       "mlflow_run_id": run_ids.get(row.name) or callback.run_for(row.name),
                        **{k: s.get(k) for k in (*SUMMARY_METRICS, "crossing", *BRACKETS, "target_value",
                                                 "baseline_trial", "baseline_arm")},
                        "error": errors.get(row.name)})
-    targets = [t["target_value"] for t in trials if t["target_value"] is not None]
-    if targets and "target_value" not in tracker.client.get_run(parent_id).data.params:
-        tracker.log_params(parent_id, {"target_value": targets[0]})
-    tracker.flush_with_retry(deadline_s=60.0)
+    outcome = Outcome(parent_run_id=parent_id, experiment=plan.sweep.spec.name,
+                      sweep_dir=sweep_dir, tracking_uri=uri, trials=trials,
+                      arms=arm_summaries(plan, curves))
+    try:
+        _close_in_mlflow(tracker, parent_id, trials, summaries, logged, done, child_for)
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+        outcome.tracking_closed = False
+        _spool_unsent(tracker, sweep_dir)
+        print(f"warning: MLflow ({uri}) did not answer at the end of the sweep "
+              f"({type(exc).__name__}): the results are in {sweep_dir / 'summary.json'}, every "
+              f"eval in {sweep_dir / JOURNAL}; once it answers, `scalesweep resume {sweep_dir}` "
+              "logs what MLflow lacks and closes the runs", file=sys.stderr)
+    finally:  # the sweep's results stand whatever MLflow did
+        if summary_json:
+            Path(summary_json).parent.mkdir(parents=True, exist_ok=True)
+            Path(summary_json).write_text(json.dumps(trials, indent=1, default=str))
+        (sweep_dir / "summary.json").write_text(json.dumps(trials, indent=1, default=str))
+        (sweep_dir / "arms.json").write_text(json.dumps(outcome.arms, indent=1, default=str))
+    return outcome
+
+
+def tracking_grace_s() -> float:
+    """How long the end of a sweep waits for a tracking server that does not answer."""
+    return float(os.environ.get("SCALESWEEP_TRACKING_GRACE_S", "60"))
+
+
+def _spool_unsent(tracker: SweepTracker, sweep_dir: Path) -> None:
+    if not tracker.pending():
+        return
+    spool = sweep_dir / "unsent_metrics.jsonl"
+    with spool.open("a") as f:
+        for item in tracker.unsent():
+            f.write(json.dumps(item) + "\n")
+    print(f"warning: MLflow unreachable; {tracker.pending()} metric values kept in {spool}",
+          file=sys.stderr)
+
+
+def _close_in_mlflow(tracker: SweepTracker, parent_id: str, trials: list[dict[str, Any]],
+                     summaries: dict[str, dict[str, Any]], logged: dict[str, set[str]],
+                     done: dict[str, str], child_for: Callable[[str], str]) -> None:
+    """Summary metrics, final tags and statuses: what the end of a sweep writes to MLflow.
+    Fails fast (is_outage) where the server does not answer."""
+    from scalesweep.orchestrator.tracking.callback import run_status
+
+    with fail_fast():
+        for t in trials:
+            name, s = t["name"], summaries[t["name"]]
+            if t["mlflow_run_id"] is None:
+                t["mlflow_run_id"] = child_for(name)
+            run_id = t["mlflow_run_id"]
+            # summaries only where missing: a resumed sweep never logs a step twice
+            have = logged.get(name, set())
+            tracker.add_summary(run_id, {k: s.get(k) for k in (*SUMMARY_METRICS, *BRACKETS,
+                                                               "target_value") if k not in have})
+            if name not in done:
+                tags = {"status": t["status"]}
+                if s.get("crossing"):
+                    tags["crossing"] = s["crossing"]
+                if t["error"]:
+                    tags["error"] = t["error"]
+                tracker.set_tags(run_id, tags)
+        targets = [t["target_value"] for t in trials if t["target_value"] is not None]
+        if targets and "target_value" not in tracker.client.get_run(parent_id).data.params:
+            tracker.log_params(parent_id, {"target_value": targets[0]})
+    if not tracker.flush_with_retry(deadline_s=tracking_grace_s()):
+        raise ConnectionError("buffered metrics were not accepted")
     names = {str(t["mlflow_run_id"]): t["name"] for t in trials}
     for (run_id, key), message in tracker.rejected.items():
         print(f"warning: MLflow refused metric {key!r} of trial {names.get(run_id, run_id)} "
               f"(not logged): {message}", file=sys.stderr)
-    for t in trials:
-        if t["name"] not in done:
-            tracker.end_run(t["mlflow_run_id"], run_status(t["status"]))
-    tracker.end_run(parent_id, "FINISHED")
-    outcome = Outcome(parent_run_id=parent_id, experiment=sweep.spec.name, sweep_dir=sweep_dir,
-                      tracking_uri=uri, trials=trials, arms=arm_summaries(plan, curves))
-    if summary_json:
-        Path(summary_json).parent.mkdir(parents=True, exist_ok=True)
-        Path(summary_json).write_text(json.dumps(trials, indent=1, default=str))
-    (sweep_dir / "summary.json").write_text(json.dumps(trials, indent=1, default=str))
-    (sweep_dir / "arms.json").write_text(json.dumps(outcome.arms, indent=1, default=str))
-    return outcome
+    with fail_fast():
+        for t in trials:
+            if t["name"] not in done:
+                tracker.end_run(t["mlflow_run_id"], run_status(t["status"]))
+        tracker.end_run(parent_id, "FINISHED")
 
 
 def _checkpoint_report(checkpoint: str) -> dict[str, Any] | None:
