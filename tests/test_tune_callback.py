@@ -4,8 +4,10 @@ callback reads from Ray's ``Trial`` (config, trial_id, error_file, get_error, er
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -221,19 +223,30 @@ def test_progress_line_counts_trials_and_shows_the_running(sqlite_uri: str,
     assert s.lines()[-1] == "1/2 trials done; a ep 3.00 dev_loss 0.06667"
 
 
+@contextlib.contextmanager
+def _outage(mlflow_http: MlflowHttp) -> Iterator[None]:
+    """MLflow answers 503 to everything inside the block."""
+    mlflow_http.down = True
+    try:
+        yield
+    finally:
+        mlflow_http.down = False
+
+
+def _http_sweep(mlflow_http: MlflowHttp, request: pytest.FixtureRequest) -> Sweep:
+    mlflow_http.down = False
+    return _sweep(mlflow_http.uri, request.node.name)
+
+
 def test_an_outage_at_the_close_leaves_the_run_open_and_the_metrics_buffered(
         mlflow_http: MlflowHttp, request: pytest.FixtureRequest) -> None:
-    mlflow_http.down = False
-    s = _sweep(mlflow_http.uri, request.node.name)
+    s = _http_sweep(mlflow_http, request)
     cb, trial = s.callback, FakeTrial("ws2")
     cb.on_trial_start(0, [trial], trial)
     cb.on_trial_result(1, [trial], trial, _result(TOTAL, "completed"))
-    mlflow_http.down = True
-    try:
+    with _outage(mlflow_http):
         cb.on_trial_complete(2, [trial], trial)
         cb.on_experiment_end([trial])
-    finally:
-        mlflow_http.down = False
     assert cb.status["ws2"] == "completed"  # the result stands; the end of the sweep closes it
     assert re.fullmatch(r"could not close ws2 in MLflow yet \(\w+\)", s.lines()[-1])
     assert s.run("ws2").info.status == "RUNNING"
@@ -244,17 +257,13 @@ def test_an_outage_at_the_close_leaves_the_run_open_and_the_metrics_buffered(
 
 def test_a_trial_started_during_an_outage_gets_one_run_with_every_eval_when_mlflow_answers(
         mlflow_http: MlflowHttp, request: pytest.FixtureRequest) -> None:
-    mlflow_http.down = False
-    s = _sweep(mlflow_http.uri, request.node.name)
+    s = _http_sweep(mlflow_http, request)
     cb, trial = s.callback, FakeTrial("ws2")
-    mlflow_http.down = True
-    try:
+    with _outage(mlflow_http):
         cb.on_trial_start(0, [trial], trial)  # no run can be made: the sweep goes on
         cb.on_trial_result(1, [trial], trial, _result(10))
         cb.on_trial_result(2, [trial], trial, _result(20))
         cb.on_trial_result(3, [trial], trial, _result(20))  # a retried trial's repeat
-    finally:
-        mlflow_http.down = False
     assert re.fullmatch(r"MLflow unreachable: ws2's run will be made when it answers \(\w+\)",
                         s.lines()[0]), s.lines()
     assert s.lines()[1:] == ["started   ws2"]
@@ -275,17 +284,13 @@ def test_a_trial_started_during_an_outage_gets_one_run_with_every_eval_when_mlfl
 
 def test_a_run_still_waiting_at_the_end_is_made_with_its_evals_and_final_tags(
         mlflow_http: MlflowHttp, request: pytest.FixtureRequest) -> None:
-    mlflow_http.down = False
-    s = _sweep(mlflow_http.uri, request.node.name)
+    s = _http_sweep(mlflow_http, request)
     cb, trial = s.callback, FakeTrial("ws4")
-    mlflow_http.down = True
-    try:
+    with _outage(mlflow_http):
         cb.on_trial_start(0, [trial], trial)
         cb.on_trial_result(1, [trial], trial, _result(TOTAL, "completed"))
         cb.on_trial_complete(2, [trial], trial)
         assert not cb.settle()  # still down: nothing made, nothing lost
-    finally:
-        mlflow_http.down = False
     assert re.fullmatch(r"could not close ws4 in MLflow yet \(\w+\)", s.lines()[-1])
     assert cb.status["ws4"] == "completed" and cb.deferred_tags["ws4"]["status"] == "completed"
     cb.on_experiment_end([trial])  # the end of the sweep: MLflow answers again
