@@ -310,7 +310,7 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
                       sweep_dir=sweep_dir, tracking_uri=uri, trials=trials,
                       arms=arm_summaries(plan, curves))
     try:
-        _close_in_mlflow(tracker, parent_id, trials, summaries, logged, done, child_for)
+        _close_in_mlflow(tracker, parent_id, trials, summaries, logged, done, callback.run_for)
     except Exception as exc:
         if not is_outage(exc):
             raise
@@ -347,17 +347,18 @@ def _spool_unsent(tracker: SweepTracker, sweep_dir: Path) -> None:
 
 def _close_in_mlflow(tracker: SweepTracker, parent_id: str, trials: list[dict[str, Any]],
                      summaries: dict[str, dict[str, Any]], logged: dict[str, set[str]],
-                     done: dict[str, str], child_for: Callable[[str], str]) -> None:
+                     done: dict[str, str], run_for: Callable[[str], str | None]) -> None:
     """Summary metrics, final tags and statuses: what the end of a sweep writes to MLflow.
-    Fails fast (is_outage) where the server does not answer."""
+    Fails fast (is_outage) where the server does not answer. ``run_for``: a trial's run, made
+    with the evals that waited for it (SweepCallback.run_for)."""
     from scalesweep.orchestrator.tracking.callback import run_status
 
     with fail_fast():
         for t in trials:
             name, s = t["name"], summaries[t["name"]]
-            if t["mlflow_run_id"] is None:
-                t["mlflow_run_id"] = child_for(name)
-            run_id = t["mlflow_run_id"]
+            run_id = t["mlflow_run_id"] = t["mlflow_run_id"] or run_for(name)
+            if run_id is None:
+                raise ConnectionError(f"no MLflow run for trial {name} yet")
             # summaries only where missing: a resumed sweep never logs a step twice
             have = logged.get(name, set())
             tracker.add_summary(run_id, {k: s.get(k) for k in (*SUMMARY_METRICS, *BRACKETS,
