@@ -27,9 +27,9 @@ from typing import Any
 import torch
 
 from benchmarks._common import Column, Report, Table, median, parse_args, ratio, say, spread
+from scalesweep.science.batching import updates_per_epoch
 from scalesweep.trainables import fusion, loop
 from scalesweep.trainables import workloads as registry
-from scalesweep.trainables.batching import updates_per_epoch
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.sharding import Sharding
 from scalesweep.trainables.world import LocalWorld

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from scalesweep.trainables import loop, schedules
-from scalesweep.trainables.batch_ramp import DataPlan, Stage, check, describe, parse
+from scalesweep.science import schedules
+from scalesweep.science.batch_ramp import DataPlan, Stage, check, describe, parse
+from scalesweep.trainables import loop
 from scalesweep.trainables.config import RampStage, TrialConfig
 from scalesweep.trainables.world import LocalWorld
 from tests.helpers import SCALESWEEP, cli_env
@@ -177,7 +178,7 @@ def test_a_scaled_first_stage_is_the_trial_at_its_batch_with_scaled_counts(
     1/2, i.e. what a world-size-2 trial runs with every count doubled (12). For each way the
     originals count updates, lr and losses agree through the stage (rounding of the clock
     arithmetic only)."""
-    from scalesweep.trainables.scaling import apply
+    from scalesweep.science.scaling import apply
 
     stages = (RampStage(world_size=2, epochs=1, lr_multiplier=0.5, clock=0.5, eval_every=2),)
     ramp = _train(_trial(4, stages, optimizer={"type": "adam", "lr": 6e-3}, scheduler=scheduler,

@@ -1,4 +1,4 @@
-"""scalesweep.trainables.convergence on hand-made curves with exact expected numbers."""
+"""scalesweep.science.stats.convergence on hand-made curves with exact expected numbers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from scalesweep.trainables.convergence import (
+from scalesweep.science.stats.convergence import (
     Crossing,
     EvalPoint,
     Summary,

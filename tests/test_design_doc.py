@@ -116,11 +116,11 @@ def test_every_design_anchor_link_names_a_heading() -> None:
 
 
 def test_every_mlflow_name_of_the_contract_is_in_the_design() -> None:
-    from scalesweep.trainables import tracking_names
+    from scalesweep import mlflow_names
 
     design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
-    names = [v for k, v in vars(tracking_names).items() if k.isupper() and isinstance(v, str)]
-    names += [n for k, v in vars(tracking_names).items() if k.isupper() and isinstance(v, tuple)
+    names = [v for k, v in vars(mlflow_names).items() if k.isupper() and isinstance(v, str)]
+    names += [n for k, v in vars(mlflow_names).items() if k.isupper() and isinstance(v, tuple)
               for n in v]
     missing = [n for n in names if f"`{n}" not in design]
     assert len(names) > 15 and missing == []

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import torch
 
+from scalesweep.science.noise_scale import EMA_DECAY, NoiseScale
 from scalesweep.trainables import fusion, loop, workloads
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.loop import NOISE_EVERY, train
-from scalesweep.trainables.noise_scale import EMA_DECAY, NoiseScale
 from scalesweep.trainables.world import LocalWorld
 
 RTOL = 1e-9

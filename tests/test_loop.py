@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import torch
 
+from scalesweep.science.batching import updates_per_epoch
 from scalesweep.trainables import checkpointing
-from scalesweep.trainables.batching import updates_per_epoch
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.loop import build_optimizer, train
 from scalesweep.trainables.world import LocalWorld

@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch import nn
 
-from scalesweep.trainables import noise_scale as ns
+from scalesweep.science import noise_scale as ns
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.loop import train
 from scalesweep.trainables.world import LocalWorld

@@ -32,7 +32,8 @@ import ray
 import ray.cloudpickle
 import torch
 
-from scalesweep.trainables import checkpointing, loop, schedules
+from scalesweep.science import schedules
+from scalesweep.trainables import checkpointing, loop
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.workloads.mlp_regression import MLPRegression
 from scalesweep.trainables.world import DistributedWorld, LocalWorld

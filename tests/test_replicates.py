@@ -1,4 +1,4 @@
-"""Seeds as replicates (scalesweep.trainables.replicates): medians with censoring, order-statistic
+"""Seeds as replicates (scalesweep.science.stats.replicates): medians with censoring, order-statistic
 intervals off the brackets, paired ratios, resolved or not — on hand-made observations whose
 answers follow from the definitions."""
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from scalesweep.trainables.replicates import (
+from scalesweep.science.stats.replicates import (
     INF,
     Estimate,
     Observation,

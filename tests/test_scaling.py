@@ -1,4 +1,4 @@
-"""scalesweep.trainables.scaling: lr rules, warmup rules and their application to schedule specs."""
+"""scalesweep.science.scaling: lr rules, warmup rules and their application to schedule specs."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from scalesweep.trainables import scaling
-from scalesweep.trainables import schedules as S
+from scalesweep.science import scaling
+from scalesweep.science import schedules as S
 
 ONECYCLE = {"type": "OneCycle", "cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3,
             "cycle_first_step_size": 1000, "decay_step_size": 1000, "decay_lr_rate": 0.001}

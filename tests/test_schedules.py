@@ -1,4 +1,4 @@
-"""scalesweep.trainables.schedules against independent re-statements of the original scheduler classes.
+"""scalesweep.science.schedules against independent re-statements of the original scheduler classes.
 
 Each ``Ref*`` class below restates the original's stepping logic (torch's ``_LRScheduler`` for
 WeNet, ``last_batch_iteration`` for DeepSpeed) as a stateful object; ``_ref_rows`` reads its lr
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from scalesweep.trainables import schedules as S
+from scalesweep.science import schedules as S
 
 ROOT = Path(__file__).resolve().parents[1]
 REL = 1e-12
@@ -552,7 +552,7 @@ def test_types_are_consistent() -> None:
 
 
 def test_pure_math_imports_neither_torch_nor_ray() -> None:
-    code = ("import sys, scalesweep.trainables.schedules, scalesweep.trainables.scaling; "
+    code = ("import sys, scalesweep.science.schedules, scalesweep.science.scaling; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'ray'}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True)

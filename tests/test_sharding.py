@@ -1,4 +1,4 @@
-"""Sharding must be DistributedSampler's, cut into updates as scalesweep.trainables.batching counts them, and
+"""Sharding must be DistributedSampler's, cut into updates as scalesweep.science.batching counts them, and
 the samples of an update must not depend on the number of physical processes P (any P up to V,
 dividing V or not).
 
@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch.utils.data import DistributedSampler, TensorDataset
 
-from scalesweep.trainables.batching import updates_per_epoch
+from scalesweep.science.batching import updates_per_epoch
 from scalesweep.trainables.sharding import Sharding, shard, virtual_rank_counts, virtual_ranks
 
 

@@ -17,6 +17,7 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from scalesweep.mlflow_names import PARENT_TAG, ROLE_TAG
 from scalesweep.orchestrator.tracking.tracker import (
     FAIL_FAST,
     MAX_BATCH,
@@ -25,7 +26,6 @@ from scalesweep.orchestrator.tracking.tracker import (
     check_reachable,
     curve_metrics,
 )
-from scalesweep.trainables.tracking_names import PARENT_TAG, ROLE_TAG
 from tests.conftest import MlflowHttp
 from tests.helpers import MlflowServer, free_port
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from scalesweep.trainables import scaling
-from scalesweep.trainables import schedules as S
+from scalesweep.science import scaling
+from scalesweep.science import schedules as S
 from tests.helpers import cli
 
 REL = 1e-12

@@ -2,7 +2,7 @@
 
 Reads the study from MLflow (:func:`scalesweep.dashboards.mlflow_data.load_study`), takes updates to
 target from the convergence table the report shows (logged summaries, else computed from the
-history the same way), and fits S = S_min (1 + B_crit / B) with :mod:`scalesweep.trainables.batch_fit`:
+history the same way), and fits S = S_min (1 + B_crit / B) with :mod:`scalesweep.science.stats.batch_fit`:
 
 * an *arm* is an lr rule × warmup rule; at each global batch its value is its best
   hyperparameter setting (free axes such as ``optimizer.lr``), each setting the median of its
@@ -25,7 +25,7 @@ import pandas as pd
 
 from scalesweep.dashboards.convergence_table import convergence_table
 from scalesweep.dashboards.mlflow_data import Study, load_study
-from scalesweep.trainables.batch_fit import Arm, Fit, Recommendation, judge, recommend
+from scalesweep.science.stats.batch_fit import Arm, Fit, Recommendation, judge, recommend
 
 BEST = "best per batch"
 #: the noise scale compared with B_crit is read over the last half of each trial's updates

@@ -1,5 +1,5 @@
 """The arms of a study: each arm's seeds aggregated (median, interval, paired comparison with
-the baseline arm), from MLflow, with the same pure code (:mod:`scalesweep.trainables.arms`) the sweep
+the baseline arm), from MLflow, with the same pure code (:mod:`scalesweep.science.stats.arms`) the sweep
 driver uses for `run`'s closing table."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pandas as pd
 
 from scalesweep.dashboards.convergence_table import locate_trial
 from scalesweep.dashboards.mlflow_data import Study
-from scalesweep.trainables.arms import TrialCrossing, summarize_arms
+from scalesweep.science.stats.arms import TrialCrossing, summarize_arms
 
 #: the axes each arm is described by in arms.json/arms.csv (those a trial logs as params)
 ARM_AXES = ("world_size", "warmup_rule", "scaling_rule", "global_batch", "warmup_steps", "peak_lr",

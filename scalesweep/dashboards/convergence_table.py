@@ -1,6 +1,7 @@
 """The convergence table of a study: one row per trial with its crossings of the target.
 
-Every crossing is located on the run's logged history with :func:`scalesweep.trainables.convergence.locate`,
+Every crossing is located on the run's logged history with
+:func:`scalesweep.science.stats.convergence.locate`,
 the code the sweep driver runs on the same evals against the same target (the one logged on
 the child, else the parent's), so the report, the advice, MLflow and the summary JSON agree by
 construction, and each crossing keeps its bracket: ``crossing`` says whether it was
@@ -15,7 +16,7 @@ import math
 import pandas as pd
 
 from scalesweep.dashboards.mlflow_data import Projection, Study
-from scalesweep.trainables.convergence import (
+from scalesweep.science.stats.convergence import (
     Crossing,
     Located,
     best_value,

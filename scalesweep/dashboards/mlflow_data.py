@@ -18,8 +18,8 @@ import pandas as pd
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
-from scalesweep.trainables.convergence import EvalPoint
-from scalesweep.trainables.tracking_names import PARENT_TAG, ROLE_TAG, SUMMARY_METRICS, TARGET_METRIC
+from scalesweep.mlflow_names import PARENT_TAG, ROLE_TAG, SUMMARY_METRICS, TARGET_METRIC
+from scalesweep.science.stats.convergence import EvalPoint
 
 #: The clocks a curve can be read on; the report plots against any of them.
 AXIS_METRICS = ("samples_seen", "epoch", "wall_s")

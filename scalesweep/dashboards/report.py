@@ -29,8 +29,8 @@ from scalesweep.dashboards.arm_figures import plot_epochs_to_target as plot_arms
 from scalesweep.dashboards.arms_table import arm_summaries, arms_frame
 from scalesweep.dashboards.convergence_table import PROJECTED, convergence_table
 from scalesweep.dashboards.mlflow_data import Projection, Study, load_study
-from scalesweep.trainables.arms import interval_text, median_text
-from scalesweep.trainables.replicates import CONFIDENCE, METHOD
+from scalesweep.science.stats.arms import interval_text, median_text
+from scalesweep.science.stats.replicates import CONFIDENCE, METHOD
 
 __all__ = ["PROJECTED", "ReportPaths", "build_report", "convergence_table"]
 

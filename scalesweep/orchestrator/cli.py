@@ -10,8 +10,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from scalesweep.mlflow_names import DEFAULT_TRACKING_URI
 from scalesweep.orchestrator.spec.errors import InputError, Problem
-from scalesweep.trainables.tracking_names import DEFAULT_TRACKING_URI
 
 EXIT_OK, EXIT_ERROR, EXIT_INPUT = 0, 1, 2
 

@@ -1,6 +1,6 @@
-"""Worker side of scalesweep: schedules, scaling rules, the DDP loop and workloads.
+"""What a Tune trial runs: the trial's resolved config, the training loop (one for every
+backend), its world (one process or a DDP group), sharding into virtual ranks, fused ranks,
+mixed precision, checkpoints, the Ray Train worker entry, and the workloads.
 
-Kept import-light on purpose: the pure-math modules (``schedules``, ``scaling``,
-``convergence``, ``batching``) import neither torch nor Ray, so the planner, the
-dashboards and the tests can use them without paying for either.
+The formulas it follows (schedules, rules, batch arithmetic) live in ``scalesweep.science``.
 """

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scalesweep.trainables.batch_ramp import DataPlan
-from scalesweep.trainables.schedules import SCHEDULE_TYPES
+from scalesweep.science.batch_ramp import DataPlan
+from scalesweep.science.schedules import SCHEDULE_TYPES
 
 Backend = Literal["ddp", "simulate"]
 #: float32/float64: the whole trial in that dtype; bfloat16/float16: float32 parameters and
@@ -32,7 +32,7 @@ class StopAtTarget(BaseModel):
 
 class RampStage(BaseModel):
     """A stage of a batch-size ramp before the trial's own world size, resolved by the planner
-    (scalesweep.trainables.batch_ramp)."""
+    (scalesweep.science.batch_ramp)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     world_size: int = Field(ge=1)
@@ -67,7 +67,7 @@ class TrialConfig(BaseModel):
 
     #: {"type": "adam" | "adamw" | "sgd", "lr": <effective base lr>, ...torch kwargs}
     optimizer: dict[str, Any]
-    #: {"type": <canonical schedule name>, ...params}, see scalesweep.trainables.schedules.SCHEDULE_TYPES
+    #: {"type": <canonical schedule name>, ...params}, see scalesweep.science.schedules.SCHEDULE_TYPES
     scheduler: dict[str, Any]
     grad_clip: float | None = None  # max global grad norm; None = no clipping
 

@@ -16,7 +16,7 @@ the end; each carries a full dev evaluation, because Tune refuses results that l
 metric it optimises and a checkpoint reaches Ray only through a report.
 
 With V > 1 each report also carries ``noise_scale``, the gradient noise scale B_simple
-(:mod:`scalesweep.trainables.noise_scale`) at that update, measured for free: the small batches are the
+(:mod:`scalesweep.science.noise_scale`) at that update, measured for free: the small batches are the
 V per-virtual-rank gradients (B_small = per_worker_batch * accum_grad samples each), the big
 one the all-reduced gradient (the global batch). A virtual rank's gradient is what its
 micro-batches added to the accumulated ``.grad``; the last virtual rank of a process is read
@@ -68,12 +68,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from scalesweep.trainables import checkpointing, fusion, schedules
+from scalesweep.science import schedules
+from scalesweep.science.batch_ramp import Segment
+from scalesweep.science.noise_scale import EMA_DECAY, NoiseScale
+from scalesweep.trainables import checkpointing, fusion
 from scalesweep.trainables import workloads as workload_registry
-from scalesweep.trainables.batch_ramp import Segment
 from scalesweep.trainables.checkpointing import Progress
 from scalesweep.trainables.config import TrialConfig
-from scalesweep.trainables.noise_scale import EMA_DECAY, NoiseScale
 from scalesweep.trainables.precision import PARAM_DTYPES, Precision
 from scalesweep.trainables.sharding import Sharding, virtual_ranks
 from scalesweep.trainables.workloads.base import Workload
@@ -139,7 +140,7 @@ class _Trial:
         self.config, self.world, self.on_report = config, world, on_report
         self.workload: Workload = workload or workload_registry.make(config.workload, config.workload_options)
         # Which V, epoch, lr multiplier and schedule position each update has: one segment at
-        # world_size, or a batch-size ramp's stages first (scalesweep.trainables.batch_ramp).
+        # world_size, or a batch-size ramp's stages first (scalesweep.science.batch_ramp).
         # _use sets the segment's sharding, virtual ranks and loss weight below.
         self.data = config.data_plan(self.workload.train_size())
         self._use(self.data.segments[0])

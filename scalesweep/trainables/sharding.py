@@ -6,7 +6,7 @@ updates. Each rank's shard is exactly what ``DistributedSampler(num_replicas=V, 
 shuffle=True, seed=seed, drop_last=False)`` yields after ``set_epoch(epoch)``; we call the
 sampler itself (it needs no process group when ``num_replicas`` and ``rank`` are given) so the
 order can never drift from what users of plain DDP get. Cutting follows
-:mod:`scalesweep.trainables.batching`: update ``j`` of an epoch takes micro-batches ``j*A .. j*A+A-1`` of
+:mod:`scalesweep.science.batching`: update ``j`` of an epoch takes micro-batches ``j*A .. j*A+A-1`` of
 ``per_worker_batch`` samples from every shard, and the shard's tail that cannot fill a whole
 update is dropped.
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from torch.utils.data import DistributedSampler
 
-from scalesweep.trainables.batching import updates_per_epoch
+from scalesweep.science.batching import updates_per_epoch
 
 
 def virtual_rank_counts(world_size: int, physical_workers: int) -> tuple[int, ...]:
@@ -97,7 +97,7 @@ class Sharding:
         first_epoch: int = 0,
     ) -> None:
         # first_update/first_epoch: a stage of a batch-size ramp starts at an epoch boundary
-        # part-way through the run (scalesweep.trainables.batch_ramp); epochs keep their global
+        # part-way through the run (scalesweep.science.batch_ramp); epochs keep their global
         # numbers, so each epoch's order is the sampler's for that epoch whatever came before
         self.first_update, self.first_epoch = first_update, first_epoch
         self.updates_per_epoch = updates_per_epoch(dataset_size, world_size, per_worker_batch, accum_grad)

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalesweep.mlflow_names import DEFAULT_TRACKING_URI
 from scalesweep.orchestrator.launch.cluster_python import Verdict
 from scalesweep.orchestrator.launch.ray_auth import (
     AUTH_HINT,
@@ -52,7 +53,6 @@ from scalesweep.orchestrator.launch.ray_auth import (
     is_loopback,
 )
 from scalesweep.orchestrator.spec.errors import InputError, Problem
-from scalesweep.trainables.tracking_names import DEFAULT_TRACKING_URI
 
 #: the checkout this code runs from (an editable install), or None for a plain install
 PROJECT_ROOT: Path | None = (

@@ -12,8 +12,8 @@ from typing import IO, Any
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.files import load_mapping
 from scalesweep.orchestrator.spec.recipes import read_recipe
-from scalesweep.trainables import schedules
-from scalesweep.trainables.batching import updates_per_epoch
+from scalesweep.science import schedules
+from scalesweep.science.batching import updates_per_epoch
 
 MAX_UPDATES = 10_000_000
 

@@ -15,8 +15,8 @@ from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep
 from scalesweep.orchestrator.spec.recipes import integral_counts
 from scalesweep.orchestrator.spec.schema import FIXED_AXES
-from scalesweep.trainables import batch_ramp, scaling, schedules
-from scalesweep.trainables.batching import global_batch, updates_per_epoch
+from scalesweep.science import batch_ramp, scaling, schedules
+from scalesweep.science.batching import global_batch, updates_per_epoch
 from scalesweep.trainables.config import RampStage, StopAtTarget, TrialConfig
 
 #: the free axis (and training option) of a batch-size ramp
@@ -65,7 +65,7 @@ class PlanRow:
     #: baseline combinations outside the axes that give this very trial (e.g. warmup_rule fixed
     #: when the axes hold only scaled: the same trial at the reference world size)
     baseline_alias: list[dict[str, Any]] = field(default_factory=list)
-    #: "none", or the stages before world_size: "4:1,8:1" (scalesweep.trainables.batch_ramp)
+    #: "none", or the stages before world_size: "4:1,8:1" (scalesweep.science.batch_ramp)
     batch_ramp: str = "none"
 
     def to_json(self) -> dict[str, Any]:
@@ -450,7 +450,7 @@ def _schedule_length(sweep: Sweep, sched: dict[str, Any], ws: int, batch: int, a
 
 def _ramp(sweep: Sweep, combo: dict[str, Any], training: dict[str, Any], gb: int, ref_gb: int,
           factor: float) -> tuple[tuple[RampStage, ...], list[str]]:
-    """A batch-size ramp's stages as the trial runs them (scalesweep.trainables.batch_ramp):
+    """A batch-size ramp's stages as the trial runs them (scalesweep.science.batch_ramp):
     each stage's lr multiplier is the lr rule's factor at its batch over the trial's, its
     schedule clock the batch ratio under warmup_rule scaled (the warmup then covers the same
     samples) and 1 otherwise, its evals as often per epoch as the trial's."""

@@ -32,8 +32,8 @@ from scalesweep.orchestrator.spec.schema import (
     TRAINING_AXES,
     SweepSpec,
 )
-from scalesweep.trainables import batch_ramp, schedules
-from scalesweep.trainables.batching import updates_per_epoch
+from scalesweep.science import batch_ramp, schedules
+from scalesweep.science.batching import updates_per_epoch
 from scalesweep.trainables.workloads import UnknownWorkloadError, resolve
 from scalesweep.trainables.workloads.base import Workload, WorkloadOptionError
 

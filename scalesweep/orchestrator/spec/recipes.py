@@ -23,7 +23,7 @@ from typing import Any
 
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.files import load_mapping
-from scalesweep.trainables import schedules
+from scalesweep.science import schedules
 
 #: WeNet scheduler and optimizer names -> ours
 WENET_SCHEDULERS = {"warmuplr": "warmuplr"}

@@ -56,7 +56,7 @@ class TrainingSpec(BaseModel):
     fuse_max_samples: int | None = Field(default=None, ge=1)
     divergence_threshold: float | None = Field(default=None, gt=0)
     #: a global batch that grows: "4:1,8:1" = 4 virtual ranks for 1 epoch, then 8 for 1, then
-    #: the trial's world size (scalesweep.trainables.batch_ramp); also an axis
+    #: the trial's world size (scalesweep.science.batch_ramp); also an axis
     #: (training.batch_ramp: [none, "4:1,8:1"])
     batch_ramp: str | None = None
 

@@ -15,13 +15,13 @@ from typing import IO, Any
 
 from ray import tune
 
+from scalesweep.mlflow_names import CURVE_METRICS
 from scalesweep.orchestrator.tracking.tracker import (
     SweepTracker,
     curve_metrics,
     fail_fast,
     is_outage,
 )
-from scalesweep.trainables.tracking_names import CURVE_METRICS
 
 #: what we keep of a Tune result for convergence metrics and the summary
 KEEP = ("update", "status", "train_seconds", *CURVE_METRICS)

@@ -6,11 +6,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from scalesweep.mlflow_names import BRACKETS, SUMMARY_METRICS
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
 from scalesweep.orchestrator.spec.load import metric_mode
-from scalesweep.trainables import arms
-from scalesweep.trainables import convergence as conv
-from scalesweep.trainables.tracking_names import BRACKETS, SUMMARY_METRICS
+from scalesweep.science.stats import arms
+from scalesweep.science.stats import convergence as conv
 
 
 def points(curve: Sequence[Mapping[str, Any]], metric: str) -> list[conv.EvalPoint]:
@@ -32,7 +32,7 @@ def targets(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
     when a relative target's baseline never produced a value.
 
     A relative target is resolved once per baseline arm: the mean of its seeds' curves
-    (:func:`scalesweep.trainables.arms.mean_curve_target`), so every seed meets the same target; with
+    (:func:`scalesweep.science.stats.arms.mean_curve_target`), so every seed meets the same target; with
     ``target.per_seed`` each seed uses its own baseline seed's best instead."""
     spec = plan.sweep.spec.target
     mode = metric_mode(plan.sweep)
@@ -93,7 +93,7 @@ def summarize(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
 def arm_summaries(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
                   ) -> list[dict[str, Any]]:
     """One arms.json object per arm: its seeds' medians and intervals, and the paired
-    comparison with its baseline arm (:mod:`scalesweep.trainables.arms`)."""
+    comparison with its baseline arm (:mod:`scalesweep.science.stats.arms`)."""
     spec = plan.sweep.spec.target
     mode = metric_mode(plan.sweep)
     trials, baseline_arm, axes = [], {}, {}

@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from scalesweep.trainables.arms import interval_text, median_text
+from scalesweep.science.stats.arms import interval_text, median_text
 
 COLUMNS = (("trial", "name"), ("status", "status"), ("epochs→target", "epochs_to_target"),
            ("updates→target", "updates_to_target"), ("speedup", "speedup_vs_baseline"),

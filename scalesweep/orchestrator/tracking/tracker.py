@@ -23,7 +23,7 @@ from typing import Any
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
-from scalesweep.trainables.tracking_names import CURVE_METRICS, PARENT_TAG, ROLE_TAG
+from scalesweep.mlflow_names import CURVE_METRICS, PARENT_TAG, ROLE_TAG
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scalesweep.trainables.convergence import (
+from scalesweep.science.stats.convergence import (
     Axis,
     EvalPoint,
     Located,
@@ -23,7 +23,7 @@ from scalesweep.trainables.convergence import (
     resolve_target,
     smooth,
 )
-from scalesweep.trainables.replicates import (
+from scalesweep.science.stats.replicates import (
     CONFIDENCE,
     METHOD,
     Comparison,

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from scalesweep.trainables.batching import updates_per_epoch
+from scalesweep.science.batching import updates_per_epoch
 
 __all__ = ["DataPlan", "Segment", "Stage", "check", "describe", "parse"]
 

@@ -21,7 +21,7 @@ agree on them to the digit:
   the eval that missed and the one that met the target (``interpolated``); before the first
   eval, if that one already meets it (``at_first_eval``: left-censored, "<= first eval", never
   a plain number: its speedups and ratios are bounds); or after the last eval (``never``:
-  right-censored). :mod:`scalesweep.trainables.replicates` carries these brackets into the intervals.
+  right-censored). :mod:`scalesweep.science.stats.replicates` carries these brackets into the intervals.
 * Speedup is ``baseline / trial`` on one clock; the default clock is optimizer **updates**
   (Shallue et al.; docs/design.md §4.4's ``speedup_vs_baseline``). ``by="epochs"`` answers the WeNet
   question (per-epoch convergence). Scaling efficiency is the updates speedup divided by the
@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from scalesweep.trainables.replicates import CrossingKind, Observation, observe
+from scalesweep.science.stats.replicates import CrossingKind, Observation, observe
 
 Mode = Literal["min", "max"]
 Axis = Literal["updates", "samples", "epochs", "seconds"]

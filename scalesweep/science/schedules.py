@@ -91,7 +91,7 @@ class ScheduleType:
     optimizer_lr_fallbacks: tuple[str, ...] = ()
     #: the original's own count at update k is k - 1 + counts_from: WeNet's step_num is k (1),
     #: DeepSpeed's warmups read last_batch_iteration k - 2 (-1), LambdaLR-style ones k - 1 (0).
-    #: A batch-size ramp's clock (trainables.batch_ramp) keeps that count proportional to the
+    #: A batch-size ramp's clock (science.batch_ramp) keeps that count proportional to the
     #: samples, which makes a stage's lr the one a trial at its batch would have
     counts_from: int = 0
 
@@ -352,7 +352,7 @@ def _resolve(spec: Mapping[str, Any], base_lr: float | None = None) -> tuple[str
 
 def _check_update(update: float) -> float:
     # Updates count from 1. A float is a batch-size ramp's schedule clock counting samples
-    # (scalesweep.trainables.batch_ramp): 1.25 is a quarter of an update past the first; for
+    # (scalesweep.science.batch_ramp): 1.25 is a quarter of an update past the first; for
     # a schedule counted from 1 (WeNet's) a stage's first updates sit below 1 (0.25: a quarter)
     if isinstance(update, bool) or not isinstance(update, int | float) or not (
             math.isfinite(update) and update > 0) or (isinstance(update, int) and update < 1):

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any, Literal
 
-from scalesweep.trainables.schedules import SCHEDULE_TYPES, canonical_name, validate
+from scalesweep.science.schedules import SCHEDULE_TYPES, canonical_name, validate
 
 __all__ = ["SCALING_RULES", "AutoTotalError", "ScalingRule", "WarmupRule", "adam_hyperparameters",
            "apply", "lr_factor", "step_factor"]
