@@ -124,8 +124,10 @@ def _connect(address: str | None, verbose: bool) -> None:
         enable_token_auth(address)
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=verbose)
     else:
-        ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=verbose,
-                 num_cpus=os.cpu_count())
+        # "local": a Ray of our own even when another one runs on this host (ray.init() would
+        # find that one through its current-cluster file and refuse num_cpus)
+        ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING,
+                 log_to_driver=verbose, num_cpus=os.cpu_count())
 
 
 def _check_feasible(plan: Plan) -> None:
