@@ -45,3 +45,8 @@ BRACKETS = ("updates_to_target_lo", "updates_to_target_hi", "epochs_to_target_lo
             "epochs_to_target_hi")
 #: the absolute target a trial was measured against, logged with its summary
 TARGET_METRIC = "target_value"
+
+#: parent params: how arms are judged (docs/design.md §4, "Decisions"; a study logged before
+#: them is read with the defaults)
+EQUIVALENCE_MARGIN_PARAM = "equivalence_margin"
+TARGET_LEVELS_PARAM = "target_levels"

@@ -10,7 +10,7 @@ import pandas as pd
 
 from scalesweep.dashboards.convergence_table import locate_trial
 from scalesweep.dashboards.mlflow_data import Study
-from scalesweep.science.stats.arms import TrialCrossing, summarize_arms
+from scalesweep.science.stats.arms import Rules, TrialCrossing, summarize_arms
 
 #: the axes each arm is described by in arms.json/arms.csv (those a trial logs as params)
 ARM_AXES = ("world_size", "warmup_rule", "scaling_rule", "global_batch", "warmup_steps", "peak_lr",
@@ -40,21 +40,29 @@ def arm_summaries(study: Study, table: pd.DataFrame) -> list[dict[str, Any]]:
         arm = str(row["arm"])
         seed = row.get("seed")
         crossings.append(TrialCrossing(arm, int(seed) if pd.notna(seed) else 0,
-                                       locate_trial(study, trial)))
+                                       locate_trial(study, trial),
+                                       study.curve(str(trial["run_id"]), study.target_metric)))
         base = row.get("baseline_arm")
         baseline_arm[arm] = base if isinstance(base, str) and base else fallback
         axes.setdefault(arm, _axes(trial))
-    return [a.as_json(axes[a.arm]) for a in summarize_arms(crossings, baseline_arm)]
+    rules = Rules(margin=study.equivalence_margin, levels=study.target_levels, mode=study.target_mode,
+                  smoothing=study.target_smoothing)
+    return [a.as_json(axes[a.arm]) for a in summarize_arms(crossings, baseline_arm, rules)]
 
 
 def arms_frame(arms: list[dict[str, Any]]) -> pd.DataFrame:
-    """arms.csv: one row per arm, intervals split into _lo/_hi columns."""
+    """arms.csv: one row per arm, intervals split into _lo/_hi columns, the ratio and decision
+    at each level in columns of their own."""
     rows = []
     for a in arms:
         row: dict[str, Any] = {}
         for key, value in a.items():
             if key == "axes":
                 row.update(value)
+            elif key == "ratio_by_target":  # one pair of columns per level
+                for lv in value:
+                    row[f"ratio_at_level_{lv['level']:g}"] = lv["ratio_median"]
+                    row[f"decision_at_level_{lv['level']:g}"] = lv["decision"]
             elif isinstance(value, list):
                 row[f"{key}_lo"], row[f"{key}_hi"] = value
             else:

@@ -18,8 +18,17 @@ import pandas as pd
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
-from scalesweep.mlflow_names import PARENT_TAG, ROLE_TAG, SUMMARY_METRICS, TARGET_METRIC
+from scalesweep.mlflow_names import (
+    EQUIVALENCE_MARGIN_PARAM,
+    PARENT_TAG,
+    ROLE_TAG,
+    SUMMARY_METRICS,
+    TARGET_LEVELS_PARAM,
+    TARGET_METRIC,
+)
 from scalesweep.science.stats.convergence import EvalPoint
+from scalesweep.science.stats.decisions import DEFAULT_MARGIN
+from scalesweep.science.stats.levels import DEFAULT_LEVELS
 
 #: The clocks a curve can be read on; the report plots against any of them.
 AXIS_METRICS = ("samples_seen", "epoch", "wall_s")
@@ -70,6 +79,15 @@ class Study:
     @property
     def target_smoothing(self) -> float:
         return float(self.parent_params.get("target_smoothing", 0.0))
+
+    @property
+    def equivalence_margin(self) -> float:
+        return float(self.parent_params.get(EQUIVALENCE_MARGIN_PARAM, DEFAULT_MARGIN))
+
+    @property
+    def target_levels(self) -> tuple[float, ...]:
+        raw = self.parent_params.get(TARGET_LEVELS_PARAM)
+        return DEFAULT_LEVELS if raw in (None, "", "None") else tuple(float(x) for x in json.loads(raw))
 
     @property
     def baseline_trial(self) -> str | None:

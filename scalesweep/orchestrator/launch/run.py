@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalesweep.mlflow_names import EQUIVALENCE_MARGIN_PARAM, TARGET_LEVELS_PARAM
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep
@@ -221,6 +222,8 @@ def _parent_params(plan: Plan) -> dict[str, Any]:
         **({"target_value": spec.target.value} if spec.target.value is not None else {}),
         "target_relative_to_baseline": spec.target.relative_to_baseline,
         "target_mode": metric_mode(plan.sweep), "target_smoothing": spec.target.smoothing,
+        EQUIVALENCE_MARGIN_PARAM: spec.target.equivalence_margin,
+        TARGET_LEVELS_PARAM: json.dumps(spec.target.levels),
         "baseline_trial": next((r.name for r in plan.rows if plan.baseline_for(r) is r), None),
         "trials": len(plan.rows), "backend": spec.backend, "search": spec.search.type,
         "reference_world_size": plan.sweep.reference_world_size,

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from scalesweep.science.stats.decisions import DEFAULT_MARGIN
+from scalesweep.science.stats.levels import DEFAULT_LEVELS, check_levels
 from scalesweep.trainables.config import Dtype
 
 # allow_inf_nan=False: `.inf` epochs or lr are not numbers a user means
@@ -99,6 +101,17 @@ class TargetSpec(BaseModel):
     #: seed is measured against it; true: each seed against its own baseline seed's best (one
     #: noisy dip then sets that seed's target)
     per_seed: bool = False
+    #: d: a paired epochs ratio whose interval lies in [1/(1+d), 1+d] is "equivalent"
+    #: (docs/design.md §4, "Decisions")
+    equivalence_margin: float = Field(default=DEFAULT_MARGIN, gt=0, lt=1)
+    #: time to quality: the ratio at each target best · (1 + level) of the baseline arm
+    levels: list[float] = Field(default_factory=lambda: list(DEFAULT_LEVELS), min_length=1)
+
+    @field_validator("levels")
+    @classmethod
+    def _levels(cls, levels: list[float]) -> list[float]:
+        check_levels(levels)
+        return levels
 
     @model_validator(mode="after")
     def _exactly_one(self) -> TargetSpec:

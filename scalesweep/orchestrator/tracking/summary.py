@@ -102,7 +102,9 @@ def arm_summaries(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
         target, base = resolved[row.name]
         pts = points(curves.get(row.name, []), spec.metric)
         located = conv.locate(pts, target, mode, spec.smoothing) if target is not None and pts else None
-        trials.append(arms.TrialCrossing(row.arm, row.seed, located))
+        trials.append(arms.TrialCrossing(row.arm, row.seed, located, pts))
         baseline_arm[row.arm] = base.arm if base else None
         axes[row.arm] = {k: v for k, v in row.axes.items() if k != "seed"}
-    return [a.as_json(axes[a.arm]) for a in arms.summarize_arms(trials, baseline_arm)]
+    rules = arms.Rules(margin=spec.equivalence_margin, levels=tuple(spec.levels), mode=mode,
+                       smoothing=spec.smoothing)
+    return [a.as_json(axes[a.arm]) for a in arms.summarize_arms(trials, baseline_arm, rules)]

@@ -63,20 +63,41 @@ def format_summary(trials: Sequence[dict[str, Any]]) -> str:
     return text
 
 
+def levels_text(arm: dict[str, Any]) -> str:
+    """Where an arm is decided along its levels: "slower at 0.5, 1, 2; equivalent at 0.1"."""
+    by: dict[str, list[str]] = {}
+    for lv in arm.get("ratio_by_target") or []:
+        if lv.get("decision") not in (None, "not resolved"):
+            by.setdefault(lv["decision"], []).append(f"{lv['level']:g}")
+    levels = [lv for lv in arm.get("ratio_by_target") or []]
+    if not levels:
+        return ""
+    if not by:
+        return "none"
+    return "; ".join(f"{d} at {', '.join(ls)}" for d, ls in by.items())
+
+
 def format_arms(arms: Sequence[dict[str, Any]]) -> str:
     """Per arm: seeds reached / run, median epochs to target [interval], the epochs ratio to the
-    baseline arm (paired by seed) [interval], and the verdict."""
+    baseline arm (paired by seed) [interval], the decision at the target and the levels at
+    which it is decided; then each arm's verdict in words."""
     if not arms:
         return ""
     coverage = next((a.get("epochs_to_target_ci_coverage") for a in arms
                      if a.get("epochs_to_target_ci_coverage")), None)
     header = ["arm", "reached", "epochs→target (median)", "interval", "epochs ratio vs baseline",
-              "interval", "verdict"]
+              "interval", "decision", "decided at levels"]
     rows = [[a["arm"], f"{a['n_reached']}/{a['n_seeds']}", median_text(a, "epochs_to_target"),
              interval_text(a.get("epochs_to_target_ci")), median_text(a, "epochs_ratio_vs_baseline"),
-             interval_text(a.get("epochs_ratio_vs_baseline_ci")), a.get("verdict", "")]
+             interval_text(a.get("epochs_ratio_vs_baseline_ci")), a.get("decision", ""),
+             levels_text(a) if a.get("decision") != "baseline" else ""]
             for a in arms]
+    margin = arms[0].get("equivalence_margin")
     note = (f"intervals: {arms[0].get('method', '')}; coverage {coverage:.0%} at these seeds "
             f"(nominal {arms[0].get('confidence', 0.9):.0%})" if coverage else
             "intervals: n/a with one seed per arm")
-    return _table(header, rows) + "\n" + note
+    if margin is not None:
+        note += (f"; equivalent = the ratio's interval inside [{1 / (1 + margin):.3g}, {1 + margin:.3g}] "
+                 f"(target.equivalence_margin {margin:g}); levels: targets best × (1 + level)")
+    verdicts = "\n".join(f"  {a['arm']}: {a['verdict']}" for a in arms if a.get("verdict") != "baseline")
+    return _table(header, rows) + "\n" + note + ("\n" + verdicts if verdicts else "")

@@ -23,6 +23,8 @@ from scalesweep.science.stats.convergence import (
     resolve_target,
     smooth,
 )
+from scalesweep.science.stats.decisions import BASELINE, DEFAULT_MARGIN, Decision, decide
+from scalesweep.science.stats.levels import LevelRatio, baseline_best, mean_curve, ratio_by_level
 from scalesweep.science.stats.replicates import (
     CONFIDENCE,
     METHOD,
@@ -44,6 +46,20 @@ class TrialCrossing:
     arm: str
     seed: int
     located: Located | None  # None: no target could be resolved, or the trial has no evals
+    #: the trial's evaluations of the target metric (for the ratios at every level)
+    curve: Sequence[EvalPoint] = ()
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How arms are judged: the confidence each interval is read at (the design's per-look
+    one), the equivalence margin, and the levels of time to quality."""
+
+    confidence: float = CONFIDENCE
+    margin: float = DEFAULT_MARGIN
+    levels: tuple[float, ...] = ()
+    mode: Mode = "min"
+    smoothing: float = 0.0
 
 
 @dataclass
@@ -58,6 +74,11 @@ class ArmSummary:
     epochs_ratio: Comparison | None = None
     #: per-seed updates speedup baseline / trial (Shallue et al.; >1: fewer updates)
     speedup: Comparison | None = None
+    #: the answer at the headline target (docs/design.md §4, "Decisions")
+    decision: Decision | None = None
+    margin: float = DEFAULT_MARGIN
+    #: the paired epochs ratio at every level of time to quality
+    levels: list[LevelRatio] = field(default_factory=list)
 
     @property
     def is_baseline(self) -> bool:
@@ -105,15 +126,32 @@ class ArmSummary:
         out["direction_vs_baseline"] = None if c is None else c.direction
         out["seeds_needed"] = None if c is None else c.seeds_needed
         out["verdict"] = self.verdict()
+        out["decision"] = BASELINE if self.is_baseline else (self.decision or "not resolved")
+        out["equivalence_margin"] = self.margin
         out["confidence"] = CONFIDENCE if c is None else c.confidence
         out["method"] = METHOD
+        out["ratio_by_target"] = [lv.as_json() for lv in self.levels]
+        return out
+
+    def decided_levels(self) -> dict[str, list[float]]:
+        """decision -> the levels it holds at (not resolved left out)."""
+        out: dict[str, list[float]] = {}
+        for lv in self.levels:
+            if lv.decision != "not resolved":
+                out.setdefault(lv.decision, []).append(lv.level)
         return out
 
 
 def median_text(arm: Mapping[str, Any], name: str) -> str:
-    """An arms.json median as people read it: "4.32", "≤ 1", "≥ 1.39", "never", "unknown"."""
+    """An arms.json median as people read it: "4.32", "≤ 1", "≥ 1.39", "1.25–1.3" (between
+    two seeds' brackets), "never", "unknown"."""
     value, kind = arm.get(f"{name}_median"), arm.get(f"{name}_median_kind")
-    if kind in (None, "never", "unknown", "range"):
+    if kind == "range":
+        bounds = arm.get(f"{name}_median_bounds") or [None, None]
+        if None in bounds:
+            return "range"
+        return f"{bounds[0]:.3g}–{bounds[1]:.3g}"
+    if kind in (None, "never", "unknown"):
         return kind or "—"
     prefix = {"at_most": "≤ ", "at_least": "≥ "}.get(kind, "")
     return f"{prefix}{value:.3g}"
@@ -135,6 +173,7 @@ def _median_json(name: str, mi: MedianInterval) -> dict[str, Any]:
     return {
         f"{name}_median": mi.median.value,
         f"{name}_median_kind": mi.median.kind if mi.n else None,
+        f"{name}_median_bounds": [_finite(mi.median.lo), _finite(mi.median.hi)] if mi.n else None,
         f"{name}_ci": None if mi.ci is None else [_finite(mi.ci[0]), _finite(mi.ci[1])],
         f"{name}_ci_coverage": mi.coverage,
         f"{name}_range": None if mi.spread is None else [_finite(mi.spread[0]), _finite(mi.spread[1])],
@@ -153,10 +192,11 @@ def _observations(trials: Sequence[TrialCrossing], clock: Axis) -> dict[int, Obs
 
 
 def summarize_arms(trials: Sequence[TrialCrossing], baseline_arm: Mapping[str, str | None],
-                   confidence: float = CONFIDENCE) -> list[ArmSummary]:
+                   rules: Rules | None = None) -> list[ArmSummary]:
     """One summary per arm (in first-seen order). ``baseline_arm``: arm -> the arm its seeds
     are paired with (itself for the baseline). A trial without a crossing (no target, no
     evals) counts in ``n_seeds`` but has no observation: it is never silently reached."""
+    rules = rules or Rules()
     by_arm: dict[str, list[TrialCrossing]] = {}
     for t in trials:
         by_arm.setdefault(t.arm, []).append(t)
@@ -166,34 +206,35 @@ def summarize_arms(trials: Sequence[TrialCrossing], baseline_arm: Mapping[str, s
         located = [t.located for t in mine if t.located is not None]
         s = ArmSummary(arm=arm, baseline_arm=base, n_seeds=len(mine),
                        n_reached=sum(loc.kind == "interpolated" for loc in located),
-                       n_at_first_eval=sum(loc.kind == "at_first_eval" for loc in located))
-        s.medians = {c: median_interval(list(_observations(mine, c).values()), confidence)
+                       n_at_first_eval=sum(loc.kind == "at_first_eval" for loc in located),
+                       margin=rules.margin)
+        s.medians = {c: median_interval(list(_observations(mine, c).values()), rules.confidence)
                      for c in ARM_CLOCKS}
         if base is not None and base != arm and base in by_arm:
             s.epochs_ratio = compare(_observations(mine, "epochs"),
-                                     _observations(by_arm[base], "epochs"), confidence)
+                                     _observations(by_arm[base], "epochs"), rules.confidence)
             s.speedup = compare(_observations(by_arm[base], "updates"),
-                                _observations(mine, "updates"), confidence)
+                                _observations(mine, "updates"), rules.confidence)
+            mi = s.epochs_ratio.ratios
+            s.decision = decide(mi.ci, mi.coverage is not None and mi.coverage >= rules.confidence,
+                                rules.margin)
+            s.levels = _levels(mine, by_arm[base], rules)
         out.append(s)
     return out
 
 
-def mean_curve(curves: Sequence[Sequence[EvalPoint]]) -> list[EvalPoint]:
-    """The eval-by-eval mean of curves, at the updates every curve has (a seed that stopped
-    early shortens it); clocks and value averaged."""
-    if not curves:
+def _curves(trials: Sequence[TrialCrossing]) -> dict[int, Sequence[EvalPoint]]:
+    return {t.seed: t.curve for t in trials if t.curve}
+
+
+def _levels(mine: Sequence[TrialCrossing], base: Sequence[TrialCrossing], rules: Rules) -> list[LevelRatio]:
+    if not rules.levels:
         return []
-    common = set.intersection(*({p.update for p in c} for c in curves))
-    by_update = [{p.update: p for p in c} for c in curves]
-    out = []
-    for u in sorted(common):
-        pts = [c[u] for c in by_update]
-        n = len(pts)
-        out.append(EvalPoint(update=u, samples_seen=sum(p.samples_seen for p in pts) / n,
-                             epoch=sum(p.epoch for p in pts) / n,
-                             wall_s=sum(p.wall_s for p in pts) / n,
-                             value=sum(p.value for p in pts) / n))
-    return out
+    base_curves = _curves(base)
+    best = baseline_best(list(base_curves.values()), rules.mode, rules.smoothing)
+    return ratio_by_level(_curves(mine), base_curves, best=best, mode=rules.mode,
+                          smoothing=rules.smoothing, levels=rules.levels,
+                          per_look=rules.confidence, margin=rules.margin)
 
 
 def mean_curve_target(curves: Sequence[Sequence[EvalPoint]], mode: Mode, relative: float,

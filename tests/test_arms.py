@@ -1,0 +1,123 @@
+"""Arms (scalesweep.science.stats.arms) and time to quality (scalesweep.science.stats.levels) on
+hand-made curves: the decision at the target, the ratio at every level, the conditioning check,
+the arms.json fields and the table `run` prints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scalesweep.orchestrator.tracking.summary_table import format_arms, levels_text
+from scalesweep.science.stats import levels as L
+from scalesweep.science.stats.arms import Rules, TrialCrossing, median_text, summarize_arms
+from scalesweep.science.stats.convergence import EvalPoint, locate
+
+#: evals every tenth of an epoch (updates = 10 per epoch)
+EPOCHS = [0.1 * i for i in range(1, 61)]
+
+
+def _curve(values: list[float]) -> list[EvalPoint]:
+    return [EvalPoint(update=10 * e, samples_seen=100 * e, epoch=e, wall_s=e, value=v)
+            for e, v in zip(EPOCHS, values, strict=True)]
+
+
+def _decaying(scale: float, floor: float = 0.5, start: float = 4.0) -> list[float]:
+    """A loss that falls like start · 2^(-epoch / scale) onto a floor: ``scale`` > 1 is slower."""
+    return [floor + (start - floor) * 2 ** (-e / scale) for e in EPOCHS]
+
+
+def _trials(arm: str, scales: list[float], target: float) -> list[TrialCrossing]:
+    out = []
+    for seed, s in enumerate(scales):
+        pts = _curve(_decaying(s))
+        out.append(TrialCrossing(arm, seed, locate(pts, target, "min"), pts))
+    return out
+
+
+BASE = [1.0, 1.02, 0.98, 1.01, 0.99]
+RULES = Rules(levels=(0.5, 1.0, 2.0), margin=0.10)
+
+
+def _arms(other: list[float], target: float = 1.5) -> dict[str, dict[str, Any]]:
+    trials = _trials("base", BASE, target) + _trials("other", other, target)
+    out = summarize_arms(trials, {"base": "base", "other": "base"}, RULES)
+    return {a.arm: a.as_json() for a in out}
+
+
+def test_a_uniformly_slower_arm_is_slower_at_the_target_and_every_level() -> None:
+    arms = _arms([1.3, 1.32, 1.28, 1.31, 1.29])
+    other = arms["other"]
+    assert arms["base"]["decision"] == "baseline" and arms["base"]["ratio_by_target"] == []
+    assert other["decision"] == "slower" and other["equivalence_margin"] == 0.10
+    levels = other["ratio_by_target"]
+    assert [lv["level"] for lv in levels] == [0.5, 1.0, 2.0]
+    assert [lv["decision"] for lv in levels] == ["slower"] * 3
+    assert all(lv["n_paired"] == 5 for lv in levels)
+    # the target at level r is the baseline arm's mean curve's best x (1 + r)
+    best = L.baseline_best([_curve(_decaying(s)) for s in BASE], "min")
+    assert best is not None
+    assert [lv["target"] for lv in levels] == pytest.approx([best * 1.5, best * 2.0, best * 3.0])
+    assert levels_text(other) == "slower at 0.5, 1, 2"
+
+
+def test_the_same_curves_are_equivalent() -> None:
+    other = _arms([1.0, 1.02, 0.98, 1.01, 0.99])["other"]
+    assert other["decision"] == "equivalent"
+    assert {lv["decision"] for lv in other["ratio_by_target"]} == {"equivalent"}
+    # the interval is read off the eval brackets, so it is never a point even for equal curves
+    lo, hi = other["epochs_ratio_vs_baseline_ci"]
+    assert 1 / 1.1 <= lo < 1.0 < hi <= 1.1
+
+
+def test_mixed_seeds_are_not_resolved_and_say_so() -> None:
+    other = _arms([1.3, 0.8, 1.28, 0.75, 1.29])["other"]
+    assert other["decision"] == "not resolved"
+    assert other["verdict"].startswith("not resolved with 5 seeds")
+
+
+def test_a_range_median_is_shown_with_its_two_ends() -> None:
+    arm = {"x_median": None, "x_median_kind": "range", "x_median_bounds": [1.25, 1.3]}
+    assert median_text(arm, "x") == "1.25–1.3"
+    assert median_text({"x_median": 1.2, "x_median_kind": "at_least"}, "x") == "≥ 1.2"
+
+
+def test_the_run_table_shows_decisions_levels_and_the_margin() -> None:
+    arms = _arms([1.3, 1.32, 1.28, 1.31, 1.29])
+    text = format_arms(list(arms.values()))
+    header, base, other = text.splitlines()[:3]
+    assert "decision" in header and "decided at levels" in header
+    assert "baseline" in base and "slower" in other and "slower at 0.5, 1, 2" in other
+    assert "equivalent = the ratio's interval inside [0.909, 1.1]" in text
+    assert "other: slower per epoch than the baseline (resolved with 5 seeds)" in text
+
+
+def test_conditioning_flags_a_target_on_the_plateau() -> None:
+    # five seeds that reach one floor at slightly different heights: near the floor the mean
+    # curve barely moves from one eval to the next, while the seeds differ by more than that
+    floors = [0.50, 0.53, 0.47, 0.52, 0.48]
+    base = {s: _curve(_decaying(1.0, floor=f)) for s, f in enumerate(floors)}
+    best = L.baseline_best(list(base.values()), "min")
+    assert best is not None
+    plateau = L.conditioning(base, best * 1.02, "min")
+    early = L.conditioning(base, best * 3.0, "min")
+    assert plateau is not None and not plateau.ok and plateau.drop < plateau.spread
+    assert early is not None and early.ok
+    level = L.well_conditioned_level(base, best, (0.02, 0.1, 0.5, 1.0, 2.0), "min")
+    assert level is not None and level > 0.02
+    assert L.conditioning(base, best * 1.02 if level is None else L.level_target(best, level, "min"),
+                          "min").ok  # type: ignore[union-attr]
+
+
+def test_conditioning_needs_two_seeds_and_a_crossing() -> None:
+    one = {0: _curve(_decaying(1.0))}
+    assert L.conditioning(one, 1.5, "min") is None
+    two = {0: _curve(_decaying(1.0)), 1: _curve(_decaying(1.1))}
+    assert L.conditioning(two, 0.1, "min") is None  # never reached
+    assert L.conditioning(two, 10.0, "min") is None  # met at the first eval
+
+
+@pytest.mark.parametrize("levels", [[], [0.1, 0.1], [0.0], [-1.0], [float("nan")]])
+def test_levels_must_be_distinct_and_positive(levels: list[float]) -> None:
+    with pytest.raises(ValueError, match="levels must be distinct positive numbers"):
+        L.check_levels(levels)
