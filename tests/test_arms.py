@@ -121,3 +121,20 @@ def test_conditioning_needs_two_seeds_and_a_crossing() -> None:
 def test_levels_must_be_distinct_and_positive(levels: list[float]) -> None:
     with pytest.raises(ValueError, match="levels must be distinct positive numbers"):
         L.check_levels(levels)
+
+
+def test_the_baseline_arm_carries_the_conditioning_warning_into_the_table() -> None:
+    floors = [0.50, 0.53, 0.47, 0.52, 0.48]
+    curves = [_curve(_decaying(1.0, floor=f)) for f in floors]
+    best = L.baseline_best(curves, "min")
+    assert best is not None
+    target = best * 1.02
+    trials = [TrialCrossing("base", s, locate(c, target, "min"), c) for s, c in enumerate(curves)]
+    trials += [TrialCrossing("other", s, locate(c, target, "min"), c) for s, c in enumerate(curves)]
+    rules = Rules(levels=(0.02, 0.5, 1.0), target=target)
+    arms = [a.as_json() for a in summarize_arms(trials, {"base": "base", "other": "base"}, rules)]
+    cond = arms[0]["conditioning"]
+    assert cond["ok"] is False and cond["suggested_level"] == 0.5 and "conditioning" not in arms[1]
+    text = format_arms(arms)
+    assert text.splitlines()[-1].startswith(f"warning: the target {target:.4g} sits where the baseline")
+    assert "level 0.5 is well conditioned" in text

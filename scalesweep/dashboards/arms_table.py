@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from scalesweep.dashboards.convergence_table import locate_trial
+from scalesweep.dashboards.convergence_table import locate_trial, trial_target
 from scalesweep.dashboards.mlflow_data import Study
 from scalesweep.science.stats.arms import Rules, TrialCrossing, summarize_arms
 
@@ -45,8 +45,10 @@ def arm_summaries(study: Study, table: pd.DataFrame) -> list[dict[str, Any]]:
         base = row.get("baseline_arm")
         baseline_arm[arm] = base if isinstance(base, str) and base else fallback
         axes.setdefault(arm, _axes(trial))
+    targets = {trial_target(study, t) for t in trials.values()}
     rules = Rules(margin=study.equivalence_margin, levels=study.target_levels, mode=study.target_mode,
-                  smoothing=study.target_smoothing)
+                  smoothing=study.target_smoothing,
+                  target=next(iter(targets)) if len(targets) == 1 else None)
     return [a.as_json(axes[a.arm]) for a in summarize_arms(crossings, baseline_arm, rules)]
 
 

@@ -105,6 +105,8 @@ def arm_summaries(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
         trials.append(arms.TrialCrossing(row.arm, row.seed, located, pts))
         baseline_arm[row.arm] = base.arm if base else None
         axes[row.arm] = {k: v for k, v in row.axes.items() if k != "seed"}
+    headline = {target for target, _ in resolved.values()}
     rules = arms.Rules(margin=spec.equivalence_margin, levels=tuple(spec.levels), mode=mode,
-                       smoothing=spec.smoothing)
+                       smoothing=spec.smoothing,
+                       target=next(iter(headline)) if len(headline) == 1 and not spec.per_seed else None)
     return [a.as_json(axes[a.arm]) for a in arms.summarize_arms(trials, baseline_arm, rules)]

@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from scalesweep.science.stats.arms import interval_text, median_text
+from scalesweep.science.stats.arms import conditioning_text, interval_text, median_text
 
 COLUMNS = (("trial", "name"), ("status", "status"), ("epochs→target", "epochs_to_target"),
            ("updates→target", "updates_to_target"), ("speedup", "speedup_vs_baseline"),
@@ -99,5 +99,7 @@ def format_arms(arms: Sequence[dict[str, Any]]) -> str:
     if margin is not None:
         note += (f"; equivalent = the ratio's interval inside [{1 / (1 + margin):.3g}, {1 + margin:.3g}] "
                  f"(target.equivalence_margin {margin:g}); levels: targets best × (1 + level)")
+    warnings = [w for a in arms if (w := conditioning_text(a))]
     verdicts = "\n".join(f"  {a['arm']}: {a['verdict']}" for a in arms if a.get("verdict") != "baseline")
-    return _table(header, rows) + "\n" + note + ("\n" + verdicts if verdicts else "")
+    return "\n".join([_table(header, rows), note, *([verdicts] if verdicts else []), *warnings])
+

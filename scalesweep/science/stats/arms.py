@@ -24,7 +24,15 @@ from scalesweep.science.stats.convergence import (
     smooth,
 )
 from scalesweep.science.stats.decisions import BASELINE, DEFAULT_MARGIN, Decision, decide
-from scalesweep.science.stats.levels import LevelRatio, baseline_best, mean_curve, ratio_by_level
+from scalesweep.science.stats.levels import (
+    Conditioning,
+    LevelRatio,
+    baseline_best,
+    conditioning,
+    mean_curve,
+    ratio_by_level,
+    well_conditioned_level,
+)
 from scalesweep.science.stats.replicates import (
     CONFIDENCE,
     METHOD,
@@ -60,6 +68,9 @@ class Rules:
     levels: tuple[float, ...] = ()
     mode: Mode = "min"
     smoothing: float = 0.0
+    #: the headline target every seed was measured against (None: per seed, or unknown), for
+    #: the conditioning check on the baseline arm
+    target: float | None = None
 
 
 @dataclass
@@ -79,6 +90,10 @@ class ArmSummary:
     margin: float = DEFAULT_MARGIN
     #: the paired epochs ratio at every level of time to quality
     levels: list[LevelRatio] = field(default_factory=list)
+    #: the baseline arm only: how well the headline target pins its crossing down, and the
+    #: lowest level that would be well conditioned
+    conditioning: Conditioning | None = None
+    suggested_level: float | None = None
 
     @property
     def is_baseline(self) -> bool:
@@ -131,6 +146,9 @@ class ArmSummary:
         out["confidence"] = CONFIDENCE if c is None else c.confidence
         out["method"] = METHOD
         out["ratio_by_target"] = [lv.as_json() for lv in self.levels]
+        if (cond := self.conditioning) is not None:
+            out["conditioning"] = {"target": cond.target, "drop": cond.drop, "spread": cond.spread,
+                                   "ok": cond.ok, "suggested_level": self.suggested_level}
         return out
 
     def decided_levels(self) -> dict[str, list[float]]:
@@ -155,6 +173,20 @@ def median_text(arm: Mapping[str, Any], name: str) -> str:
         return kind or "—"
     prefix = {"at_most": "≤ ", "at_least": "≥ "}.get(kind, "")
     return f"{prefix}{value:.3g}"
+
+
+def conditioning_text(arm: Mapping[str, Any]) -> str | None:
+    """The baseline arm's warning (from its arms.json object) when the headline target sits
+    where its curve is flat, naming a level that does not."""
+    c = arm.get("conditioning")
+    if not c or c.get("ok"):
+        return None
+    level = c.get("suggested_level")
+    better = ("no level of target.levels is better conditioned" if level is None
+              else f"level {level:g} is well conditioned (target.levels)")
+    return (f"warning: the target {c['target']:.4g} sits where the baseline arm's curve is flat: it "
+            f"changes by {c['drop']:.3g} across the crossing's evals, less than its seeds' spread "
+            f"there ({c['spread']:.3g}), so the crossing is mostly noise; {better}")
 
 
 def interval_text(ci: Sequence[float | None] | None) -> str:
@@ -219,8 +251,19 @@ def summarize_arms(trials: Sequence[TrialCrossing], baseline_arm: Mapping[str, s
             s.decision = decide(mi.ci, mi.coverage is not None and mi.coverage >= rules.confidence,
                                 rules.margin)
             s.levels = _levels(mine, by_arm[base], rules)
+        if base == arm and rules.target is not None:
+            _condition(s, mine, rules)
         out.append(s)
     return out
+
+
+def _condition(s: ArmSummary, mine: Sequence[TrialCrossing], rules: Rules) -> None:
+    assert rules.target is not None
+    curves = _curves(mine)
+    s.conditioning = conditioning(curves, rules.target, rules.mode, rules.smoothing)
+    best = baseline_best(list(curves.values()), rules.mode, rules.smoothing)
+    if s.conditioning is not None and not s.conditioning.ok and best is not None and rules.levels:
+        s.suggested_level = well_conditioned_level(curves, best, rules.levels, rules.mode, rules.smoothing)
 
 
 def _curves(trials: Sequence[TrialCrossing]) -> dict[int, Sequence[EvalPoint]]:
