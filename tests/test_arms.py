@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from scalesweep.orchestrator.tracking.summary_table import format_arms, levels_text
+from scalesweep.orchestrator.tracking.summary_table import format_arms
 from scalesweep.science.stats import levels as L
-from scalesweep.science.stats.arms import Rules, TrialCrossing, median_text, summarize_arms
+from scalesweep.science.stats.arms import Rules, TrialCrossing, levels_text, median_text, summarize_arms
 from scalesweep.science.stats.convergence import EvalPoint, locate
 
 #: evals every tenth of an epoch (updates = 10 per epoch)

@@ -261,11 +261,17 @@ def test_build_report_writes_self_contained_files(store: Store, tmp_path: Path) 
     assert set(paths.figures) == {
         "dev_loss_vs_epoch", "dev_loss_vs_samples_seen", "dev_loss_vs_step",
         "dev_loss_vs_wall_s", "lr_vs_epoch", "epochs_to_target", "noise_scale_vs_epoch",
-        "projected_time_to_target", "dev_loss_by_arm_vs_epoch",
+        "projected_time_to_target", "dev_loss_by_arm_vs_epoch", "epochs_ratio_by_level",
     }  # fmt: skip
     arms = json.loads(paths.arms_json.read_text())
     assert {a["arm"] for a in arms} == set(pd.read_csv(paths.arms_csv)["arm"])
-    assert "Arms: seeds as replicates" in paths.html.read_text(encoding="utf-8")
+    page = paths.html.read_text(encoding="utf-8")
+    # the page leads with the answer: decisions, then the ratio by level and the arms' figures,
+    # and only then the per-trial table and curves
+    answer, trials = page.index("The answer: each arm against the baseline"), page.index("<h2>Trials</h2>")
+    assert answer < page.index("<th>decision</th>") < page.index('alt="epochs_ratio_by_level"') < trials
+    assert trials < page.index('alt="dev_loss_vs_epoch"')
+    assert all("decision" in a and "ratio_by_target" in a for a in arms)
     for png in paths.figures.values():
         assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     page = paths.html.read_text(encoding="utf-8")

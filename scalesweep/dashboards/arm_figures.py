@@ -108,3 +108,54 @@ def plot_dev_loss_by_arm(history: pd.DataFrame, table: pd.DataFrame, x: str = "e
     if ax.lines:
         ax.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.01, 0.5))
     return fig
+
+
+DECISION_MARKERS = {"slower": ("^", "tab:red"), "faster": ("v", "tab:green"),
+                    "equivalent": ("s", "tab:blue"), "not resolved": ("o", "tab:gray")}
+
+
+def plot_ratio_by_level(arms: Sequence[dict[str, Any]]) -> Figure:
+    """Per arm, the paired epochs ratio against the baseline arm at every target loss (time
+    to quality): the median with its interval, the marker saying the decision there; the
+    equivalence band shaded around 1."""
+    fig = Figure(figsize=(8.5, 5.0), layout="constrained")
+    ax = fig.add_subplot()
+    others = [a for a in arms if a.get("ratio_by_target")]
+    margin = next((a.get("equivalence_margin") for a in others if a.get("equivalence_margin")), None)
+    if margin:
+        ax.axhspan(1 / (1 + margin), 1 + margin, color="tab:blue", alpha=0.08,
+                   label=f"equivalent (margin {margin:g})")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    tops: list[float] = []
+    for i, arm in enumerate(others):
+        color = f"C{i % 10}"
+        pts = [lv for lv in arm["ratio_by_target"] if lv.get("target") is not None]
+        xs = [lv["target"] * (1 + 0.012 * (i - len(others) / 2)) for lv in pts]  # dodge
+        meds = [_finite(lv.get("ratio_median")) for lv in pts]
+        ax.plot([x for x, m in zip(xs, meds, strict=True) if m is not None],
+                [m for m in meds if m is not None], "-", color=color, linewidth=1, label=arm["arm"])
+        for x, lv, med in zip(xs, pts, meds, strict=True):
+            ci = lv.get("ratio_ci") or [None, None]
+            lo, hi = _finite(ci[0]), _finite(ci[1])
+            if lo is not None or hi is not None:
+                tops += [v for v in (lo, hi) if v is not None]
+                ax.vlines(x, lo if lo is not None else 0.0, hi if hi is not None else 10.0,
+                          color=color, linewidth=1.2, alpha=0.7)
+            marker, edge = DECISION_MARKERS.get(lv.get("decision", ""), ("o", "tab:gray"))
+            if med is not None:
+                tops.append(med)
+                ax.plot(x, med, marker, color=color, markeredgecolor=edge, markeredgewidth=1.5,
+                        markersize=7)
+    finite = [v for v in tops if v > 0]
+    if finite:
+        ax.set_ylim(max(0.0, min(finite) * 0.9 if min(finite) < 1 else 0.8), max(max(finite) * 1.1, 1.2))
+    ax.set_xscale("log")
+    ax.invert_xaxis()  # training runs left to right: high losses first
+    ax.set_xlabel("target loss (levels: the baseline arm's best × (1 + level))")
+    ax.set_ylabel("epochs ratio vs baseline (paired; > 1: slower)")
+    ax.set_title("time to quality: epochs ratio at every target; ▲ slower, ▼ faster, ■ equivalent, "
+                 "● not resolved", fontsize="small")
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return fig

@@ -24,12 +24,12 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from scalesweep.dashboards import advice as scaling_advice
-from scalesweep.dashboards.arm_figures import plot_dev_loss_by_arm
+from scalesweep.dashboards.arm_figures import plot_dev_loss_by_arm, plot_ratio_by_level
 from scalesweep.dashboards.arm_figures import plot_epochs_to_target as plot_arms_epochs_to_target
 from scalesweep.dashboards.arms_table import arm_summaries, arms_frame
 from scalesweep.dashboards.convergence_table import PROJECTED, convergence_table
 from scalesweep.dashboards.mlflow_data import Projection, Study, load_study
-from scalesweep.science.stats.arms import interval_text, median_text
+from scalesweep.science.stats.arms import conditioning_text, interval_text, levels_text, median_text
 from scalesweep.science.stats.replicates import CONFIDENCE, METHOD
 
 __all__ = ["PROJECTED", "ReportPaths", "build_report", "convergence_table"]
@@ -141,12 +141,34 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+#: the figures of the answer, shown first (the rest are per trial)
+ARM_FIGURES = ("epochs_ratio_by_level", "dev_loss_by_arm_vs_epoch", "epochs_to_target",
+               "projected_time_to_target")
+
+
 def report_figures(study: Study, table: pd.DataFrame, arms: Sequence[dict[str, Any]] = ()
                    ) -> dict[str, Figure]:
+    """Every figure of the report by file name, the arms' figures first."""
+    if not arms:
+        arms = arm_summaries(study, table)
+    out: dict[str, Figure] = {}
+    if any(a.get("ratio_by_target") for a in arms):
+        out["epochs_ratio_by_level"] = plot_ratio_by_level(arms)
+    out["dev_loss_by_arm_vs_epoch"] = plot_dev_loss_by_arm(
+        study.history, table, target=study.target_value if study.target_metric == "dev_loss" else None)
+    out["epochs_to_target"] = plot_arms_epochs_to_target(arms, table)
+    projection = study.projection
+    if projection is not None:
+        out["projected_time_to_target"] = plot_projected_time(arms, projection)
+    out.update(_trial_figures(study, table))
+    return out
+
+
+def _trial_figures(study: Study, table: pd.DataFrame) -> dict[str, Figure]:
     order = list(table["trial_name"])
     target = study.target_value
     ys = list(dict.fromkeys(["dev_loss", study.target_metric]))
-    out = {
+    out: dict[str, Figure] = {
         f"{y}_vs_{x}": plot_curves(
             study.history, y, x, order=order,
             target=target if y == study.target_metric else None,
@@ -159,14 +181,6 @@ def report_figures(study: Study, table: pd.DataFrame, arms: Sequence[dict[str, A
         out["noise_scale_vs_epoch"] = plot_curves(
             study.history, "noise_scale", "epoch", order=order,
             title="gradient noise scale B_simple (EMA) vs epoch")
-    if not arms:
-        arms = arm_summaries(study, table)
-    out["dev_loss_by_arm_vs_epoch"] = plot_dev_loss_by_arm(
-        study.history, table, target=target if study.target_metric == "dev_loss" else None)
-    out["epochs_to_target"] = plot_arms_epochs_to_target(arms, table)
-    projection = study.projection
-    if projection is not None:
-        out["projected_time_to_target"] = plot_projected_time(arms, projection)
     return out
 
 
@@ -201,7 +215,8 @@ def first_eval_note(table: pd.DataFrame) -> str:
 
 
 def arms_html(arms: Sequence[dict[str, Any]]) -> str:
-    """The arms section: each arm's seeds, median and interval, and its verdict."""
+    """The answer: each arm's decision, seeds, median and interval, the levels it is decided
+    at, and its verdict in words."""
     if not arms:
         return "<p>No arms.</p>"
     e = html.escape
@@ -215,14 +230,16 @@ def arms_html(arms: Sequence[dict[str, Any]]) -> str:
                 median_text(a, "speedup_vs_baseline"), interval_text(a.get("speedup_vs_baseline_ci"))]
 
     rows = "\n".join(
-        "<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells(a))
+        "<tr>" + f"<td><b>{e(a.get('decision', ''))}</b></td>"
+        + "".join(f"<td>{e(c)}</td>" for c in cells(a))
+        + f"<td style='text-align:left'>{e(levels_text(a))}</td>"
         + f"<td style='text-align:left'>{e(a.get('verdict', ''))}</td></tr>"
         for a in arms)
-    return f"""<table class="trials"><tr><th>arm</th><th>seeds reached</th>
-<th>epochs to target (median)</th><th>interval</th><th>updates to target (median)</th>
-<th>epochs ratio vs baseline (paired)</th><th>interval</th><th>speedup (updates, paired)</th>
-<th>interval</th><th>verdict</th></tr>
-{rows}</table>"""
+    return f"""<div class="wide"><table class="trials"><tr><th>decision</th><th>arm</th>
+<th>seeds reached</th><th>epochs to target (median)</th><th>interval</th>
+<th>updates to target (median)</th><th>epochs ratio vs baseline (paired)</th><th>interval</th>
+<th>speedup (updates, paired)</th><th>interval</th><th>decided at levels</th><th>verdict</th></tr>
+{rows}</table></div>"""
 
 
 def render_html(study: Study, table: pd.DataFrame, pngs: dict[str, bytes], advice: str = "",
@@ -251,13 +268,18 @@ def render_html(study: Study, table: pd.DataFrame, pngs: dict[str, bytes], advic
             + (f" No timing for world size(s) {', '.join(map(str, missing))}: shown as —."
                if missing else "") + "</p>")
     body = shown.to_html(index=False, escape=True, classes="trials")
-    images = "\n".join(
-        f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,'
-        f'{base64.b64encode(png).decode("ascii")}"><figcaption>{html.escape(name)}'
-        "</figcaption></figure>"
-        for name, png in pngs.items()
-    )
     e = html.escape
+
+    def figures(names: Sequence[str]) -> str:
+        return "\n".join(
+            f'<figure><img alt="{e(name)}" src="data:image/png;base64,'
+            f'{base64.b64encode(pngs[name]).decode("ascii")}"><figcaption>{e(name)}'
+            "</figcaption></figure>" for name in names if name in pngs)
+
+    warnings = "".join(f"<p class='warn'>{e(w)}</p>" for a in arms if (w := conditioning_text(a)))
+    margin = next((a.get("equivalence_margin") for a in arms if a.get("equivalence_margin")), None)
+    band = ("" if margin is None else f" inside [{1 / (1 + margin):.3g}, {1 + margin:.3g}] "
+            f"(<code>target.equivalence_margin</code> {margin:g})")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>scalesweep report: {e(study.experiment_name)}</title>
@@ -266,31 +288,37 @@ body {{ font-family: sans-serif; margin: 1.5em; }}
 table.trials {{ border-collapse: collapse; font-size: 0.85em; }}
 table.trials th, table.trials td {{ border: 1px solid #ccc; padding: 0.25em 0.5em; }}
 table.trials td {{ text-align: right; }}
+div.wide {{ max-width: 100%; overflow-x: auto; }}
+p.warn {{ color: #a40; }}
 figure {{ display: inline-block; margin: 0.5em; }}
 img {{ max-width: 100%; }}
 </style></head><body>
 <h1>Study {e(study.experiment_name)}</h1>
 <p>Parent run {e(study.parent_run_name)} ({e(study.parent_run_id)}) ·
 target: <b>{e(goal)}</b> · baseline trial: {e(study.baseline_trial or "none")}</p>
+<h2>The answer: each arm against the baseline</h2>
+<p>An arm is a trial's settings minus its seed; its seeds are paired with the baseline arm's
+by seed number (same init, same data order). The <b>decision</b> reads the paired epochs
+ratio's interval (trial / baseline; &gt; 1 needs more epochs): <b>slower</b> when it lies
+above 1, <b>faster</b> below 1, <b>equivalent</b> when it lies wholly{band}, else <b>not
+resolved</b>. The same is done at every level of time to quality (targets the baseline arm's
+best × (1 + level)): "decided at levels" and the first figure. Intervals: {e(METHOD)};
+nominal {CONFIDENCE:.0%}, two-sided, with the exact coverage the seed count allows (3 seeds:
+75 %, 5: 93.75 %); a seed that never reached counts as +infinity, never dropped ("≤ x" where
+the crossing lies before the first evaluation). A rerun on another CPU is another random draw
+(floating-point rounding differs): compare decisions, not digits.</p>
+{warnings}
+{arms_html(arms)}
+{figures([n for n in ARM_FIGURES])}
+<h2>Trials</h2>
 <p>Speedup is the baseline's optimizer updates to target over the trial's (Shallue et al.
 2019); speedup_by_epochs is the same on the epoch clock; scaling efficiency is the updates
 speedup over the global-batch ratio (1 = perfect). Trials that never reached the target show
 "—" and are listed last.</p>
-<h2>Arms: seeds as replicates</h2>
-<p>An arm is a trial's settings minus its seed. Per arm: how many seeds reached the target, the
-median epochs to target (a seed that never reached counts as +infinity, so the median is
-"never" once half or more never reach; "≤ x" where the crossing lies before the first
-evaluation), and the epochs ratio and updates speedup against the baseline arm, paired by seed.
-Intervals: {e(METHOD)}; nominal {CONFIDENCE:.0%}, two-sided, with the exact coverage the seed
-count allows (3 seeds: 75 %, 5: 93.75 %). A comparison is <b>resolved</b> only when its
-interval excludes 1 at the nominal confidence; otherwise the verdict says so and roughly how
-many seeds would resolve it.</p>
-{arms_html(arms)}
-<h2>Trials</h2>
 {first_eval_note(table)}
 {about_projection}
-{body}
-{images}
+<div class="wide">{body}</div>
+{figures([n for n in pngs if n not in ARM_FIGURES])}
 <h2>Scaling advice</h2>
 <p>What <code>scalesweep advise</code> says about this study (at its largest world size; pass
 <code>--world-size N</code> to it for another): updates to target against global batch, the

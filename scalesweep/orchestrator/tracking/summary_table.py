@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from scalesweep.science.stats.arms import conditioning_text, interval_text, median_text
+from scalesweep.science.stats.arms import conditioning_text, interval_text, levels_text, median_text
 
 COLUMNS = (("trial", "name"), ("status", "status"), ("epochs→target", "epochs_to_target"),
            ("updates→target", "updates_to_target"), ("speedup", "speedup_vs_baseline"),
@@ -61,20 +61,6 @@ def format_summary(trials: Sequence[dict[str, Any]]) -> str:
         text += (f"\n{len(first)} trial(s) reached the target at their first evaluation "
                  f"({', '.join(first)}): {FIRST_EVAL_ADVICE}")
     return text
-
-
-def levels_text(arm: dict[str, Any]) -> str:
-    """Where an arm is decided along its levels: "slower at 0.5, 1, 2; equivalent at 0.1"."""
-    by: dict[str, list[str]] = {}
-    for lv in arm.get("ratio_by_target") or []:
-        if lv.get("decision") not in (None, "not resolved"):
-            by.setdefault(lv["decision"], []).append(f"{lv['level']:g}")
-    levels = [lv for lv in arm.get("ratio_by_target") or []]
-    if not levels:
-        return ""
-    if not by:
-        return "none"
-    return "; ".join(f"{d} at {', '.join(ls)}" for d, ls in by.items())
 
 
 def format_arms(arms: Sequence[dict[str, Any]]) -> str:

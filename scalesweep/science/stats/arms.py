@@ -175,6 +175,19 @@ def median_text(arm: Mapping[str, Any], name: str) -> str:
     return f"{prefix}{value:.3g}"
 
 
+def levels_text(arm: Mapping[str, Any]) -> str:
+    """Where an arm is decided along its levels: "slower at 0.5, 1, 2; equivalent at 0.1"."""
+    by: dict[str, list[str]] = {}
+    for lv in arm.get("ratio_by_target") or []:
+        if lv.get("decision") not in (None, "not resolved"):
+            by.setdefault(lv["decision"], []).append(f"{lv['level']:g}")
+    if not arm.get("ratio_by_target") or arm.get("decision") == BASELINE:
+        return ""
+    if not by:
+        return "none"
+    return "; ".join(f"{d} at {', '.join(ls)}" for d, ls in by.items())
+
+
 def conditioning_text(arm: Mapping[str, Any]) -> str | None:
     """The baseline arm's warning (from its arms.json object) when the headline target sits
     where its curve is flat, naming a level that does not."""
