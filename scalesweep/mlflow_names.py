@@ -50,3 +50,7 @@ TARGET_METRIC = "target_value"
 #: them is read with the defaults)
 EQUIVALENCE_MARGIN_PARAM = "equivalence_margin"
 TARGET_LEVELS_PARAM = "target_levels"
+#: parent params: the confidence every interval of the study is read at (the adaptive
+#: design's per-look one; the nominal one for a fixed number of seeds), and the design
+DECISION_CONFIDENCE_PARAM = "decision_confidence"
+REPLICATES_PARAM = "replicates"

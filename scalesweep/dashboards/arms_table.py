@@ -46,8 +46,8 @@ def arm_summaries(study: Study, table: pd.DataFrame) -> list[dict[str, Any]]:
         baseline_arm[arm] = base if isinstance(base, str) and base else fallback
         axes.setdefault(arm, _axes(trial))
     targets = {trial_target(study, t) for t in trials.values()}
-    rules = Rules(margin=study.equivalence_margin, levels=study.target_levels, mode=study.target_mode,
-                  smoothing=study.target_smoothing,
+    rules = Rules(confidence=study.decision_confidence, margin=study.equivalence_margin,
+                  levels=study.target_levels, mode=study.target_mode, smoothing=study.target_smoothing,
                   target=next(iter(targets)) if len(targets) == 1 else None)
     return [a.as_json(axes[a.arm]) for a in summarize_arms(crossings, baseline_arm, rules)]
 

@@ -19,6 +19,7 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from scalesweep.mlflow_names import (
+    DECISION_CONFIDENCE_PARAM,
     EQUIVALENCE_MARGIN_PARAM,
     PARENT_TAG,
     ROLE_TAG,
@@ -29,6 +30,7 @@ from scalesweep.mlflow_names import (
 from scalesweep.science.stats.convergence import EvalPoint
 from scalesweep.science.stats.decisions import DEFAULT_MARGIN
 from scalesweep.science.stats.levels import DEFAULT_LEVELS
+from scalesweep.science.stats.replicates import CONFIDENCE
 
 #: The clocks a curve can be read on; the report plots against any of them.
 AXIS_METRICS = ("samples_seen", "epoch", "wall_s")
@@ -83,6 +85,11 @@ class Study:
     @property
     def equivalence_margin(self) -> float:
         return float(self.parent_params.get(EQUIVALENCE_MARGIN_PARAM, DEFAULT_MARGIN))
+
+    @property
+    def decision_confidence(self) -> float:
+        """The confidence every interval was read at (studies before adaptive seeds: nominal)."""
+        return float(self.parent_params.get(DECISION_CONFIDENCE_PARAM, CONFIDENCE))
 
     @property
     def target_levels(self) -> tuple[float, ...]:

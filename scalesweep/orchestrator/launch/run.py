@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalesweep.mlflow_names import EQUIVALENCE_MARGIN_PARAM, TARGET_LEVELS_PARAM
+from scalesweep.mlflow_names import (
+    DECISION_CONFIDENCE_PARAM,
+    EQUIVALENCE_MARGIN_PARAM,
+    REPLICATES_PARAM,
+    TARGET_LEVELS_PARAM,
+)
+from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep
@@ -224,6 +230,8 @@ def _parent_params(plan: Plan) -> dict[str, Any]:
         "target_mode": metric_mode(plan.sweep), "target_smoothing": spec.target.smoothing,
         EQUIVALENCE_MARGIN_PARAM: spec.target.equivalence_margin,
         TARGET_LEVELS_PARAM: json.dumps(spec.target.levels),
+        DECISION_CONFIDENCE_PARAM: adaptive.design(plan).per_look,
+        REPLICATES_PARAM: spec.replicates.model_dump() if spec.replicates else None,
         "baseline_trial": next((r.name for r in plan.rows if plan.baseline_for(r) is r), None),
         "trials": len(plan.rows), "backend": spec.backend, "search": spec.search.type,
         "reference_world_size": plan.sweep.reference_world_size,
@@ -234,7 +242,8 @@ def _parent_params(plan: Plan) -> dict[str, Any]:
 
 def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path, uri: str,
              summary_json: str | None, existing: dict[str, Any]) -> Outcome:
-    from scalesweep.orchestrator.launch.tune import launch, resume_checkpoint
+    from scalesweep.orchestrator.launch.rounds import Rounds
+    from scalesweep.orchestrator.launch.tune import resume_checkpoint
     from scalesweep.orchestrator.tracking.callback import kept
 
     sweep = plan.sweep
@@ -278,28 +287,29 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
             curves.setdefault(row.name, []).append(kept(report))
     if done:
         print(f"{len(done)} trials already finished (left as they are); running {len(todo)}")
-    callback = None
+    rounds = Rounds(plan, sweep_dir, tracker, child_for, curves, done)
     interrupted = False
     try:
-        callback = launch(plan, todo, sweep_dir, tracker, child_for, curves)
+        rounds.run()
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        if callback is not None:  # runs of trials that started while MLflow was down
-            callback.settle(deadline_s=tracking_grace_s())
+        if rounds.callback is not None:  # runs of trials that started while MLflow was down
+            rounds.callback.settle(deadline_s=tracking_grace_s())
         tracker.flush_with_retry(deadline_s=tracking_grace_s())
     if interrupted:
         _spool_unsent(tracker, sweep_dir)
         with contextlib.suppress(Exception), fail_fast():
             tracker.end_run(parent_id, "KILLED")
         raise KeyboardInterrupt
+    callback = rounds.callback
     assert callback is not None
     statuses = {**done, **callback.status}
     errors = callback.errors
     summaries = summarize(plan, curves)
     run_ids = {**{n: str(r.info.run_id) for n, r in existing.items()}, **callback.run_ids}
     trials = []
-    for row in plan.rows:
+    for row in rounds.in_play:  # an adaptive sweep leaves the seeds it did not need unplanned
         status = statuses.get(row.name, "failed")
         if status == "running":
             status = "failed"
@@ -313,7 +323,7 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
                        "error": errors.get(row.name)})
     outcome = Outcome(parent_run_id=parent_id, experiment=plan.sweep.spec.name,
                       sweep_dir=sweep_dir, tracking_uri=uri, trials=trials,
-                      arms=arm_summaries(plan, curves))
+                      arms=arm_summaries(plan, curves, rounds.in_play))
     try:
         _close_in_mlflow(tracker, parent_id, trials, summaries, logged, done, callback.run_for)
     except Exception as exc:

@@ -30,10 +30,15 @@ def max_concurrent(plan: Plan, rows: list[PlanRow]) -> int:
 
 
 def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTracker,
-           child_for: Callable[[str], str], curves: dict[str, list[dict[str, Any]]]
-           ) -> SweepCallback:
+           child_for: Callable[[str], str], curves: dict[str, list[dict[str, Any]]],
+           callback: SweepCallback | None = None) -> SweepCallback:
+    """Run ``rows`` as one Tune experiment (``tune``, ``tune1``, ... in the sweep directory);
+    ``callback``: the one an earlier round of the same sweep used, which goes on counting."""
     spec = plan.sweep.spec
-    callback = SweepCallback(tracker, child_for, curves, total=len(rows))
+    if callback is None:
+        callback = SweepCallback(tracker, child_for, curves, total=len(rows))
+    else:
+        callback.total = (callback.total or 0) + len(rows)
     if not rows:
         return callback
     res = spec.resources

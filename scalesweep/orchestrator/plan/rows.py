@@ -182,7 +182,20 @@ def make_plan(sweep: Sweep, cluster: ClusterInfo | None = None) -> Plan:
             f"warning: {len(coarse)} trial(s) make fewer than {MIN_EVALS} evaluations in all "
             f"({', '.join(coarse[:4])}{', ...' if len(coarse) > 4 else ''}): too coarse to place a "
             "crossing between evals; evaluate more often (training.eval_every_epochs)")
-    return Plan(sweep=sweep, rows=rows, cluster=cluster, notes=plan_notes)
+    plan = Plan(sweep=sweep, rows=rows, cluster=cluster, notes=plan_notes)
+    _check_adaptive(plan)
+    return plan
+
+
+def _check_adaptive(plan: Plan) -> None:
+    """An adaptive sweep decides each arm against its baseline arm: every trial needs one."""
+    rep = plan.sweep.spec.replicates
+    orphans = sorted({r.arm for r in plan.rows if plan.baseline_for(r) is None}) if rep else []
+    if orphans:
+        raise InputError(plan.sweep.source, [Problem(
+            "replicates", rep.model_dump() if rep else None,
+            f"adaptive seeds decide each arm against its baseline arm, but these arms have "
+            f"none: {', '.join(orphans)} (set baseline to a trial of the plan)")])
 
 
 #: fewer evaluations than this in a whole trial cannot place a crossing: `plan` warns

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.rows import Plan
 
 
@@ -41,6 +42,8 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
         lines.extend(f"  {name}: {note}" for name, note in adjustments)
     for note in plan.notes:
         lines.append(f"note: {note}")
+    if (seeds := adaptive.describe(plan)) is not None:
+        lines.append(f"note: {seeds}")
     if sweep.recipe is not None:
         lines.extend(_recipe_settings(plan))
     if verbose and sweep.recipe is not None:

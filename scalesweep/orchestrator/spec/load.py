@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from scalesweep.orchestrator.spec import optimizers
+from scalesweep.orchestrator.spec import optimizers, replicates
 from scalesweep.orchestrator.spec.errors import InputError, Problem, join_path
 from scalesweep.orchestrator.spec.files import load_mapping
 from scalesweep.orchestrator.spec.recipes import (
@@ -198,7 +198,10 @@ def load_sweep(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
     narrowed = {key.removeprefix("axes.") for key, _ in parsed if key.startswith("axes.")}
     if any(key == "axes" for key, _ in parsed):
         narrowed |= set(FIXED_AXES) | set(spec.axes.free_axes())
-    return _check(spec, src, Path(path), narrowed)
+    adaptive = replicates.problems(spec)
+    if adaptive:
+        raise InputError(src, adaptive)
+    return _check(replicates.expand(spec), src, Path(path), narrowed)
 
 
 def _raw_checks(data: Mapping[str, Any]) -> list[Problem]:

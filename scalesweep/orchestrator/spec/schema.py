@@ -195,6 +195,23 @@ class ProjectionSpec(BaseModel):
     label: str = Field(min_length=1)  # where the timings come from, shown beside the projection
 
 
+class ReplicatesSpec(BaseModel):
+    """Seeds added where they decide (docs/design.md §4, "Adaptive seeds"): every arm runs
+    ``min`` seeds, then arms still not resolved against the baseline (and the baseline) get
+    ``step`` more at a time, up to ``max``."""
+
+    model_config = STRICT
+    min: int = Field(ge=2)
+    max: int = Field(ge=2)
+    step: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ReplicatesSpec:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) must be at most max ({self.max})")
+        return self
+
+
 class SweepSpec(BaseModel):
     model_config = STRICT
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -217,6 +234,7 @@ class SweepSpec(BaseModel):
     max_failures: int = Field(default=2, ge=0)
     storage_path: str | None = None
     projection: ProjectionSpec | None = None
+    replicates: ReplicatesSpec | None = None
 
     @field_validator("physical_workers")
     @classmethod

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scalesweep.mlflow_names import BRACKETS, SUMMARY_METRICS
+from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
 from scalesweep.orchestrator.spec.load import metric_mode
 from scalesweep.science.stats import arms
@@ -90,15 +91,17 @@ def summarize(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
     return out
 
 
-def arm_summaries(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
-                  ) -> list[dict[str, Any]]:
+def arm_summaries(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]],
+                  rows: Sequence[PlanRow] | None = None) -> list[dict[str, Any]]:
     """One arms.json object per arm: its seeds' medians and intervals, and the paired
-    comparison with its baseline arm (:mod:`scalesweep.science.stats.arms`)."""
+    comparison with its baseline arm (:mod:`scalesweep.science.stats.arms`), each interval at
+    the design's per-look confidence. ``rows``: the trials that ran (an adaptive sweep runs
+    only some of its plan), by default all."""
     spec = plan.sweep.spec.target
     mode = metric_mode(plan.sweep)
     trials, baseline_arm, axes = [], {}, {}
     resolved = targets(plan, curves)
-    for row in plan.rows:
+    for row in plan.rows if rows is None else rows:
         target, base = resolved[row.name]
         pts = points(curves.get(row.name, []), spec.metric)
         located = conv.locate(pts, target, mode, spec.smoothing) if target is not None and pts else None
@@ -106,7 +109,7 @@ def arm_summaries(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
         baseline_arm[row.arm] = base.arm if base else None
         axes[row.arm] = {k: v for k, v in row.axes.items() if k != "seed"}
     headline = {target for target, _ in resolved.values()}
-    rules = arms.Rules(margin=spec.equivalence_margin, levels=tuple(spec.levels), mode=mode,
-                       smoothing=spec.smoothing,
-                       target=next(iter(headline)) if len(headline) == 1 and not spec.per_seed else None)
+    single = next(iter(headline)) if len(headline) == 1 and not spec.per_seed else None
+    rules = arms.Rules(confidence=adaptive.design(plan).per_look, margin=spec.equivalence_margin,
+                       levels=tuple(spec.levels), mode=mode, smoothing=spec.smoothing, target=single)
     return [a.as_json(axes[a.arm]) for a in arms.summarize_arms(trials, baseline_arm, rules)]

@@ -1,0 +1,50 @@
+"""A sweep's trials in rounds: one round for a fixed number of seeds; with adaptive seeds,
+more rounds while arms are undecided (:mod:`scalesweep.orchestrator.plan.adaptive` says which
+trials each round adds, from the decisions the finished trials give)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scalesweep.orchestrator.launch.tune import launch
+from scalesweep.orchestrator.plan import adaptive
+from scalesweep.orchestrator.plan.rows import Plan, PlanRow
+from scalesweep.orchestrator.tracking.callback import SweepCallback
+from scalesweep.orchestrator.tracking.summary import arm_summaries
+from scalesweep.orchestrator.tracking.tracker import SweepTracker
+
+
+@dataclass
+class Rounds:
+    plan: Plan
+    sweep_dir: Path
+    tracker: SweepTracker
+    child_for: Callable[[str], str]
+    curves: dict[str, list[dict[str, Any]]]
+    #: trials a killed driver already finished (name -> status): not run again
+    done: dict[str, str]
+    #: the trials this sweep runs, round after round (an adaptive sweep runs part of its plan)
+    in_play: list[PlanRow] = field(default_factory=list)
+    callback: SweepCallback | None = None
+
+    def run(self) -> SweepCallback:
+        """Every round until no arm wants more seeds; the callback of them all."""
+        self.in_play = adaptive.first_round(self.plan)
+        while True:
+            ran = set(self.done) | set(self.callback.status if self.callback else {})
+            todo = [r for r in self.in_play if r.name not in ran]
+            self.callback = launch(self.plan, todo, self.sweep_dir, self.tracker, self.child_for,
+                                   self.curves, self.callback)
+            more = adaptive.next_round(self.plan, self.in_play, self.decisions())
+            if not more:
+                return self.callback
+            arms = sorted({r.arm for r in more})
+            print(f"adaptive seeds: {len(more)} more trial(s) for {len(arms)} arm(s) not yet decided "
+                  f"(and their baseline): {', '.join(arms)}", flush=True)
+            self.in_play.extend(more)
+
+    def decisions(self) -> dict[str, str]:
+        return {a["arm"]: a["decision"] for a in arm_summaries(self.plan, self.curves, self.in_play)}

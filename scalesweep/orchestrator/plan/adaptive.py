@@ -1,0 +1,80 @@
+"""Which trials of a sweep run in which round (docs/design.md §4, "Adaptive seeds").
+
+A sweep without ``replicates`` is one round of every trial, read at the nominal confidence.
+With ``replicates: {min, max, step}`` the plan holds every arm at seeds 0 .. max − 1, and
+the launcher runs it in rounds: first every arm's seeds below ``min``; after each round, an
+arm whose decision against its baseline arm is still ``not resolved`` gets its seeds up to the
+next look, and so does its baseline arm (the pairs need both); an arm that is decided stops
+(racing). Every look reads its interval at the design's per-look confidence
+(:mod:`scalesweep.science.stats.sequential`), so stopping early keeps the error rate.
+
+The rounds are a function of the finished trials alone, so ``resume`` replays them: the
+rounds whose trials are done are decided again from MLflow, and the sweep goes on from there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from scalesweep.orchestrator.plan.rows import Plan, PlanRow
+from scalesweep.science.stats import sequential
+from scalesweep.science.stats.replicates import CONFIDENCE
+
+
+def design(plan: Plan) -> sequential.Design:
+    """The sweep's looks and the per-look confidence of every interval it reports."""
+    rep = plan.sweep.spec.replicates
+    if rep is None:
+        return sequential.Design((len(plan.sweep.spec.axes.seed),), CONFIDENCE, CONFIDENCE, 0.0)
+    return sequential.design(sequential.adaptive_looks(rep.min, rep.max, rep.step), CONFIDENCE)
+
+
+def first_round(plan: Plan) -> list[PlanRow]:
+    if plan.sweep.spec.replicates is None:
+        return list(plan.rows)
+    first = plan.sweep.spec.replicates.min
+    return [r for r in plan.rows if r.seed < first]
+
+
+def _baseline_arms(plan: Plan) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for row in plan.rows:
+        base = plan.baseline_for(row)
+        out.setdefault(row.arm, None if base is None else base.arm)
+    return out
+
+
+def next_round(plan: Plan, in_play: Sequence[PlanRow], decisions: Mapping[str, str]) -> list[PlanRow]:
+    """The trials to add after a round: each undecided arm's seeds up to its next look, and
+    its baseline arm's too; nothing when every arm is decided or at ``max``."""
+    if plan.sweep.spec.replicates is None:
+        return []
+    looks = design(plan).looks
+    seeds: dict[str, int] = {}
+    for row in in_play:
+        seeds[row.arm] = seeds.get(row.arm, 0) + 1
+    base_of = _baseline_arms(plan)
+    want: dict[str, int] = {}
+    for arm, n in seeds.items():
+        base = base_of.get(arm)
+        if base is None or base == arm or decisions.get(arm, "not resolved") != "not resolved":
+            continue
+        later = [look for look in looks if look > n]
+        if later:
+            want[arm] = max(want.get(arm, 0), later[0])
+            want[base] = max(want.get(base, 0), later[0])
+    running = {r.name for r in in_play}
+    return [r for r in plan.rows if r.arm in want and r.seed < want[r.arm] and r.name not in running]
+
+
+def describe(plan: Plan) -> str | None:
+    """The plan's line on adaptive seeds, or None for a fixed number of seeds."""
+    rep = plan.sweep.spec.replicates
+    if rep is None:
+        return None
+    d = design(plan)
+    return (f"adaptive seeds: every arm runs seeds 0-{rep.min - 1} first; arms not yet decided "
+            f"against their baseline (and the baseline) get more at looks {list(d.looks)}, up to "
+            f"{rep.max}; each interval read at {d.per_look:.4g} confidence so that stopping early "
+            f"keeps the error rate at most {1 - d.confidence:.0%} ({sequential.METHOD}); the "
+            f"plan lists every trial that may run")
