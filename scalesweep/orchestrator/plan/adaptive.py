@@ -73,6 +73,10 @@ def describe(plan: Plan) -> str | None:
     if rep is None:
         return None
     d = design(plan)
+    if d.error == 0.0:
+        return (f"warning: adaptive seeds with at most {rep.max} seeds: no look can decide anything "
+                f"(even {rep.max} seeds that all agree fall short of {d.confidence:.0%} over "
+                f"{len(d.looks)} looks), so every arm runs all {rep.max}; raise replicates.max")
     return (f"adaptive seeds: every arm runs seeds 0-{rep.min - 1} first; arms not yet decided "
             f"against their baseline (and the baseline) get more at looks {list(d.looks)}, up to "
             f"{rep.max}; each interval read at {d.per_look:.4g} confidence so that stopping early "
