@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,9 +13,10 @@ from scalesweep.trainables.workloads.mlp_regression import make as make_mlp
 
 
 class _FailsOnSeed:
-    def __init__(self, inner: Workload, fail_seed: int) -> None:
+    def __init__(self, inner: Workload, fail_seed: int, fail_while: str | None = None) -> None:
         self._inner = inner
         self._fail_seed = fail_seed
+        self._fail_while = fail_while
         self.metrics = inner.metrics
         self.defaults = inner.defaults
 
@@ -23,7 +25,9 @@ class _FailsOnSeed:
 
     def build_model(self) -> torch.nn.Module:
         # the loop seeds torch with the trial's seed right before building the model
-        if torch.initial_seed() == self._fail_seed:
+        # fail_while: only while that file exists (a fault the user then fixes)
+        if torch.initial_seed() == self._fail_seed and (
+                self._fail_while is None or os.path.exists(self._fail_while)):
             raise RuntimeError(f"injected failure for seed {self._fail_seed}")
         return self._inner.build_model()
 
@@ -31,7 +35,8 @@ class _FailsOnSeed:
 def make(options: Mapping[str, Any]) -> Workload:
     opts = dict(options)
     fail_seed = int(opts.pop("fail_seed", -1))
-    return _FailsOnSeed(make_mlp(opts), fail_seed)
+    fail_while = opts.pop("fail_while", None)
+    return _FailsOnSeed(make_mlp(opts), fail_seed, None if fail_while is None else str(fail_while))
 
 
 class _Unpicklable:

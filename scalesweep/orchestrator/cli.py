@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--address")
     resume.add_argument("--tracking-uri")
     resume.add_argument("--summary-json")
+    resume.add_argument("--retry-failed", action="store_true",
+                        help="run the trials that failed again, from their last whole checkpoint")
 
     report = sub.add_parser("report", help="tables and figures of a study, from MLflow")
     which = report.add_mutually_exclusive_group(required=True)
@@ -166,7 +168,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from scalesweep.orchestrator.launch.run import resume_sweep
 
     outcome = resume_sweep(args.sweep, address=args.address, tracking_uri=args.tracking_uri,
-                           summary_json=args.summary_json)
+                           summary_json=args.summary_json, retry_failed=args.retry_failed)
     return _finish(outcome)
 
 

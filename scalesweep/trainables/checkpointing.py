@@ -9,7 +9,12 @@ Layout of a checkpoint directory (what Ray Train / Tune persist and hand back on
   GradScaler's scale and growth tracker and its count of skipped updates, without which a
   resumed trial would start again from the initial scale and skip updates the uninterrupted
   one made (:mod:`scalesweep.trainables.precision`).
-* ``meta.json`` -- the same progress plus the trajectory-defining config fields, human-readable.
+* ``meta.json`` -- the same progress plus the trajectory-defining config fields, human-readable,
+  and ``files``: the size and SHA-256 of ``state.pt``. It is written last, and each file goes
+  to a temporary name, is fsynced and renamed into place, so a checkpoint whose ``meta.json``
+  matches its files is whole: :func:`incomplete` says why one is not (a copy cut short by a
+  killed process, a full disk), and whoever picks a checkpoint to resume from takes the newest
+  whole one (:func:`newest_complete`).
 
 The schedule's position is not stored: schedules are pure functions of the update count. The
 data position (epoch, update within epoch) derives from the update count as well; it is stored
@@ -20,10 +25,12 @@ that draw outside ``loss``; they are restored anyway so such a workload still re
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -117,9 +124,74 @@ def save(
     }
     if precision:  # absent otherwise: float32/float64 checkpoints hold what they always did
         state["precision"] = precision
-    torch.save(state, path / STATE_FILE)
-    meta = {"format": FORMAT, "progress": asdict(progress), "config": _trajectory(config)}
-    (path / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
+    _atomic(path / STATE_FILE, lambda f: torch.save(state, f))
+    meta = {"format": FORMAT, "progress": asdict(progress), "config": _trajectory(config),
+            "files": {STATE_FILE: _fingerprint(path / STATE_FILE)}}
+    text = json.dumps(meta, indent=2, sort_keys=True, default=str).encode()
+    _atomic(path / META_FILE, lambda f: f.write(text))  # last: its presence vouches for the rest
+
+
+def _atomic(target: Path, write: Callable[[Any], object]) -> None:
+    """Write ``target`` under a temporary name, fsync it, then rename it into place."""
+    tmp = target.with_name(f".{target.name}.tmp")
+    with tmp.open("wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
+
+
+def _fingerprint(path: Path) -> dict[str, Any]:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return {"size": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def incomplete(directory: str | os.PathLike[str]) -> str | None:
+    """Why ``directory`` is not a whole checkpoint, or None when it is. A checkpoint written
+    before ``meta.json`` listed its files is taken as whole if its files are there."""
+    path = Path(directory)
+    try:
+        meta = json.loads((path / META_FILE).read_text())
+    except FileNotFoundError:
+        return f"no {META_FILE}"
+    except (OSError, ValueError) as exc:
+        return f"{META_FILE} unreadable ({type(exc).__name__})"
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        return f"{META_FILE} is not format {FORMAT}"
+    files = meta.get("files") or {STATE_FILE: None}
+    for name, want in files.items():
+        if not (path / name).is_file():
+            return f"{name} missing"
+        if want is None:
+            continue
+        if (size := (path / name).stat().st_size) != want["size"]:
+            return f"{name} has {size} bytes, {META_FILE} says {want['size']}"
+        if _fingerprint(path / name)["sha256"] != want["sha256"]:
+            return f"{name} does not match its checksum in {META_FILE}"
+    return None
+
+
+def newest_complete(candidates: Sequence[Path], *, label: str = "") -> Path | None:
+    """The first whole checkpoint of ``candidates`` (newest first); a warning on stderr names
+    each torn one passed over and the one taken instead."""
+    torn: list[tuple[Path, str]] = []
+    for path in candidates:
+        why = incomplete(path)
+        if why is None:
+            if torn:
+                names = "; ".join(f"{p} ({reason})" for p, reason in torn)
+                print(f"warning: {label + ': ' if label else ''}torn checkpoint {names}: resuming from "
+                      f"the previous one, {path}", file=sys.stderr, flush=True)
+            return path
+        torn.append((path, why))
+    if torn:
+        names = "; ".join(f"{p} ({reason})" for p, reason in torn)
+        print(f"warning: {label + ': ' if label else ''}no whole checkpoint ({names}): starting "
+              "from the beginning", file=sys.stderr, flush=True)
+    return None
 
 
 def load(

@@ -193,7 +193,8 @@ def find_sweep_dir(name_or_dir: str) -> Path:
 
 
 def resume_sweep(name_or_dir: str, *, address: str | None, tracking_uri: str | None,
-                 summary_json: str | None = None, verbose: bool = False) -> Outcome:
+                 summary_json: str | None = None, verbose: bool = False,
+                 retry_failed: bool = False) -> Outcome:
     sweep_dir = find_sweep_dir(name_or_dir)
     state = json.loads((sweep_dir / STATE_FILE).read_text())
     uri = tracking_uri or state["tracking_uri"]
@@ -215,7 +216,25 @@ def resume_sweep(name_or_dir: str, *, address: str | None, tracking_uri: str | N
     existing = tracker.children(parent_id)
     tracker.client.update_run(parent_id, status="RUNNING")
     print(f"resuming sweep {sweep.spec.name} (parent run {parent_id}) from {sweep_dir}")
+    if retry_failed:
+        existing = _reopen_failed(tracker, existing)
     return _execute(plan, tracker, parent_id, sweep_dir, uri, summary_json, existing)
+
+
+def _reopen_failed(tracker: SweepTracker, existing: dict[str, Any]) -> dict[str, Any]:
+    """``resume --retry-failed``: the failed trials' runs are marked running again, so the
+    sweep runs those trials once more (from their last whole checkpoint; a step already in
+    MLflow is not logged twice). Each is named with the error it failed with."""
+    failed = {name: run for name, run in existing.items() if run.data.tags.get("status") == "failed"}
+    if not failed:
+        print("--retry-failed: no failed trial to retry")
+        return existing
+    print(f"--retry-failed: retrying {len(failed)} failed trial(s):")
+    for name, run in sorted(failed.items()):
+        print(f"  {name}: {run.data.tags.get('error') or 'no error recorded'}")
+        tracker.client.set_tag(run.info.run_id, "status", "pending")
+        tracker.client.update_run(run.info.run_id, status="RUNNING")
+    return {**existing, **{name: tracker.client.get_run(run.info.run_id) for name, run in failed.items()}}
 
 
 def _parent_params(plan: Plan) -> dict[str, Any]:

@@ -47,6 +47,7 @@ trial needs ~9-10 GiB), and must not start a trial whose group alone exceeds the
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ import ray.tune
 import torch
 from ray.tune import PlacementGroupFactory
 
-from scalesweep.trainables import loop
+from scalesweep.trainables import checkpointing, loop
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.world import LocalWorld
 
@@ -86,7 +87,8 @@ def run_trial(config: dict[str, Any]) -> None:
     """Tune function trainable: run ``config["trial"]`` on its backend (see module docs)."""
     trial = TrialConfig.model_validate(config["trial"])
     if trial.backend == "simulate":
-        _run_simulate(trial, config.get("resume_from"))
+        storage = config.get("storage_path")  # <sweep dir>/train
+        _run_simulate(trial, config.get("resume_from"), Path(storage).parent if storage else None)
     else:
         _run_ddp(trial, config)
 
@@ -134,12 +136,11 @@ def latest_checkpoint(storage_path: str | Path, trial: TrialConfig) -> str | Non
     the one with the most updates.
     """
     root = Path(storage_path)
-    found = [
-        p
-        for p in root.glob(f"{trial.name}-*/checkpoint_*")
-        if (p / "state.pt").exists() and p.parent.name.startswith(f"{trial.name}-")
-    ]
-    return str(max(found, key=lambda p: p.name)) if found else None
+    found = sorted((p for p in root.glob(f"{trial.name}-*/checkpoint_*")
+                    if p.parent.name.startswith(f"{trial.name}-")), key=lambda p: p.name, reverse=True)
+    # newest first; a torn one (a copy cut short) is passed over with a warning
+    newest = checkpointing.newest_complete(found, label=trial.name)
+    return None if newest is None else str(newest)
 
 
 # -- backends ------------------------------------------------------------------------------
@@ -158,7 +159,13 @@ def use_assigned_cpus() -> int:
     return torch.get_num_threads()
 
 
-def _run_simulate(trial: TrialConfig, fallback: str | None) -> None:
+def simulate_checkpoints(sweep_dir: Path, name: str) -> list[Path]:
+    """The checkpoints Tune kept for a simulate trial in every round of the sweep
+    (``tune*/<name>/checkpoint_*``), newest first."""
+    return sorted(sweep_dir.glob(f"tune*/{name}/checkpoint_*"), key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def _run_simulate(trial: TrialConfig, fallback: str | None, sweep_dir: Path | None) -> None:
     use_assigned_cpus()  # the whole trial runs in this process: use every CPU it holds
     def report(metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
         # tune.report persists the checkpoint before it returns; the loop deletes it after.
@@ -171,7 +178,14 @@ def _run_simulate(trial: TrialConfig, fallback: str | None) -> None:
         loop.train(trial, world, on_report=report, resume_from=fallback)
         return
     with checkpoint.as_directory() as directory:
-        loop.train(trial, world, on_report=report, resume_from=directory)
+        why = checkpointing.incomplete(directory)
+        if why is not None and sweep_dir is not None:  # Tune's latest is torn: the newest whole one
+            print(f"warning: {trial.name}: torn checkpoint {directory} ({why})", file=sys.stderr,
+                  flush=True)
+            found = checkpointing.newest_complete(simulate_checkpoints(sweep_dir, trial.name),
+                                                  label=trial.name)
+            fallback = None if found is None else str(found)
+        loop.train(trial, world, on_report=report, resume_from=directory if why is None else fallback)
 
 
 def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:

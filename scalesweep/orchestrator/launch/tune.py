@@ -10,10 +10,11 @@ from typing import Any
 from ray import tune
 
 from scalesweep.orchestrator.launch import trial_driver
-from scalesweep.orchestrator.launch.trial_driver import latest_checkpoint
+from scalesweep.orchestrator.launch.trial_driver import latest_checkpoint, simulate_checkpoints
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
 from scalesweep.orchestrator.tracking.callback import SweepCallback
 from scalesweep.orchestrator.tracking.tracker import SweepTracker
+from scalesweep.trainables import checkpointing
 
 
 def max_concurrent(plan: Plan, rows: list[PlanRow]) -> int:
@@ -85,6 +86,6 @@ def resume_checkpoint(sweep_dir: Path, row: PlanRow) -> str | None:
     trials checkpoint through Tune (``tune*/<name>/``), ddp ones through Ray Train."""
     if row.backend == "ddp":
         return latest_checkpoint(sweep_dir / "train", row.trial)
-    found = sorted(sweep_dir.glob(f"tune*/{row.name}/checkpoint_*"),
-                   key=lambda p: p.stat().st_mtime)
-    return str(found[-1]) if found else None
+    # newest first; a torn one (a copy a killed driver cut short) is passed over with a warning
+    found = checkpointing.newest_complete(simulate_checkpoints(sweep_dir, row.name), label=row.name)
+    return None if found is None else str(found)
