@@ -24,6 +24,7 @@ from scalesweep.mlflow_names import (
     REPLICATES_PARAM,
     TARGET_LEVELS_PARAM,
 )
+from scalesweep.orchestrator.launch import sweep_lock
 from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.spec.errors import InputError, Problem
@@ -176,7 +177,8 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
     (sweep_dir / STATE_FILE).write_text(json.dumps(state, indent=1))
     print(f"sweep {sweep.spec.name}: {len(plan.rows)} trials, "
           f"{parent_run_line(parent_id, tracking_uri)}; state in {sweep_dir}")
-    return _execute(plan, tracker, parent_id, sweep_dir, tracking_uri, summary_json, {})
+    with sweep_lock.hold(sweep_dir, "run"):
+        return _execute(plan, tracker, parent_id, sweep_dir, tracking_uri, summary_json, {})
 
 
 def find_sweep_dir(name_or_dir: str) -> Path:
@@ -196,6 +198,13 @@ def resume_sweep(name_or_dir: str, *, address: str | None, tracking_uri: str | N
                  summary_json: str | None = None, verbose: bool = False,
                  retry_failed: bool = False) -> Outcome:
     sweep_dir = find_sweep_dir(name_or_dir)
+    with sweep_lock.hold(sweep_dir, "resume"):  # before anything starts: a live driver is exit 2
+        return _resume(sweep_dir, address=address, tracking_uri=tracking_uri, summary_json=summary_json,
+                       verbose=verbose, retry_failed=retry_failed)
+
+
+def _resume(sweep_dir: Path, *, address: str | None, tracking_uri: str | None,
+            summary_json: str | None, verbose: bool, retry_failed: bool) -> Outcome:
     state = json.loads((sweep_dir / STATE_FILE).read_text())
     uri = tracking_uri or state["tracking_uri"]
     sweep = load_sweep(state["sweep_file"], state["overrides"])

@@ -21,11 +21,27 @@ from pathlib import Path
 from typing import Any
 
 from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from scalesweep.mlflow_names import CURVE_METRICS, PARENT_TAG, ROLE_TAG
 
 log = logging.getLogger(__name__)
+
+
+def experiment_id_for(client: MlflowClient, name: str) -> str:
+    """The experiment ``name``, made if it does not exist. Create first, look up on "already
+    exists": two sweeps of one study starting together then both get it, where look-then-create
+    would fail the one that loses the race."""
+    try:
+        return str(client.create_experiment(name))
+    except MlflowException as exc:
+        if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+    exp = client.get_experiment_by_name(name)
+    if exp is None:  # deleted between the two calls: say so rather than guess
+        raise RuntimeError(f"MLflow experiment {name!r} exists but cannot be read back (deleted?)")
+    return str(exp.experiment_id)
 
 #: what a trial reports per eval that goes to MLflow as a metric (plus every dev_* key)
 CURVE_KEYS = CURVE_METRICS
@@ -93,9 +109,7 @@ class SweepTracker:
     @property
     def experiment_id(self) -> str:
         if self._experiment_id is None:
-            exp = self.client.get_experiment_by_name(self.experiment)
-            self._experiment_id = (exp.experiment_id if exp is not None
-                                   else self.client.create_experiment(self.experiment))
+            self._experiment_id = experiment_id_for(self.client, self.experiment)
         return self._experiment_id
 
     def start_parent(self, params: Mapping[str, Any], tags: Mapping[str, str]) -> str:
