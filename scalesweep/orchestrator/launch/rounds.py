@@ -29,15 +29,24 @@ class Rounds:
     #: the trials this sweep runs, round after round (an adaptive sweep runs part of its plan)
     in_play: list[PlanRow] = field(default_factory=list)
     callback: SweepCallback | None = None
+    #: set by the first Ctrl-C: no further round starts, and trials it stops are not failures
+    interrupted: bool = False
 
-    def run(self) -> SweepCallback:
-        """Every round until no arm wants more seeds; the callback of them all."""
+    def interrupt(self) -> None:
+        self.interrupted = True
+        if self.callback is not None:
+            self.callback.interrupted = True
+
+    def run(self) -> SweepCallback | None:
+        """Every round until no arm wants more seeds (or a Ctrl-C); the callback of them all."""
         self.in_play = adaptive.first_round(self.plan)
-        while True:
+        while not self.interrupted:
             ran = set(self.done) | set(self.callback.status if self.callback else {})
             todo = [r for r in self.in_play if r.name not in ran]
             self.callback = launch(self.plan, todo, self.sweep_dir, self.tracker, self.child_for,
-                                   self.curves, self.callback)
+                                   self.curves, self.callback, interrupted=lambda: self.interrupted)
+            if self.interrupted:
+                break
             more = adaptive.next_round(self.plan, self.in_play, self.decisions())
             if not more:
                 return self.callback
@@ -45,6 +54,7 @@ class Rounds:
             print(f"adaptive seeds: {len(more)} more trial(s) for {len(arms)} arm(s) not yet decided "
                   f"(and their baseline): {', '.join(arms)}", flush=True)
             self.in_play.extend(more)
+        return self.callback
 
     def decisions(self) -> dict[str, str]:
         return {a["arm"]: a["decision"] for a in arm_summaries(self.plan, self.curves, self.in_play)}

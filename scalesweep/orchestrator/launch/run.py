@@ -270,6 +270,7 @@ def _parent_params(plan: Plan) -> dict[str, Any]:
 
 def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path, uri: str,
              summary_json: str | None, existing: dict[str, Any]) -> Outcome:
+    from scalesweep.orchestrator.launch.ctrl_c import CtrlC
     from scalesweep.orchestrator.launch.rounds import Rounds
     from scalesweep.orchestrator.launch.tune import resume_checkpoint
     from scalesweep.orchestrator.tracking.callback import kept
@@ -318,17 +319,21 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
     rounds = Rounds(plan, sweep_dir, tracker, child_for, curves, done)
     interrupted = False
     try:
-        rounds.run()
+        with CtrlC(rounds.interrupt) as ctrl_c:
+            rounds.run()
+        interrupted = ctrl_c.interrupted
     except KeyboardInterrupt:
         interrupted = True
     finally:
         if rounds.callback is not None:  # runs of trials that started while MLflow was down
             rounds.callback.settle(deadline_s=tracking_grace_s())
         tracker.flush_with_retry(deadline_s=tracking_grace_s())
-    if interrupted:
+    if interrupted:  # the trials that did not finish stay open in MLflow, for resume
         _spool_unsent(tracker, sweep_dir)
         with contextlib.suppress(Exception), fail_fast():
             tracker.end_run(parent_id, "KILLED")
+        print(f"interrupted: the finished trials are kept; `scalesweep resume {sweep_dir}` runs "
+              "the rest, each from its last checkpoint", file=sys.stderr)
         raise KeyboardInterrupt
     callback = rounds.callback
     assert callback is not None

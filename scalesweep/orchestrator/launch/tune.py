@@ -32,7 +32,8 @@ def max_concurrent(plan: Plan, rows: list[PlanRow]) -> int:
 
 def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTracker,
            child_for: Callable[[str], str], curves: dict[str, list[dict[str, Any]]],
-           callback: SweepCallback | None = None) -> SweepCallback:
+           callback: SweepCallback | None = None,
+           interrupted: Callable[[], bool] = lambda: False) -> SweepCallback:
     """Run ``rows`` as one Tune experiment (``tune``, ``tune1``, ... in the sweep directory);
     ``callback``: the one an earlier round of the same sweep used, which goes on counting."""
     spec = plan.sweep.spec
@@ -40,6 +41,7 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
         callback = SweepCallback(tracker, child_for, curves, total=len(rows))
     else:
         callback.total = (callback.total or 0) + len(rows)
+    callback.interrupted = interrupted()
     if not rows:
         return callback
     res = spec.resources

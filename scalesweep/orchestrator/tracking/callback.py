@@ -52,6 +52,9 @@ class SweepCallback(tune.Callback):
         self.total = total
         self._last_progress = time.monotonic()
         self._started = time.monotonic()
+        #: set by the sweep's first Ctrl-C: the trials it stops are left running (open in
+        #: MLflow, their checkpoints kept) for resume, never closed as failed or stopped
+        self.interrupted = False
 
     @staticmethod
     def name(trial: Any) -> str:
@@ -158,6 +161,9 @@ class SweepCallback(tune.Callback):
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         name = self.name(trial)
+        if self.interrupted and self.status.get(name) in (None, "running"):
+            self._say(f"{'paused':<9} {name} (Ctrl-C): resume goes on from its last checkpoint")
+            return
         last = self.curves.get(name, [{}])[-1]
         if self.status.get(name) in (None, "running"):
             # ended without a final status of its own: a scheduler (ASHA) stopped it early
@@ -170,6 +176,9 @@ class SweepCallback(tune.Callback):
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         name = self.name(trial)
+        if self.interrupted:  # the Ctrl-C reached the trial's process too: not a failure
+            self._say(f"{'paused':<9} {name} (Ctrl-C): resume goes on from its last checkpoint")
+            return
         self.status[name] = "failed"
         self.errors[name] = _error(trial)
         self._say(f"{'failed':<9} {name}: {self.errors[name]}")
