@@ -50,6 +50,11 @@ class MlflowHttp:
     uri: str
     down: bool = False
     requests: list[str] = field(default_factory=list)
+    #: while set, every request is held unanswered (a server that accepts and never answers)
+    #: until ``release`` is set; ``held`` counts them
+    hung: bool = False
+    release: threading.Event = field(default_factory=threading.Event)
+    held: int = 0
 
     def count(self, endpoint: str) -> int:
         return sum(1 for path in self.requests if path.endswith(endpoint))
@@ -69,6 +74,11 @@ def mlflow_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowHttp
     state = MlflowHttp(uri="")
 
     def switch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if state.hung:
+            state.held += 1
+            state.release.wait(timeout=120)  # bounded: a test that died cannot hold it forever
+            start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+            return [b"was hung for the test"]
         if state.down:
             start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
             return [b"down for the test"]
@@ -86,6 +96,7 @@ def mlflow_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowHttp
     try:
         yield state
     finally:
+        state.release.set()
         server.shutdown()
         thread.join()
         handlers._tracking_store = None

@@ -326,3 +326,28 @@ def test_a_rejected_metric_does_not_hold_back_later_evals_of_its_run(
     http_tracker.add_result(run, 2, _eval(2))
     http_tracker.flush()
     assert 2 in _steps(MlflowClient(http_tracker.uri), run)
+
+
+def test_a_server_that_never_answers_costs_one_timeout_per_flush_and_backs_off(
+        mlflow_http: MlflowHttp, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    monkeypatch.setenv("SCALESWEEP_TRACKING_TIMEOUT_S", "1")
+    mlflow_http.down = False
+    tracker = SweepTracker(mlflow_http.uri, _experiment(request), flush_every_s=0.0)
+    parent = tracker.start_parent({}, {})
+    runs = [tracker.child(parent, name, {}) for name in "abc"]
+    for run in runs:
+        tracker.add_result(run, 1, _eval(1))
+    mlflow_http.release.clear()
+    mlflow_http.held = 0
+    mlflow_http.hung = True
+    try:
+        assert tracker.flush() is False  # one request timed out: the other runs' wait too
+        assert mlflow_http.held == 1 and tracker.pending() == 9
+        tracker.maybe_flush()  # due at once while it answers; now backing off 5 s: no request
+        assert mlflow_http.held == 1
+    finally:
+        mlflow_http.hung = False
+        mlflow_http.release.set()
+    assert tracker.flush() and tracker.pending() == 0
+    client = MlflowClient(mlflow_http.uri)
+    assert all(_steps(client, run) == [1] for run in runs)

@@ -48,6 +48,11 @@ CURVE_KEYS = CURVE_METRICS
 MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch request
 MAX_PARAM_LEN = 6000
 FAIL_FAST = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+#: after a flush the server did not answer, the next automatic one waits BACKOFF_S, doubling
+#: with each failure up to MAX_BACKOFF_S: a server that accepts connections and never answers
+#: then costs one request timeout per backoff, not one per run per flush
+BACKOFF_S = 5.0
+MAX_BACKOFF_S = 60.0
 
 
 class TrackingUnavailable(RuntimeError):
@@ -102,6 +107,7 @@ class SweepTracker:
         self._made: dict[str, str] = {}  # trial name -> the child run made for it here
         self._last_flush = time.monotonic()
         self._failing_since: float | None = None
+        self._failed_flushes = 0  # in a row: each doubles the wait before the next automatic one
         #: (run id, metric name) -> the server's message, for metrics it refused (4xx)
         self.rejected: dict[tuple[str, str], str] = {}
 
@@ -206,7 +212,10 @@ class SweepTracker:
         buf.metrics.extend(Metric(k, float(v), ts, 0) for k, v in metrics.items() if v is not None)
 
     def maybe_flush(self) -> None:
-        if time.monotonic() - self._last_flush >= self.flush_every_s:
+        wait = self.flush_every_s
+        if self._failed_flushes:
+            wait = max(wait, min(BACKOFF_S * 2 ** (self._failed_flushes - 1), MAX_BACKOFF_S))
+        if time.monotonic() - self._last_flush >= wait:
             self.flush()
 
     def flush(self, raise_on_error: bool = False) -> bool:
@@ -219,6 +228,8 @@ class SweepTracker:
         self._last_flush = time.monotonic()
         ok = True
         for run_id, buf in self._buffers.items():
+            if not ok:  # the server did not answer: the other runs' metrics wait too
+                break
             while buf.metrics:
                 chunk = buf.metrics[:MAX_BATCH]
                 try:
@@ -243,6 +254,7 @@ class SweepTracker:
             log.warning("MLflow reachable again after %.0f s; buffered metrics sent",
                         time.monotonic() - self._failing_since)
             self._failing_since = None
+        self._failed_flushes = 0 if ok else min(self._failed_flushes + 1, 16)
         return ok
 
     def _send_apart(self, run_id: str, chunk: list[Metric]) -> list[Metric]:
@@ -319,7 +331,9 @@ def fail_fast() -> Iterator[None]:
     """MLflow's HTTP client retries a failed request for minutes by default; the driver's Tune
     loop would stall on it (and with it every trial's reports). Our buffer retries instead."""
     saved = {k: os.environ.get(k) for k in FAIL_FAST}
-    os.environ.update(FAIL_FAST)
+    # a server that accepts connections and never answers costs this read timeout per request
+    timeout = os.environ.get("SCALESWEEP_TRACKING_TIMEOUT_S") or FAIL_FAST["MLFLOW_HTTP_REQUEST_TIMEOUT"]
+    os.environ.update({**FAIL_FAST, "MLFLOW_HTTP_REQUEST_TIMEOUT": timeout})
     try:
         yield
     finally:
