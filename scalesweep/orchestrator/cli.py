@@ -54,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     _run_args(run)
     submit = sub.add_parser("submit", help="submit a sweep to a Ray cluster via the Jobs API")
     _run_args(submit)
+    submit.add_argument("--dry-run", action="store_true",
+                        help="list the files that would be uploaded and their size; submit nothing")
+    submit.add_argument("--max-upload", default="100MB", metavar="SIZE",
+                        help="refuse an upload larger than this (default 100MB)")
     resume = sub.add_parser("resume", help="finish the unfinished trials of a sweep")
     resume.add_argument("sweep", metavar="SWEEP_NAME_OR_DIR")
     resume.add_argument("--address")
@@ -94,7 +98,11 @@ def _run_args(p: argparse.ArgumentParser) -> None:
 
 
 def tracking_uri(arg: str | None) -> str:
-    return arg or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    """--tracking-uri, else MLFLOW_TRACKING_URI, else the default; credentials in it move to
+    the environment (tracking/credentials.py), so nothing we print or save holds them."""
+    from scalesweep.orchestrator.tracking import credentials
+
+    return credentials.strip(arg or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -167,7 +175,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     from scalesweep.orchestrator.launch.run import resume_sweep
 
-    outcome = resume_sweep(args.sweep, address=args.address, tracking_uri=args.tracking_uri,
+    outcome = resume_sweep(args.sweep, address=args.address,
+                           tracking_uri=tracking_uri(args.tracking_uri) if args.tracking_uri else None,
                            summary_json=args.summary_json, retry_failed=args.retry_failed)
     return _finish(outcome)
 

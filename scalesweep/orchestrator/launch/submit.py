@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from scalesweep.mlflow_names import DEFAULT_TRACKING_URI
+from scalesweep.orchestrator.launch import upload
 from scalesweep.orchestrator.launch.cluster_python import Verdict
 from scalesweep.orchestrator.launch.ray_auth import (
     AUTH_HINT,
@@ -53,16 +54,13 @@ from scalesweep.orchestrator.launch.ray_auth import (
     is_loopback,
 )
 from scalesweep.orchestrator.spec.errors import InputError, Problem
+from scalesweep.orchestrator.tracking import credentials
 
 #: the checkout this code runs from (an editable install), or None for a plain install
 PROJECT_ROOT: Path | None = (
     Path(__file__).resolve().parents[3]
     if (Path(__file__).resolve().parents[3] / "pyproject.toml").is_file() else None)
 PACKAGES = ("scalesweep",)
-#: never shipped: environments, VCS, local MLflow stores, sweep state, reports, caches
-EXCLUDES = (".venv", "venv", ".git", "mlflow.db", "mlflow.db-*", "mlruns", "mlartifacts", "scalesweep_runs",
-            "reports", "test-artifacts", "__pycache__", ".mypy_cache", ".ruff_cache",
-            ".pytest_cache", "*.egg-info", "build", "dist", ".ipynb_checkpoints", "*.pyc")
 STAGE = "_scalesweep_submit"  # inside the shipped tree: sweep/recipe files from elsewhere
 SUMMARY_MARK = "@@scalesweep-summary@@ "
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
@@ -93,45 +91,47 @@ def _inside(path: Path, root: Path | None) -> Path | None:
         return None
 
 
-def _copy_file(src: str, dst: str) -> None:
-    # a file that vanishes while we copy (a sqlite journal, an editor's swap file) was never
-    # part of the project
-    with contextlib.suppress(FileNotFoundError):
-        shutil.copy2(src, dst)
-
-
-def _copy_project(dest: Path) -> None:
-    ignore = shutil.ignore_patterns(*EXCLUDES)
-    if PROJECT_ROOT is not None:
-        for attempt in range(3):  # others may be writing in the checkout while we copy it
-            try:
-                shutil.copytree(PROJECT_ROOT, dest, ignore=ignore, copy_function=_copy_file)
-                return
-            except shutil.Error:
-                shutil.rmtree(dest, ignore_errors=True)
-                if attempt == 2:
-                    raise
-    dest.mkdir(parents=True)
-    for name in PACKAGES:  # a plain install: the packages are all there is to ship
-        module = __import__(name)
-        shutil.copytree(Path(module.__file__ or "").parent, dest / name, ignore=ignore,
-                        copy_function=_copy_file)
+def project_manifest(root: Path | None = None) -> upload.Manifest:
+    """What `submit` uploads of the project: the checkout (root), else the installed package."""
+    root = root or PROJECT_ROOT
+    if root is not None:
+        return upload.manifest(root)
+    package = Path(__import__("scalesweep").__file__ or "").parent
+    return upload.manifest(package.parent, only=PACKAGES)
 
 
 @contextlib.contextmanager
-def shipment(sweep_path: str, overrides: list[str], recipe: Path | None) -> Iterator[Shipment]:
-    """The working_dir to ship: the project, the sweep file and its recipe (resolved here)."""
+def shipment(sweep_path: str, overrides: list[str], recipe: Path | None,
+             max_upload: int = upload.MAX_UPLOAD_BYTES, root: Path | None = None) -> Iterator[Shipment]:
+    """The working_dir to ship: the project (:mod:`upload` says which files), the sweep file and
+    its recipe (resolved here). More than ``max_upload`` bytes is exit 2, nothing uploaded."""
+    root = root or PROJECT_ROOT
+    files = project_manifest(root)
+    if files.size > max_upload:
+        biggest = sorted(files.files, key=lambda f: -f[1])[:5]
+        raise InputError("submit", [Problem(
+            "--max-upload", upload.human(max_upload),
+            f"the upload would be {upload.human(files.size)} ({len(files.files)} files; the largest: "
+            + ", ".join(f"{p} {upload.human(s)}" for p, s in biggest)
+            + "): keep data out of the checkout (or in .gitignore), or raise --max-upload")])
     with tempfile.TemporaryDirectory(prefix="scalesweep-ship-") as tmp:
         tree = Path(tmp) / "project"
-        _copy_project(tree)
-        rel = _inside(Path(sweep_path), PROJECT_ROOT)
+        tree.mkdir()
+        upload.copy(files, tree)
+        rel = _inside(Path(sweep_path), root)
+        if rel is not None and not (tree / rel).is_file():  # in the checkout but ignored by git
+            (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(sweep_path, tree / rel)
         if rel is None:
             (tree / STAGE).mkdir(exist_ok=True)
             shutil.copy2(sweep_path, tree / STAGE / Path(sweep_path).name)
             rel = Path(STAGE) / Path(sweep_path).name
         out = list(overrides)
         if recipe is not None:
-            rrel = _inside(recipe, PROJECT_ROOT)
+            rrel = _inside(recipe, root)
+            if rrel is not None and not (tree / rrel).is_file():
+                (tree / rrel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(recipe, tree / rrel)
             if rrel is None:
                 (tree / STAGE / "recipes").mkdir(parents=True, exist_ok=True)
                 rrel = Path(STAGE) / "recipes" / recipe.name
@@ -184,7 +184,7 @@ def _validate(sweep_path: str, overrides: list[str], tracking_uri: str,
 
 
 def _env_vars() -> dict[str, str]:
-    env = {"PYTHONUNBUFFERED": "1"}
+    env = {"PYTHONUNBUFFERED": "1", **credentials.job_env()}  # never in the entrypoint
     # SCALESWEEP_STORAGE as the cluster's nodes see it; unset, the head's own environment decides
     for key in ("SCALESWEEP_STORAGE", "SCALESWEEP_DEBUG"):
         if os.environ.get(key):
@@ -205,8 +205,17 @@ def _warn_loopback_tracking(address: str, tracking_uri: str) -> None:
 def submit(args: argparse.Namespace) -> int:
     """``scalesweep submit``: returns the job's exit code (see module docs)."""
     address = args.address or os.environ.get("RAY_ADDRESS", "")
-    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    uri = credentials.strip(args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+                            or DEFAULT_TRACKING_URI)
     arg_problems = []
+    try:
+        max_upload = upload.parse_size(args.max_upload)
+    except ValueError:
+        arg_problems.append(Problem("--max-upload", args.max_upload, "a size: bytes, or a number "
+                                    "with KB, MB or GB (e.g. 500MB)"))
+        max_upload = upload.MAX_UPLOAD_BYTES
+    if args.dry_run:
+        return _dry_run(args, uri, arg_problems, max_upload)
     if not address.startswith(("http://", "https://")):
         arg_problems.append(Problem(
             "--address", address or None,
@@ -216,7 +225,7 @@ def submit(args: argparse.Namespace) -> int:
     _warn_loopback_tracking(address, uri)
     client = _jobs_client(address)
     python = _probe_python(client, address)  # exit 2 where the workers' python cannot run it
-    with shipment(args.sweep, list(args.set), recipe) as ship:
+    with shipment(args.sweep, list(args.set), recipe, max_upload) as ship:
         entrypoint = _entrypoint(ship, uri, args.verbose, bool(args.summary_json), python.command)
         job_id = f"scalesweep-{sweep.spec.name}-{uuid.uuid4().hex[:8]}"
         client.submit_job(
@@ -330,6 +339,20 @@ def job_exit_code(info: Any) -> int:
         return 0
     code = getattr(info, "driver_exit_code", None)
     return code if isinstance(code, int) and 0 < code < 256 else 1
+
+
+def _dry_run(args: argparse.Namespace, uri: str, problems: list[Problem], max_upload: int) -> int:
+    """``submit --dry-run``: what would be uploaded and run; nothing is contacted or submitted."""
+    _, recipe = _validate(args.sweep, list(args.set), uri, problems)
+    files = project_manifest()
+    print(files.describe())
+    with shipment(args.sweep, list(args.set), recipe, max_upload) as ship:  # exit 2 if too big
+        command = _entrypoint(ship, uri, args.verbose, bool(args.summary_json), ["python"])
+    print(f"upload: {upload.human(files.size)} of at most {upload.human(max_upload)} (--max-upload)")
+    print(f"the job would run: {command}")
+    if credentials.job_env():
+        print("tracking credentials: passed in the job's environment, not in its command")
+    return 0
 
 
 def _jobs_client(address: str) -> Any:
