@@ -21,7 +21,10 @@ Backends:
   ``<trial name>-<Tune trial id>``, so when Tune retries the trial (its FailureConfig) or the
   experiment is restored, the same name and storage path make Ray Train V2 restore the run
   from its latest checkpoint. A worker that dies is handled inside ``fit()``: V2 restarts the
-  group from the latest checkpoint up to ``max_failures`` times.
+  group from the latest checkpoint up to ``max_failures`` times. When those are spent, the
+  trial reports itself ``failed`` (with the error) and returns instead of raising, so Tune does
+  not retry it again: ``max_failures`` is one number of retries per trial, whichever layer
+  restarts it (Tune's FailureConfig retries simulate trials, Ray Train's ddp ones).
 
 Threads: a simulate trial runs torch with as many intra-op threads as the CPUs Ray reserved for
 it (``cpus_per_worker``, at least 1; :func:`use_assigned_cpus`). Ray sets ``OMP_NUM_THREADS``
@@ -234,9 +237,21 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
             callbacks=[TuneReportCallback()],
         ),
     )
-    # Raises TrainingFailedError once the worker group has failed max_failures + 1 times, and
-    # Tune marks the trial as errored ("failed").
-    trainer.fit()
+    from ray.train.v2.api.exceptions import TrainingFailedError
+
+    try:
+        trainer.fit()
+    except TrainingFailedError as exc:
+        # Ray Train spent this trial's retries: report the failure and return, so Tune's own
+        # FailureConfig does not start max_failures more rounds of them ((m + 1)^2 tries)
+        ray.tune.report({"status": "failed", "error": failure_line(exc)})
+
+
+def failure_line(exc: BaseException) -> str:
+    """The line of a Ray Train failure that names the error (the workers' own exception)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    useful = [ln for ln in lines if "Error" in ln and not ln.startswith(("ray::", "File "))]
+    return (useful or lines or [type(exc).__name__])[-1][:300]
 
 
 def shared_workload(trial: TrialConfig) -> Any:

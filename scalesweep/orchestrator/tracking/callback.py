@@ -133,6 +133,10 @@ class SweepCallback(tune.Callback):
     def on_trial_result(self, iteration: int, trials: list[Any], trial: Any,
                         result: dict[str, Any], **info: Any) -> None:
         name = self.name(trial)
+        if result.get("status") == "failed":  # a ddp trial whose Ray Train retries are spent
+            self.status[name] = "failed"
+            self.errors[name] = str(result.get("error") or "failed")
+            return
         if "update" not in result:
             return
         run_id = self.run_for(name)
@@ -163,6 +167,10 @@ class SweepCallback(tune.Callback):
         name = self.name(trial)
         if self.interrupted and self.status.get(name) in (None, "running"):
             self._say(f"{'paused':<9} {name} (Ctrl-C): resume goes on from its last checkpoint")
+            return
+        if self.status.get(name) == "failed":  # reported as failed by the trial itself
+            self._say(f"{'failed':<9} {name}: {self.errors.get(name, '')}")
+            self._close(name)
             return
         last = self.curves.get(name, [{}])[-1]
         if self.status.get(name) in (None, "running"):
