@@ -180,38 +180,18 @@ def apply(
         if kind.reads_optimizer_lr(params):
             new_lr = optimizer_lr * factor
             notes.append(f"optimizer.lr {_fmt(float(optimizer_lr))} -> {_fmt(new_lr)} ({why})")
-    if kind.name == "gradual_warmup" and params["start_lr"] is None:
-        # Goyal et al.: start at the reference lr and ramp to k * lr. Below the reference batch
-        # (k < 1) that would ramp down, so start at the (smaller) target instead.
-        change("start_lr", float(min(optimizer_lr, new_lr)), "gradual warmup starts at the "
-               "reference lr" if optimizer_lr <= new_lr else "k < 1: no ramp down")
+    # params that follow the lr (gradual_warmup's start_lr): the family's hook
+    kind.scale_lr(params, optimizer_lr, new_lr, change)
 
     auto = kind.auto_params(params)
     if auto and run_updates is None:
         raise AutoTotalError(auto[0], "auto needs the run's length, and none was given")
     if warmup_rule == "scaled":
-        how = f"scaled x {reference_global_batch}/{global_batch}"
-        before = dict(params)
-        for key in kind.step_params:
-            if params[key] is not None and key not in auto and not (
-                    kind.name == "wsd" and key == "decay_steps"):
-                change(key, _scale_count(params[key], global_batch, reference_global_batch), how)
-        if kind.name == "wsd" and auto:
-            # the run's end is this trial's own; the decay covers the reference's samples
-            change("decay_steps", max(1, _scale_count(params["decay_steps"], global_batch,
-                                                      reference_global_batch)), how)
-        elif kind.name == "wsd":
-            # The decay's start (total - decay) is scaled as a count and the decay is what is
-            # left of the run. Rounding the three counts each on its own can round warmup and
-            # decay up and total down, so that a warmup which ended where the decay began
-            # (no stable phase) would overlap it: 25 + 75 of 100 at x 1/2 gives 13 + 38 > 50.
-            # Rounding is monotone, so scaled warmup <= scaled start holds whenever
-            # warmup <= start did. A decay never scales down to nothing, like a warmup.
-            start = _scale_count(before["total_steps"] - before["decay_steps"], global_batch,
-                                 reference_global_batch)
-            change("decay_steps", max(1, params["total_steps"] - start),
-                   f"{how}: total_steps minus the scaled decay start "
-                   f"{before['total_steps'] - before['decay_steps']} -> {start}")
+        # which counts scale and how is the family's (wsd scales its decay through its start)
+        kind.scale_counts(
+            kind, params, auto,
+            lambda count: _scale_count(count, global_batch, reference_global_batch), change,
+            f"scaled x {reference_global_batch}/{global_batch}")
     elif not isinstance(warmup_rule, str):
         if kind.warmup_param is None:
             raise ValueError(f"{kind.name} has no warmup to set, but got {warmup_rule=}")

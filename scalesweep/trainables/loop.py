@@ -84,8 +84,6 @@ from scalesweep.trainables.world import World
 EVAL_BATCH = 256
 #: a fused trial measures the noise scale at every NOISE_EVERY-th update (module doc)
 NOISE_EVERY = 4
-#: DeepSpeed's OneCycle cycles beta1 and holds beta2 at 0.99 (lr_schedules.py).
-MOMENTUM_BETA2 = 0.99
 
 _OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "adam": torch.optim.Adam,
@@ -264,13 +262,14 @@ class _Trial:
         # the stage's multiplier (both 1 update / 1x without a ramp, where position == update)
         position = self.data.position(update)
         lr = float(self.schedule.lr(position)) * self.segment.lr_multiplier
-        momentum = self.schedule.momentum(position)
+        # the (beta1, beta2) a schedule sets is its family's (OneCycle holds beta2 at 0.99)
+        betas = self.schedule.betas(position)
         applied = None
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-            if momentum is not None and "betas" in group:  # DeepSpeed: nothing for SGD
-                group["betas"] = (float(momentum), MOMENTUM_BETA2)
-                applied = float(momentum)
+            if betas is not None and "betas" in group:  # DeepSpeed: nothing for SGD
+                group["betas"] = betas
+                applied = betas[0]
         return lr, applied
 
     def _update(self, ddp: torch.nn.Module, update: int) -> float:

@@ -1,0 +1,103 @@
+"""Learning-rate schedules as pure functions of the optimizer update. No torch, no Ray.
+
+One family per module (docs/design.md §1.3): ``wenet`` (``warmuplr``), ``deepspeed``
+(``onecycle``, ``ds_warmuplr``, ``ds_warmup_decay``, ``ds_warmup_cosine``), ``gradual_warmup``,
+``wsd`` and ``constant``; each owns its params, checks, scaling hooks and momentum, and is
+listed once, in ``_registry``. This module is the public API.
+
+Contract: ``lr(k)`` (k >= 1) is the lr that the ORIGINAL scheduler object holds after its
+construction and k-1 calls of ``step()``, so update k runs with ``lr(k)`` (each family's
+module doc says how its original counts). ``gradual_warmup`` and ``wsd`` have no original
+class; their reference is a torch ``LambdaLR`` (update k runs at step ``t = k - 1``).
+
+The arithmetic follows the originals' operation order, so values agree to the last bit or
+two, not just approximately. Where the originals do something surprising it is kept (the loop must
+match DeepSpeed and WeNet runs) and said in a comment marked "quirk".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from scalesweep.science.schedules._registry import ALIASES, SCHEDULE_TYPES, canonical_name
+from scalesweep.science.schedules._types import (
+    AUTO,
+    BuiltSchedule,
+    Param,
+    Problem,
+    Schedule,
+    ScheduleType,
+    is_number,
+)
+from scalesweep.science.schedules._validation import fill_auto, resolve, validate
+from scalesweep.science.schedules.constant import Constant
+from scalesweep.science.schedules.deepspeed import (
+    DeepSpeedOneCycle,
+    DeepSpeedWarmupCosineLR,
+    DeepSpeedWarmupLR,
+)
+from scalesweep.science.schedules.gradual_warmup import GradualWarmup
+from scalesweep.science.schedules.wenet import WeNetWarmupLR
+from scalesweep.science.schedules.wsd import WarmupStableDecay
+
+__all__ = [
+    "ALIASES",
+    "AUTO",
+    "SCHEDULE_TYPES",
+    "Constant",
+    "DeepSpeedOneCycle",
+    "DeepSpeedWarmupCosineLR",
+    "DeepSpeedWarmupLR",
+    "GradualWarmup",
+    "Param",
+    "Problem",
+    "Schedule",
+    "ScheduleType",
+    "WarmupStableDecay",
+    "WeNetWarmupLR",
+    "build",
+    "canonical_name",
+    "fill_auto",
+    "peak_lr",
+    "table",
+    "validate",
+    "warmup_steps",
+]
+
+
+def _build(spec: Mapping[str, Any], base_lr: float) -> BuiltSchedule:
+    if not is_number(base_lr) or base_lr < 0:
+        raise ValueError(f"base_lr must be a finite number >= 0, but got {base_lr=}")
+    name, params = resolve(spec, float(base_lr))
+    return SCHEDULE_TYPES[name].make(params, float(base_lr))
+
+
+def build(spec: Mapping[str, Any], base_lr: float) -> Schedule:
+    """The schedule for ``{"type": name, **params}``; ``base_lr`` is the optimizer's lr."""
+    return _build(spec, base_lr)
+
+
+def peak_lr(spec: Mapping[str, Any], base_lr: float) -> float:
+    """The largest lr over all updates. Every schedule is monotone between its phase boundaries
+    (and constant or decreasing after the last), so the max is at one of a few updates next to
+    a boundary; evaluating those gives exactly what ``table`` would show."""
+    schedule = _build(spec, base_lr)
+    candidates = {1, 2, 3}
+    for b in schedule.boundaries():
+        candidates.update(k for k in range(b - 2, b + 3) if k >= 1)
+    return max(schedule.lr(k) for k in candidates)
+
+
+def warmup_steps(spec: Mapping[str, Any]) -> int | None:
+    """The warmup param's value with defaults applied; None for schedules without one."""
+    name, params = resolve(spec)
+    param = SCHEDULE_TYPES[name].warmup_param
+    return None if param is None else params[param]
+
+
+def table(schedule: Schedule, updates: int) -> list[tuple[int, float, float | None]]:
+    """(update, lr, momentum) for updates 1..updates."""
+    if not isinstance(updates, int) or isinstance(updates, bool) or updates < 0:
+        raise ValueError(f"updates must be an integer of at least 0, but got {updates=}")
+    return [(k, schedule.lr(k), schedule.momentum(k)) for k in range(1, updates + 1)]

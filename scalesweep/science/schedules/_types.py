@@ -1,0 +1,161 @@
+"""What every schedule family is made of: ``Param``, ``Problem``, ``ScheduleType`` (a family's
+declaration of one schedule, hooks included) and the pieces the schedule classes share."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, Literal, Protocol
+
+
+class Schedule(Protocol):
+    def lr(self, update: float) -> float: ...
+
+    def momentum(self, update: float) -> float | None: ...
+
+    def betas(self, update: float) -> tuple[float, float] | None: ...
+
+
+class BuiltSchedule(Schedule, Protocol):
+    """What a family's ``make`` returns: a schedule that also knows its phase boundaries."""
+
+    def boundaries(self) -> tuple[int, ...]: ...
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One validation problem; the spec layer prefixes ``field`` with its own path."""
+
+    field: str
+    value: Any
+    rule: str
+
+
+Kind = Literal["int", "float", "bool", "str"]
+
+
+@dataclass(frozen=True)
+class Param:
+    kind: Kind
+    default: Any = None
+    required: bool = False
+    nullable: bool = False  # None is a meaningful value, not "left out"
+    ge: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    choices: tuple[str, ...] = ()
+    #: "auto" is a value: the run's own number of updates, filled in before the schedule is
+    #: built (``fill_auto``; the planner, per trial), as Hugging Face fills DeepSpeed's
+    #: ``total_num_steps: auto`` with the trainer's number of optimizer steps
+    auto: bool = False
+
+
+AUTO = "auto"
+
+#: ``change(key, new, reason)``: scaling.apply's way to set a param and note why
+Change = Callable[[str, Any, str], None]
+#: a count of updates at the reference batch -> the same count at this trial's batch
+ScaleCount = Callable[[int], int]
+
+
+def _no_cross_checks(v: dict[str, Any], base_lr: float | None) -> list[Problem]:
+    return []
+
+
+def _no_lr_hook(params: dict[str, Any], optimizer_lr: float, new_lr: float,
+                change: Change) -> None:
+    return None
+
+
+def scale_each_count(kind: ScheduleType, params: dict[str, Any], auto: Sequence[str],
+                     scale: ScaleCount, change: Change, how: str) -> None:
+    """The "scaled" warmup rule for most schedules: every count on its own (auto ones are the
+    trial's own length, filled in later)."""
+    for key in kind.step_params:
+        if params[key] is not None and key not in auto:
+            change(key, scale(params[key]), how)
+
+
+def _no_make(p: dict[str, Any], base: float) -> BuiltSchedule:
+    raise NotImplementedError("a schedule type must give its make")
+
+
+@dataclass(frozen=True)
+class ScheduleType:
+    name: str
+    warmup_param: str | None  # what a warmup rule rewrites
+    step_params: tuple[str, ...]  # counted in optimizer updates; "scaled" rescales all of them
+    lr_params: tuple[str, ...]  # absolute lrs; an lr scaling rule multiplies them
+    uses_optimizer_lr: bool  # lr is relative to the optimizer's lr
+    drives_momentum: bool
+    params: dict[str, Param] = field(default_factory=dict)
+    # lr params whose None means "the optimizer's lr" (DeepSpeed's warmup_max_lr)
+    optimizer_lr_fallbacks: tuple[str, ...] = ()
+    #: the original's own count at update k is k - 1 + counts_from: WeNet's step_num is k (1),
+    #: DeepSpeed's warmups read last_batch_iteration k - 2 (-1), LambdaLR-style ones k - 1 (0).
+    #: A batch-size ramp's clock (science.batch_ramp) keeps that count proportional to the
+    #: samples, which makes a stage's lr the one a trial at its batch would have
+    counts_from: int = 0
+    # The family's hooks (docs/design.md §1.3), so that no caller branches on a name:
+    _: KW_ONLY
+    #: the schedule object for valid params with defaults applied and the optimizer's lr
+    make: Callable[[dict[str, Any], float], BuiltSchedule] = _no_make
+    #: rules between params, only called when each param is valid on its own
+    cross_checks: Callable[[dict[str, Any], float | None], list[Problem]] = _no_cross_checks
+    #: after an lr scaling rule: params that follow the reference and the new lr
+    scale_lr: Callable[[dict[str, Any], float, float, Change], None] = _no_lr_hook
+    #: the "scaled" warmup rule: which counts scale, and how
+    scale_counts: Callable[[ScheduleType, dict[str, Any], Sequence[str], ScaleCount, Change, str],
+                           None] = scale_each_count
+
+    def defaults(self) -> dict[str, Any]:
+        return {name: p.default for name, p in self.params.items() if not p.required}
+
+    def auto_params(self, params: Mapping[str, Any]) -> list[str]:
+        """The params given as ``auto`` in ``params``."""
+        return [k for k, p in self.params.items() if p.auto and params.get(k) == AUTO]
+
+    def reads_optimizer_lr(self, params: Mapping[str, Any]) -> bool:
+        """Whether a schedule with these params takes any lr from the optimizer."""
+        merged = {**self.defaults(), **params}
+        return self.uses_optimizer_lr or any(merged.get(p) is None
+                                             for p in self.optimizer_lr_fallbacks)
+
+
+def is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def at_most(v: Mapping[str, Any], lo: str, hi: str, hi_value: Any) -> list[Problem]:
+    """``lo`` must not exceed ``hi`` (named in the rule); no problem when ``hi_value`` is None."""
+    if hi_value is not None and v[lo] > hi_value:
+        return [Problem(lo, v[lo], f"must be <= {hi} ({hi_value:g})")]
+    return []
+
+
+def or_(value: Any, fallback: Any) -> Any:
+    return fallback if value is None else value
+
+
+def check_update(update: float) -> float:
+    # Updates count from 1. A float is a batch-size ramp's schedule clock counting samples
+    # (scalesweep.science.batch_ramp): 1.25 is a quarter of an update past the first; for
+    # a schedule counted from 1 (WeNet's) a stage's first updates sit below 1 (0.25: a quarter)
+    if isinstance(update, bool) or not isinstance(update, int | float) or not (
+            math.isfinite(update) and update > 0) or (isinstance(update, int) and update < 1):
+        raise ValueError(f"update must be an integer of at least 1 (or a ramp's position > 0), "
+                         f"but got {update=}")
+    return update
+
+
+class NoMomentum:
+    """For schedules that leave the optimizer's momentum and betas alone."""
+
+    def momentum(self, update: float) -> float | None:
+        check_update(update)
+        return None
+
+    def betas(self, update: float) -> tuple[float, float] | None:
+        check_update(update)
+        return None

@@ -1,0 +1,42 @@
+"""WeNet's ``WarmupLR`` (``wenet/utils/scheduler.py``): schedule type ``warmuplr``.
+
+A torch ``_LRScheduler``: construction already calls ``step()`` once, so update k has
+``step_num = k``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from scalesweep.science.schedules._types import NoMomentum, Param, ScheduleType, check_update
+
+
+@dataclass(frozen=True)
+class WeNetWarmupLR(NoMomentum):
+    base: float
+    warmup: int
+
+    def lr(self, update: float) -> float:
+        s = check_update(update)
+        if self.warmup == 0:
+            return self.base * s**-0.5
+        # = base * w^0.5 * min(s^-0.5, s * w^-1.5), written so that s = w gives base exactly
+        return self.base * min(s / self.warmup, math.sqrt(self.warmup / s))
+
+    def boundaries(self) -> tuple[int, ...]:
+        return (self.warmup,)
+
+
+def _make(p: dict[str, Any], base: float) -> WeNetWarmupLR:
+    return WeNetWarmupLR(base, p["warmup_steps"])
+
+
+TYPES = (
+    ScheduleType(
+        "warmuplr", "warmup_steps", ("warmup_steps",), (), True, False,
+        {"warmup_steps": Param("int", default=25000, ge=0)}, counts_from=1, make=_make,
+    ),
+)
+ALIASES: dict[str, str] = {}
