@@ -54,3 +54,6 @@ TARGET_LEVELS_PARAM = "target_levels"
 #: design's per-look one; the nominal one for a fixed number of seeds), and the design
 DECISION_CONFIDENCE_PARAM = "decision_confidence"
 REPLICATES_PARAM = "replicates"
+#: parent-run tags of the driver's machine: cpu, isa, cpus, omp_num_threads, python and
+#: version.<package> for scalesweep, torch, ray and mlflow (orchestrator/tracking/machine.py)
+MACHINE_TAG_PREFIX = "machine."

@@ -13,6 +13,7 @@ import os
 import re
 from pathlib import Path
 
+import mlflow
 import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
@@ -351,3 +352,16 @@ def test_a_server_that_never_answers_costs_one_timeout_per_flush_and_backs_off(
     assert tracker.flush() and tracker.pending() == 0
     client = MlflowClient(mlflow_http.uri)
     assert all(_steps(client, run) == [1] for run in runs)
+
+
+def test_the_parent_run_is_tagged_with_the_drivers_machine() -> None:
+    from scalesweep.orchestrator.tracking.machine import isa_level, machine_tags
+
+    tags = machine_tags()
+    assert {"machine.cpu", "machine.isa", "machine.cpus", "machine.version.torch",
+            "machine.version.ray", "machine.version.mlflow"} <= set(tags)
+    assert tags["machine.version.mlflow"] == mlflow.__version__
+    v3 = {"avx2", "bmi1", "bmi2", "fma", "movbe", "sse4_2", "popcnt", "ssse3"}
+    assert isa_level(v3, "x86_64") == "x86-64-v3"
+    assert isa_level({"sse4_2", "popcnt", "ssse3"}, "x86_64") == "x86-64-v2"
+    assert isa_level(set(), "aarch64") == "aarch64"

@@ -29,6 +29,7 @@ from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep
+from scalesweep.orchestrator.tracking.machine import machine_tags
 from scalesweep.orchestrator.tracking.summary import BRACKETS, SUMMARY_METRICS, arm_summaries, summarize
 from scalesweep.orchestrator.tracking.tracker import (
     SweepTracker,
@@ -159,7 +160,8 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
     _check_feasible(plan)
     check_shared_storage(storage_root(sweep))  # multi-node: every node must see it (exit 2 if not)
     tracker = SweepTracker(tracking_uri, sweep.spec.name)
-    parent_id = tracker.start_parent(_parent_params(plan), {"sweep_file": str(Path(path).resolve())})
+    parent_id = tracker.start_parent(_parent_params(plan), {"sweep_file": str(Path(path).resolve()),
+                                                            **machine_tags()})
     sweep_dir = storage_root(sweep) / f"{sweep.spec.name}-{parent_id[:8]}"
     sweep_dir.mkdir(parents=True, exist_ok=True)
     tracker.journal = sweep_dir / JOURNAL
