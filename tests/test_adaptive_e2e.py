@@ -94,6 +94,7 @@ def test_an_adaptive_sweep_killed_between_rounds_resumes_its_rounds(tmp_path: Pa
     assert parent.info.status == "FINISHED"
     assert float(parent.data.params["decision_confidence"]) == 0.9
     assert json.loads(parent.data.params["replicates"]) == {"min": 2, "max": 3, "step": 1}
+    assert parent.data.tags["machine.isa"] and parent.data.tags["machine.version.ray"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     names = sorted(c.info.run_name for c in children)
     # at the reference world size every lr rule is the baseline trial (merged, named linear)
