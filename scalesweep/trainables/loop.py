@@ -68,6 +68,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from scalesweep.mlflow_names import STATUS_TAG, STEP_KEY, TRAIN_SECONDS_METRIC
 from scalesweep.science import schedules
 from scalesweep.science.batch_ramp import Segment
 from scalesweep.science.noise_scale import EMA_DECAY, NoiseScale
@@ -228,7 +229,7 @@ class _Trial:
                 status = "stopped"
             elif update == self.config.total_updates:
                 status = "completed"
-            metrics["status"] = p.status = status
+            metrics[STATUS_TAG] = p.status = status
             p.last_report = metrics
             p.train_loss_sum, p.train_loss_count = 0.0, 0
             self._report(metrics, checkpoint=checkpoint or status != "running")
@@ -381,7 +382,7 @@ class _Trial:
     def _metrics(self, update: int, lr: float, momentum: float | None) -> dict[str, Any]:
         p = self.progress
         metrics: dict[str, Any] = {
-            "update": update,
+            STEP_KEY: update,
             "samples_seen": self.data.samples(update),
             "epoch": self.data.epoch(update),
             "global_batch": self.segment.global_batch,
@@ -427,7 +428,7 @@ class _Trial:
         return value <= target.value if target.mode == "min" else value >= target.value
 
     def _final(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
-        return {**metrics, "train_seconds": self.progress.wall_s}
+        return {**metrics, TRAIN_SECONDS_METRIC: self.progress.wall_s}
 
 
 class _GradProbe:

@@ -18,6 +18,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalesweep.mlflow_names import (
+    ARM_PARAM,
+    BASELINE_ARM_PARAM,
+    BASELINE_TRIAL_PARAM,
+    CROSSING_TAG,
+    ERROR_TAG,
+    PROJECTION_PARAM,
+    STATUS_TAG,
+    STEP_KEY,
+    SWEEP_FILE_TAG,
+    TARGET_METRIC_PARAM,
+    TARGET_MODE_PARAM,
+    TARGET_SMOOTHING_PARAM,
+    TARGET_VALUE_PARAM,
+)
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep
@@ -48,7 +63,7 @@ class Outcome:
 
     @property
     def exit_code(self) -> int:
-        return 1 if any(t["status"] == "failed" for t in self.trials) else 0
+        return 1 if any(t[STATUS_TAG] == "failed" for t in self.trials) else 0
 
 
 
@@ -71,7 +86,7 @@ def trial_params(row: PlanRow, sweep: Sweep, baseline_arm: str | None = None) ->
     """Every axis and every derived value, as MLflow params (docs/design.md §4.5); ``arm``
     (the settings minus the seed) lets the MLflow UI group a trial's seeds into one line."""
     params: dict[str, Any] = {
-        "arm": row.arm, "baseline_arm": baseline_arm,
+        ARM_PARAM: row.arm, BASELINE_ARM_PARAM: baseline_arm,
         "world_size": row.world_size, "global_batch": row.global_batch,
         "reference_global_batch": row.reference_global_batch, "scaling_rule": row.scaling_rule,
         "base_lr": row.base_lr, "lr": row.lr, "peak_lr": row.peak_lr,
@@ -151,7 +166,7 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
     _check_feasible(plan)
     check_shared_storage(storage_root(sweep))  # multi-node: every node must see it (exit 2 if not)
     tracker = SweepTracker(tracking_uri, sweep.spec.name)
-    parent_id = tracker.start_parent(_parent_params(plan), {"sweep_file": str(Path(path).resolve())})
+    parent_id = tracker.start_parent(_parent_params(plan), {SWEEP_FILE_TAG: str(Path(path).resolve())})
     sweep_dir = storage_root(sweep) / f"{sweep.spec.name}-{parent_id[:8]}"
     sweep_dir.mkdir(parents=True, exist_ok=True)
     tracker.journal = sweep_dir / JOURNAL
@@ -163,7 +178,7 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
         recipe_copy = sweep_dir / f"recipe{Path(sweep.recipe.source).suffix}"
         shutil.copyfile(sweep.recipe.source, recipe_copy)
         saved_overrides.append(f"recipe={recipe_copy}")
-    state = {"sweep_file": str(sweep_dir / "sweep.yaml"), "overrides": saved_overrides,
+    state = {SWEEP_FILE_TAG: str(sweep_dir / "sweep.yaml"), "overrides": saved_overrides,
              "tracking_uri": tracking_uri, "parent_run_id": parent_id,
              "experiment": sweep.spec.name, "address": address}
     (sweep_dir / STATE_FILE).write_text(json.dumps(state, indent=1))
@@ -190,7 +205,7 @@ def resume_sweep(name_or_dir: str, *, address: str | None, tracking_uri: str | N
     sweep_dir = find_sweep_dir(name_or_dir)
     state = json.loads((sweep_dir / STATE_FILE).read_text())
     uri = tracking_uri or state["tracking_uri"]
-    sweep = load_sweep(state["sweep_file"], state["overrides"])
+    sweep = load_sweep(state[SWEEP_FILE_TAG], state["overrides"])
     make_plan(sweep)  # input problems before Ray starts
     check_reachable(uri)
     address = ray_address(address) or state.get("address")
@@ -216,16 +231,16 @@ def _parent_params(plan: Plan) -> dict[str, Any]:
     from scalesweep.orchestrator.spec.load import metric_mode
 
     return {
-        "workload": spec.workload.name, "target_metric": spec.target.metric,
+        "workload": spec.workload.name, TARGET_METRIC_PARAM: spec.target.metric,
         # a relative target's value is known once the baseline has run: logged at the end
-        **({"target_value": spec.target.value} if spec.target.value is not None else {}),
+        **({TARGET_VALUE_PARAM: spec.target.value} if spec.target.value is not None else {}),
         "target_relative_to_baseline": spec.target.relative_to_baseline,
-        "target_mode": metric_mode(plan.sweep), "target_smoothing": spec.target.smoothing,
-        "baseline_trial": next((r.name for r in plan.rows if plan.baseline_for(r) is r), None),
+        TARGET_MODE_PARAM: metric_mode(plan.sweep), TARGET_SMOOTHING_PARAM: spec.target.smoothing,
+        BASELINE_TRIAL_PARAM: next((r.name for r in plan.rows if plan.baseline_for(r) is r), None),
         "trials": len(plan.rows), "backend": spec.backend, "search": spec.search.type,
         "reference_world_size": plan.sweep.reference_world_size,
         "recipe": spec.recipe,
-        **({"projection": spec.projection.model_dump(mode="json")} if spec.projection else {}),
+        **({PROJECTION_PARAM: spec.projection.model_dump(mode="json")} if spec.projection else {}),
     }
 
 
@@ -243,7 +258,7 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
         if name not in rows:
             continue
         logged[name] = set(run.data.metrics)
-        status = run.data.tags.get("status")
+        status = run.data.tags.get(STATUS_TAG)
         curves[name] = _history(tracker, run.info.run_id)
         if run.info.status in ("FINISHED", "FAILED") and status in FINAL:
             done[name] = status
@@ -262,7 +277,7 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
     for entry in tracker.replay_journal():
         trial = run_ids_existing.get(entry["run_id"])
         if trial is not None:
-            curves.setdefault(trial, []).append({"update": entry["step"], **entry["metrics"]})
+            curves.setdefault(trial, []).append({STEP_KEY: entry["step"], **entry["metrics"]})
     todo = [r for r in plan.rows if r.name not in done]
     # the eval a trial's checkpoint was taken with may have died with the driver before it was
     # logged; the resumed trial starts after it, so log it from the checkpoint itself
@@ -271,7 +286,7 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
         ckpt = resume_checkpoint(sweep_dir, row) if run is not None else None
         report = _checkpoint_report(ckpt) if ckpt else None
         if run is not None and report and tracker.add_result(
-                str(run.info.run_id), int(report["update"]), curve_metrics(report)):
+                str(run.info.run_id), int(report[STEP_KEY]), curve_metrics(report)):
             curves.setdefault(row.name, []).append(kept(report))
     if done:
         print(f"{len(done)} trials already finished (left as they are); running {len(todo)}")
@@ -301,7 +316,7 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
         if status == "running":
             status = "failed"
         s = summaries[row.name]
-        trials.append({**row.to_json(), "status": status,
+        trials.append({**row.to_json(), STATUS_TAG: status,
                        # a run still waiting for MLflow is made now, its evals with it; None
                        # while the server does not answer
                        "mlflow_run_id": run_ids.get(row.name) or callback.run_for(row.name),
@@ -366,15 +381,15 @@ def _close_in_mlflow(tracker: SweepTracker, parent_id: str, trials: list[dict[st
             tracker.add_summary(run_id, {k: s.get(k) for k in (*SUMMARY_METRICS, *BRACKETS,
                                                                "target_value") if k not in have})
             if name not in done:
-                tags = {"status": t["status"]}
-                if s.get("crossing"):
-                    tags["crossing"] = s["crossing"]
+                tags = {STATUS_TAG: t[STATUS_TAG]}
+                if s.get(CROSSING_TAG):
+                    tags[CROSSING_TAG] = s[CROSSING_TAG]
                 if t["error"]:
-                    tags["error"] = t["error"]
+                    tags[ERROR_TAG] = t["error"]
                 tracker.set_tags(run_id, tags)
-        targets = [t["target_value"] for t in trials if t["target_value"] is not None]
+        targets = [t[TARGET_VALUE_PARAM] for t in trials if t[TARGET_VALUE_PARAM] is not None]
         if targets and "target_value" not in tracker.client.get_run(parent_id).data.params:
-            tracker.log_params(parent_id, {"target_value": targets[0]})
+            tracker.log_params(parent_id, {TARGET_VALUE_PARAM: targets[0]})
     if not tracker.flush_with_retry(deadline_s=tracking_grace_s()):
         raise ConnectionError("buffered metrics were not accepted")
     names = {str(t["mlflow_run_id"]): t["name"] for t in trials}
@@ -384,7 +399,7 @@ def _close_in_mlflow(tracker: SweepTracker, parent_id: str, trials: list[dict[st
     with fail_fast():
         for t in trials:
             if t["name"] not in done:
-                tracker.end_run(t["mlflow_run_id"], run_status(t["status"]))
+                tracker.end_run(t["mlflow_run_id"], run_status(t[STATUS_TAG]))
         tracker.end_run(parent_id, "FINISHED")
 
 
@@ -406,5 +421,5 @@ def _history(tracker: SweepTracker, run_id: str) -> list[dict[str, Any]]:
         if key in SUMMARY_METRICS:
             continue
         for m in tracker.client.get_metric_history(run_id, key):
-            by_step.setdefault(m.step, {"update": m.step})[key] = m.value
+            by_step.setdefault(m.step, {STEP_KEY: m.step})[key] = m.value
     return [by_step[s] for s in sorted(by_step) if "epoch" in by_step[s]]

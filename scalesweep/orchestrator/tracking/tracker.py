@@ -23,7 +23,8 @@ from typing import Any
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
-from scalesweep.mlflow_names import CURVE_METRICS, PARENT_TAG, ROLE_TAG
+from scalesweep.errors import ScalesweepError
+from scalesweep.mlflow_names import CURVE_METRICS, PARENT_TAG, ROLE_TAG, STATUS_TAG, TRIAL_NAME_TAG
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ MAX_PARAM_LEN = 6000
 FAIL_FAST = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
 
 
-class TrackingUnavailable(RuntimeError):
+class TrackingUnavailable(ScalesweepError, RuntimeError):
     pass
 
 
@@ -109,7 +110,7 @@ class SweepTracker:
         runs = self.client.search_runs(
             [self.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent_id}'",
             max_results=5000)
-        return {r.data.tags.get("trial_name", r.info.run_name): r for r in runs}
+        return {r.data.tags.get(TRIAL_NAME_TAG, r.info.run_name): r for r in runs}
 
     def child(self, parent_id: str, name: str, params: Mapping[str, Any],
               existing: Mapping[str, Any] | None = None) -> str:
@@ -124,7 +125,7 @@ class SweepTracker:
         if made is None:
             run = self.client.create_run(
                 self.experiment_id, run_name=name, tags={PARENT_TAG: parent_id, ROLE_TAG: "trial",
-                                                         "trial_name": name, "status": "pending"})
+                                                         TRIAL_NAME_TAG: name, STATUS_TAG: "pending"})
             made = self._made[name] = str(run.info.run_id)
             self._buffers[made] = _Buffer()
         # again after an outage cut this short: MLflow takes a param logged twice with one value
