@@ -81,7 +81,8 @@ def test_a_real_loop_report_loses_nothing_to_the_trackers_filter() -> None:
     from scalesweep.trainables.world import LocalWorld
 
     reports: list[dict[str, Any]] = []
-    config = TrialConfig(name="t", workload="mlp_regression", world_size=2, physical_workers=1, per_worker_batch=8,
+    config = TrialConfig(name="t", workload="mlp_regression", world_size=2, physical_workers=1,
+                         per_worker_batch=8,
                          workload_options={"train_size": 64, "dev_size": 32},
                          optimizer={"type": "sgd", "lr": 0.05, "momentum": 0.9},
                          scheduler={"type": "constant"}, total_updates=4, eval_every=2)

@@ -20,6 +20,7 @@ from mlflow.tracking import MlflowClient
 
 from scalesweep.mlflow_names import (
     BASELINE_TRIAL_PARAM,
+    DEV_PREFIX,
     PARENT_TAG,
     PROJECTION_PARAM,
     ROLE_TAG,
@@ -147,7 +148,7 @@ def load_study(
         (run.info.run_id, key)
         for run in children
         for key in sorted(run.data.metrics)
-        if key in wanted or (key.startswith("dev_") and key not in SUMMARY_METRICS)
+        if key in wanted or (key.startswith(DEV_PREFIX) and key not in SUMMARY_METRICS)
     ]
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
         series = list(pool.map(lambda job: _history(client, *job), jobs))

@@ -68,7 +68,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from scalesweep.mlflow_names import STATUS_TAG, STEP_KEY, TRAIN_SECONDS_METRIC
+from scalesweep.mlflow_names import DEV_PREFIX, STATUS_TAG, STEP_KEY, TRAIN_SECONDS_METRIC
 from scalesweep.science import schedules
 from scalesweep.science.batch_ramp import Segment
 from scalesweep.science.noise_scale import EMA_DECAY, NoiseScale
@@ -377,7 +377,7 @@ class _Trial:
         # The other ranks wait here for rank 0's numbers, so every rank takes the same
         # decisions (stop, diverge) from the same values.
         values = self.world.broadcast(values.to(self.world.device), src=0).cpu()
-        return {f"dev_{n}": float(v) for n, v in zip(self.metric_names, values, strict=True)}
+        return {f"{DEV_PREFIX}{n}": float(v) for n, v in zip(self.metric_names, values, strict=True)}
 
     def _metrics(self, update: int, lr: float, momentum: float | None) -> dict[str, Any]:
         p = self.progress

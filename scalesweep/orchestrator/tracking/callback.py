@@ -17,6 +17,7 @@ from ray import tune
 
 from scalesweep.mlflow_names import (
     CURVE_METRICS,
+    DEV_PREFIX,
     ERROR_TAG,
     RAY_TRIAL_ID_TAG,
     STATUS_TAG,
@@ -35,7 +36,7 @@ KEEP = (STEP_KEY, STATUS_TAG, TRAIN_SECONDS_METRIC, *CURVE_METRICS)
 
 
 def kept(result: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in result.items() if k in KEEP or k.startswith("dev_")}
+    return {k: v for k, v in result.items() if k in KEEP or k.startswith(DEV_PREFIX)}
 
 
 class SweepCallback(tune.Callback):

@@ -24,7 +24,14 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from scalesweep.errors import ScalesweepError
-from scalesweep.mlflow_names import CURVE_METRICS, PARENT_TAG, ROLE_TAG, STATUS_TAG, TRIAL_NAME_TAG
+from scalesweep.mlflow_names import (
+    CURVE_METRICS,
+    DEV_PREFIX,
+    PARENT_TAG,
+    ROLE_TAG,
+    STATUS_TAG,
+    TRIAL_NAME_TAG,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +66,7 @@ def curve_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     """The metrics of one eval report that belong on the run's charts."""
     out = {}
     for key, value in result.items():
-        if (key in CURVE_KEYS or key.startswith("dev_")) and isinstance(value, int | float) \
+        if (key in CURVE_KEYS or key.startswith(DEV_PREFIX)) and isinstance(value, int | float) \
                 and not isinstance(value, bool) and value is not None:
             out[key] = float(value)
     return out
