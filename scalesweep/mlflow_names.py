@@ -15,7 +15,14 @@ ROLE_TAG = "scalesweep.role"
 #: MLflow's own tag that nests a child run under its parent
 PARENT_TAG = "mlflow.parentRunId"
 TRIAL_NAME_TAG = "trial_name"
+#: pending | running | the trial's final status (docs/design.md §4.4); also the loop's report key
 STATUS_TAG = "status"
+#: the Tune trial a child run belongs to now (a retry or resume changes it)
+RAY_TRIAL_ID_TAG = "ray_trial_id"
+#: why a failed trial failed
+ERROR_TAG = "error"
+#: the parent's tag: the sweep file it was run from
+SWEEP_FILE_TAG = "sweep_file"
 #: interpolated | at_first_eval | never (docs/design.md §4, "Crossings and censoring")
 CROSSING_TAG = "crossing"
 
@@ -23,11 +30,29 @@ CROSSING_TAG = "crossing"
 ARM_PARAM = "arm"
 BASELINE_ARM_PARAM = "baseline_arm"
 
+#: parent params the dashboards read back (docs/design.md §4.5, "Parent run")
+TARGET_METRIC_PARAM = "target_metric"
+TARGET_MODE_PARAM = "target_mode"
+TARGET_SMOOTHING_PARAM = "target_smoothing"
+BASELINE_TRIAL_PARAM = "baseline_trial"
+PROJECTION_PARAM = "projection"
+#: a relative target's value, logged on the parent once the baseline has run (the same name
+#: as the child's summary metric TARGET_METRIC)
+TARGET_VALUE_PARAM = "target_value"
+
+#: the loop's report key that is the step of every curve metric (the optimizer update), not
+#: a metric itself
+STEP_KEY = "update"
+#: the workload's eval metrics are curve metrics under this prefix: dev_loss, dev_<metric>
+DEV_PREFIX = "dev_"
+
 #: metrics logged at every report, with step = optimizer update (besides dev_<metric>);
 #: skipped_updates only in float16 trials (updates the gradient scaler skipped, cumulative)
 CURVE_METRICS = ("train_loss", "lr", "momentum", "samples_seen", "epoch", "wall_s", "noise_scale",
                  "skipped_updates", "physical_workers", "global_batch")
 
+#: the trial's training time: the loop's final report carries it, the summary logs it
+TRAIN_SECONDS_METRIC = "train_seconds"
 #: metrics logged once at the end of a trial, at step 0 (only those that are defined)
 SUMMARY_METRICS = (
     "updates_to_target",
@@ -38,13 +63,13 @@ SUMMARY_METRICS = (
     "best_dev_loss",
     "speedup_vs_baseline",
     "scaling_efficiency",
-    "train_seconds",
+    TRAIN_SECONDS_METRIC,
 )
 #: the evals around each crossing, logged with the summary (hi absent when never reached)
 BRACKETS = ("updates_to_target_lo", "updates_to_target_hi", "epochs_to_target_lo",
             "epochs_to_target_hi")
 #: the absolute target a trial was measured against, logged with its summary
-TARGET_METRIC = "target_value"
+TARGET_METRIC = TARGET_VALUE_PARAM
 
 #: parent params: how arms are judged (docs/design.md §4, "Decisions"; a study logged before
 #: them is read with the defaults)

@@ -79,7 +79,7 @@ def test_projection_is_validated_all_at_once() -> None:
 
 
 def test_projection_is_a_json_parent_param() -> None:
-    from scalesweep.orchestrator.launch.run import _parent_params
+    from scalesweep.orchestrator.tracking.sweep_runs import parent_params as _parent_params
     from scalesweep.orchestrator.tracking.tracker import _param_str
 
     plan = plan_of("wenet_4v16.yaml")

@@ -19,13 +19,22 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from scalesweep.mlflow_names import (
+    BASELINE_TRIAL_PARAM,
     DECISION_CONFIDENCE_PARAM,
+    DEV_PREFIX,
     EQUIVALENCE_MARGIN_PARAM,
     PARENT_TAG,
+    PROJECTION_PARAM,
     ROLE_TAG,
+    STATUS_TAG,
     SUMMARY_METRICS,
     TARGET_LEVELS_PARAM,
     TARGET_METRIC,
+    TARGET_METRIC_PARAM,
+    TARGET_MODE_PARAM,
+    TARGET_SMOOTHING_PARAM,
+    TARGET_VALUE_PARAM,
+    TRIAL_NAME_TAG,
 )
 from scalesweep.science.stats.convergence import EvalPoint
 from scalesweep.science.stats.decisions import DEFAULT_MARGIN
@@ -64,23 +73,23 @@ class Study:
 
     @property
     def target_metric(self) -> str:
-        return self.parent_params.get("target_metric", "dev_loss")
+        return self.parent_params.get(TARGET_METRIC_PARAM, "dev_loss")
 
     @property
     def target_mode(self) -> Literal["min", "max"]:
-        mode = self.parent_params.get("target_mode", "min")
+        mode = self.parent_params.get(TARGET_MODE_PARAM, "min")
         if mode not in ("min", "max"):
             raise ValueError(f"parent param target_mode must be min or max, but got {mode=}")
         return cast(Literal["min", "max"], mode)
 
     @property
     def target_value(self) -> float | None:
-        raw = self.parent_params.get("target_value")
+        raw = self.parent_params.get(TARGET_VALUE_PARAM)
         return None if raw in (None, "", "None") else float(raw)
 
     @property
     def target_smoothing(self) -> float:
-        return float(self.parent_params.get("target_smoothing", 0.0))
+        return float(self.parent_params.get(TARGET_SMOOTHING_PARAM, 0.0))
 
     @property
     def equivalence_margin(self) -> float:
@@ -98,12 +107,12 @@ class Study:
 
     @property
     def baseline_trial(self) -> str | None:
-        return self.parent_params.get("baseline_trial") or None
+        return self.parent_params.get(BASELINE_TRIAL_PARAM) or None
 
     @property
     def projection(self) -> Projection | None:
         """The parent's ``projection`` param (JSON), or None when the sweep had none."""
-        raw = self.parent_params.get("projection")
+        raw = self.parent_params.get(PROJECTION_PARAM)
         if raw in (None, "", "None", "null"):
             return None
         data = json.loads(str(raw))
@@ -159,7 +168,7 @@ def load_study(
         (run.info.run_id, key)
         for run in children
         for key in sorted(run.data.metrics)
-        if key in wanted or (key.startswith("dev_") and key not in SUMMARY_METRICS)
+        if key in wanted or (key.startswith(DEV_PREFIX) and key not in SUMMARY_METRICS)
     ]
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
         series = list(pool.map(lambda job: _history(client, *job), jobs))
@@ -229,8 +238,8 @@ def _trials_frame(children: Iterable[Run]) -> pd.DataFrame:
         row: dict[str, object] = {
             "run_id": run.info.run_id,
             "run_name": run.info.run_name,
-            "trial_name": tags.get("trial_name") or run.info.run_name,
-            "status": tags.get("status") or _RUN_STATUS.get(run.info.status, "running"),
+            TRIAL_NAME_TAG: tags.get(TRIAL_NAME_TAG) or run.info.run_name,
+            STATUS_TAG: tags.get(STATUS_TAG) or _RUN_STATUS.get(run.info.status, "running"),
             "has_summary": any(k in metrics for k in SUMMARY_METRICS),
         }
         row.update(run.data.params)
@@ -252,7 +261,7 @@ def _trials_frame(children: Iterable[Run]) -> pd.DataFrame:
 def _history_frame(
     children: Sequence[Run], jobs: Sequence[tuple[str, str]], series: Sequence[pd.Series]
 ) -> pd.DataFrame:
-    names = {run.info.run_id: run.data.tags.get("trial_name") or run.info.run_name for run in children}
+    names = {run.info.run_id: run.data.tags.get(TRIAL_NAME_TAG) or run.info.run_name for run in children}
     per_run: dict[str, list[pd.Series]] = {}
     for (run_id, _), s in zip(jobs, series, strict=True):
         per_run.setdefault(run_id, []).append(s)

@@ -68,6 +68,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from scalesweep.mlflow_names import DEV_PREFIX, STATUS_TAG, STEP_KEY, TRAIN_SECONDS_METRIC
 from scalesweep.science import schedules
 from scalesweep.science.batch_ramp import Segment
 from scalesweep.science.noise_scale import EMA_DECAY, NoiseScale
@@ -226,7 +227,7 @@ class _Trial:
                 status = "stopped"
             elif update == self.config.total_updates:
                 status = "completed"
-            metrics["status"] = p.status = status
+            metrics[STATUS_TAG] = p.status = status
             p.last_report = metrics
             p.train_loss_sum, p.train_loss_count = 0.0, 0
             self._report(metrics, checkpoint=checkpoint or status != "running")
@@ -375,12 +376,12 @@ class _Trial:
         # The other ranks wait here for rank 0's numbers, so every rank takes the same
         # decisions (stop, diverge) from the same values.
         values = self.world.broadcast(values.to(self.world.device), src=0).cpu()
-        return {f"dev_{n}": float(v) for n, v in zip(self.metric_names, values, strict=True)}
+        return {f"{DEV_PREFIX}{n}": float(v) for n, v in zip(self.metric_names, values, strict=True)}
 
     def _metrics(self, update: int, lr: float, momentum: float | None) -> dict[str, Any]:
         p = self.progress
         metrics: dict[str, Any] = {
-            "update": update,
+            STEP_KEY: update,
             "samples_seen": self.data.samples(update),
             "epoch": self.data.epoch(update),
             "global_batch": self.segment.global_batch,
@@ -426,7 +427,7 @@ class _Trial:
         return value <= target.value if target.mode == "min" else value >= target.value
 
     def _final(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
-        return {**metrics, "train_seconds": self.progress.wall_s}
+        return {**metrics, TRAIN_SECONDS_METRIC: self.progress.wall_s}
 
 
 class _GradProbe:

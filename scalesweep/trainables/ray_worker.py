@@ -13,6 +13,7 @@ from typing import Any
 import ray.train
 import ray.train.torch
 
+from scalesweep.mlflow_names import STEP_KEY
 from scalesweep.trainables import loop
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.world import DistributedWorld
@@ -30,7 +31,7 @@ def _report(metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
     ray.train.report(
         metrics,
         checkpoint=ray.train.Checkpoint.from_directory(checkpoint_dir),
-        checkpoint_dir_name=f"checkpoint_{int(metrics['update']):09d}",
+        checkpoint_dir_name=f"checkpoint_{int(metrics[STEP_KEY]):09d}",
     )
 
 

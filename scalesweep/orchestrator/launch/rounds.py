@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalesweep.mlflow_names import ARM_PARAM
 from scalesweep.orchestrator.launch.tune import launch
 from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
@@ -57,4 +58,4 @@ class Rounds:
         return self.callback
 
     def decisions(self) -> dict[str, str]:
-        return {a["arm"]: a["decision"] for a in arm_summaries(self.plan, self.curves, self.in_play)}
+        return {a[ARM_PARAM]: a["decision"] for a in arm_summaries(self.plan, self.curves, self.in_play)}

@@ -16,21 +16,34 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scalesweep.mlflow_names import (
-    DECISION_CONFIDENCE_PARAM,
-    EQUIVALENCE_MARGIN_PARAM,
-    REPLICATES_PARAM,
-    TARGET_LEVELS_PARAM,
+    BASELINE_ARM_PARAM,
+    BASELINE_TRIAL_PARAM,
+    BRACKETS,
+    CROSSING_TAG,
+    ERROR_TAG,
+    STATUS_TAG,
+    STEP_KEY,
+    SUMMARY_METRICS,
+    SWEEP_FILE_TAG,
+    TARGET_VALUE_PARAM,
 )
 from scalesweep.orchestrator.launch import sweep_lock
-from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep
 from scalesweep.orchestrator.tracking.machine import machine_tags
-from scalesweep.orchestrator.tracking.summary import BRACKETS, SUMMARY_METRICS, arm_summaries, summarize
+from scalesweep.orchestrator.tracking.summary import arm_summaries, summarize
+from scalesweep.orchestrator.tracking.sweep_runs import (
+    close_runs,
+    history,
+    parent_params,
+    spool_unsent,
+    tracking_grace_s,
+    trial_params,
+)
 from scalesweep.orchestrator.tracking.tracker import (
     SweepTracker,
     check_reachable,
@@ -38,6 +51,9 @@ from scalesweep.orchestrator.tracking.tracker import (
     fail_fast,
     is_outage,
 )
+
+if TYPE_CHECKING:
+    from scalesweep.orchestrator.tracking.callback import SweepCallback  # imports Ray Tune
 
 STATE_FILE = "scalesweep.json"
 JOURNAL = "metrics.journal.jsonl"
@@ -57,7 +73,7 @@ class Outcome:
 
     @property
     def exit_code(self) -> int:
-        return 1 if any(t["status"] == "failed" for t in self.trials) else 0
+        return 1 if any(t[STATUS_TAG] == "failed" for t in self.trials) else 0
 
 
 
@@ -74,30 +90,6 @@ def storage_root(sweep: Sweep | None = None) -> Path:
     ``SCALESWEEP_STORAGE``, else ./scalesweep_runs (a path every node must see on a cluster)."""
     configured = sweep.spec.storage_path if sweep is not None else None
     return Path(configured or os.environ.get("SCALESWEEP_STORAGE", "scalesweep_runs")).resolve()
-
-
-def trial_params(row: PlanRow, sweep: Sweep, baseline_arm: str | None = None) -> dict[str, Any]:
-    """Every axis and every derived value, as MLflow params (docs/design.md §4.5); ``arm``
-    (the settings minus the seed) lets the MLflow UI group a trial's seeds into one line."""
-    params: dict[str, Any] = {
-        "arm": row.arm, "baseline_arm": baseline_arm,
-        "world_size": row.world_size, "global_batch": row.global_batch,
-        "reference_global_batch": row.reference_global_batch, "scaling_rule": row.scaling_rule,
-        "base_lr": row.base_lr, "lr": row.lr, "peak_lr": row.peak_lr,
-        "warmup_steps": row.warmup_steps, "warmup_rule": row.warmup_rule,
-        "warmup_epochs": round(row.warmup_epochs, 6), "updates_per_epoch": row.updates_per_epoch,
-        "total_updates": row.total_updates, "scheduler": row.scheduler, "backend": row.backend,
-        "physical_workers": row.physical_workers, "accum_grad": row.accum_grad,
-        "per_worker_batch": row.per_worker_batch, "seed": row.seed,
-        "workload": sweep.spec.workload.name, "optimizer": row.trial.optimizer.get("type"),
-        "eval_every": row.eval_every, "dtype": row.trial.dtype, "fuse": row.trial.fuse,
-        "batch_ramp": row.batch_ramp,
-    }
-    for key, value in row.axes.items():
-        params.setdefault(key, value)
-    for key, value in row.trial.scheduler.items():
-        params.setdefault(f"scheduler.{key}", value)
-    return params
 
 
 def ray_address(arg: str | None) -> str | None:
@@ -160,8 +152,8 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
     _check_feasible(plan)
     check_shared_storage(storage_root(sweep))  # multi-node: every node must see it (exit 2 if not)
     tracker = SweepTracker(tracking_uri, sweep.spec.name)
-    parent_id = tracker.start_parent(_parent_params(plan), {"sweep_file": str(Path(path).resolve()),
-                                                            **machine_tags()})
+    parent_id = tracker.start_parent(parent_params(plan), {SWEEP_FILE_TAG: str(Path(path).resolve()),
+                                                           **machine_tags()})
     sweep_dir = storage_root(sweep) / f"{sweep.spec.name}-{parent_id[:8]}"
     sweep_dir.mkdir(parents=True, exist_ok=True)
     tracker.journal = sweep_dir / JOURNAL
@@ -173,7 +165,7 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
         recipe_copy = sweep_dir / f"recipe{Path(sweep.recipe.source).suffix}"
         shutil.copyfile(sweep.recipe.source, recipe_copy)
         saved_overrides.append(f"recipe={recipe_copy}")
-    state = {"sweep_file": str(sweep_dir / "sweep.yaml"), "overrides": saved_overrides,
+    state = {SWEEP_FILE_TAG: str(sweep_dir / "sweep.yaml"), "overrides": saved_overrides,
              "tracking_uri": tracking_uri, "parent_run_id": parent_id,
              "experiment": sweep.spec.name, "address": address}
     (sweep_dir / STATE_FILE).write_text(json.dumps(state, indent=1))
@@ -209,7 +201,7 @@ def _resume(sweep_dir: Path, *, address: str | None, tracking_uri: str | None,
             summary_json: str | None, verbose: bool, retry_failed: bool) -> Outcome:
     state = json.loads((sweep_dir / STATE_FILE).read_text())
     uri = tracking_uri or state["tracking_uri"]
-    sweep = load_sweep(state["sweep_file"], state["overrides"])
+    sweep = load_sweep(state[SWEEP_FILE_TAG], state["overrides"])
     make_plan(sweep)  # input problems before Ray starts
     check_reachable(uri)
     address = ray_address(address) or state.get("address")
@@ -236,49 +228,53 @@ def _reopen_failed(tracker: SweepTracker, existing: dict[str, Any]) -> dict[str,
     """``resume --retry-failed``: the failed trials' runs are marked running again, so the
     sweep runs those trials once more (from their last whole checkpoint; a step already in
     MLflow is not logged twice). Each is named with the error it failed with."""
-    failed = {name: run for name, run in existing.items() if run.data.tags.get("status") == "failed"}
+    failed = {name: run for name, run in existing.items() if run.data.tags.get(STATUS_TAG) == "failed"}
     if not failed:
         print("--retry-failed: no failed trial to retry")
         return existing
     print(f"--retry-failed: retrying {len(failed)} failed trial(s):")
     for name, run in sorted(failed.items()):
-        print(f"  {name}: {run.data.tags.get('error') or 'no error recorded'}")
-        tracker.client.set_tag(run.info.run_id, "status", "pending")
+        print(f"  {name}: {run.data.tags.get(ERROR_TAG) or 'no error recorded'}")
+        tracker.client.set_tag(run.info.run_id, STATUS_TAG, "pending")
         tracker.client.update_run(run.info.run_id, status="RUNNING")
     return {**existing, **{name: tracker.client.get_run(run.info.run_id) for name, run in failed.items()}}
 
 
-def _parent_params(plan: Plan) -> dict[str, Any]:
-    spec = plan.sweep.spec
-    from scalesweep.orchestrator.spec.load import metric_mode
-
-    return {
-        "workload": spec.workload.name, "target_metric": spec.target.metric,
-        # a relative target's value is known once the baseline has run: logged at the end
-        **({"target_value": spec.target.value} if spec.target.value is not None else {}),
-        "target_relative_to_baseline": spec.target.relative_to_baseline,
-        "target_mode": metric_mode(plan.sweep), "target_smoothing": spec.target.smoothing,
-        EQUIVALENCE_MARGIN_PARAM: spec.target.equivalence_margin,
-        TARGET_LEVELS_PARAM: json.dumps(spec.target.levels),
-        DECISION_CONFIDENCE_PARAM: adaptive.design(plan).per_look,
-        REPLICATES_PARAM: spec.replicates.model_dump() if spec.replicates else None,
-        "baseline_trial": next((r.name for r in plan.rows if plan.baseline_for(r) is r), None),
-        "trials": len(plan.rows), "backend": spec.backend, "search": spec.search.type,
-        "reference_world_size": plan.sweep.reference_world_size,
-        "recipe": spec.recipe,
-        **({"projection": spec.projection.model_dump(mode="json")} if spec.projection else {}),
-    }
-
-
 def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path, uri: str,
              summary_json: str | None, existing: dict[str, Any]) -> Outcome:
-    from scalesweep.orchestrator.launch.ctrl_c import CtrlC
-    from scalesweep.orchestrator.launch.rounds import Rounds
-    from scalesweep.orchestrator.launch.tune import resume_checkpoint
-    from scalesweep.orchestrator.tracking.callback import kept
-
-    sweep = plan.sweep
+    """The sweep's passes, in order: what MLflow already has (a resumed sweep), what the killed
+    driver left unsent, the trials still to run, then their results, closed in MLflow and
+    written to the sweep directory."""
     rows = {r.name: r for r in plan.rows}
+    curves, done, logged = _logged_state(tracker, rows, existing)
+    _replay_journal(tracker, rows, existing, curves)
+    todo = [r for r in plan.rows if r.name not in done]
+    _log_checkpoint_reports(tracker, sweep_dir, todo, existing, curves)
+    if done:
+        print(f"{len(done)} trials already finished (left as they are); running {len(todo)}")
+    callback, in_play = _run_trials(plan, done, sweep_dir, tracker, parent_id, curves, existing)
+    summaries = summarize(plan, curves)
+    run_ids = {**{n: str(r.info.run_id) for n, r in existing.items()}, **callback.run_ids}
+    trials = _trial_results(in_play, summaries, {**done, **callback.status}, callback.errors,
+                            run_ids, callback.run_for)
+    outcome = Outcome(parent_run_id=parent_id, experiment=plan.sweep.spec.name,
+                      sweep_dir=sweep_dir, tracking_uri=uri, trials=trials,
+                      arms=arm_summaries(plan, curves, in_play))
+    try:
+        close_runs(tracker, parent_id, trials, summaries, logged, done, callback.run_for)
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+        _tracking_left_open(outcome, tracker, exc)
+    finally:  # the sweep's results stand whatever MLflow did
+        _write_results(outcome, summary_json)
+    return outcome
+
+
+def _logged_state(tracker: SweepTracker, rows: dict[str, PlanRow], existing: dict[str, Any]
+                  ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str], dict[str, set[str]]]:
+    """From the runs MLflow has of this plan's trials: their evals, the trials that finished
+    (name -> final status) and the metric names each run has."""
     curves: dict[str, list[dict[str, Any]]] = {}
     done: dict[str, str] = {}
     logged: dict[str, set[str]] = {}
@@ -286,18 +282,17 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
         if name not in rows:
             continue
         logged[name] = set(run.data.metrics)
-        status = run.data.tags.get("status")
-        curves[name] = _history(tracker, run.info.run_id)
+        status = run.data.tags.get(STATUS_TAG)
+        curves[name] = history(tracker, run.info.run_id)
         if run.info.status in ("FINISHED", "FAILED") and status in FINAL:
             done[name] = status
+    return curves, done, logged
 
-    def child_for(name: str) -> str:
-        base = plan.baseline_for(rows[name])
-        params = trial_params(rows[name], sweep, base.arm if base else None)
-        return tracker.child(parent_id, name, params, existing)
 
-    # evals the killed driver had accepted but not yet sent: MLflow gets them now, and the
-    # resumed trials (from checkpoints possibly past them) will not report them again
+def _replay_journal(tracker: SweepTracker, rows: dict[str, PlanRow], existing: dict[str, Any],
+                    curves: dict[str, list[dict[str, Any]]]) -> None:
+    """Evals the killed driver had accepted but not yet sent: MLflow gets them now, and the
+    resumed trials (from checkpoints possibly past them) will not report them again."""
     run_ids_existing = {str(r.info.run_id): n for n, r in existing.items()}
     for name, run in existing.items():
         if name in rows:
@@ -305,19 +300,42 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
     for entry in tracker.replay_journal():
         trial = run_ids_existing.get(entry["run_id"])
         if trial is not None:
-            curves.setdefault(trial, []).append({"update": entry["step"], **entry["metrics"]})
-    todo = [r for r in plan.rows if r.name not in done]
-    # the eval a trial's checkpoint was taken with may have died with the driver before it was
-    # logged; the resumed trial starts after it, so log it from the checkpoint itself
+            curves.setdefault(trial, []).append({STEP_KEY: entry["step"], **entry["metrics"]})
+
+
+def _log_checkpoint_reports(tracker: SweepTracker, sweep_dir: Path, todo: list[PlanRow],
+                            existing: dict[str, Any], curves: dict[str, list[dict[str, Any]]]
+                            ) -> None:
+    """The eval a trial's checkpoint was taken with may have died with the driver before it
+    was logged; the resumed trial starts after it, so log it from the checkpoint itself."""
+    from scalesweep.orchestrator.launch.tune import resume_checkpoint
+    from scalesweep.orchestrator.tracking.callback import kept
+
     for row in todo:
         run = existing.get(row.name)
         ckpt = resume_checkpoint(sweep_dir, row) if run is not None else None
         report = _checkpoint_report(ckpt) if ckpt else None
         if run is not None and report and tracker.add_result(
-                str(run.info.run_id), int(report["update"]), curve_metrics(report)):
+                str(run.info.run_id), int(report[STEP_KEY]), curve_metrics(report)):
             curves.setdefault(row.name, []).append(kept(report))
-    if done:
-        print(f"{len(done)} trials already finished (left as they are); running {len(todo)}")
+
+
+def _run_trials(plan: Plan, done: dict[str, str], sweep_dir: Path, tracker: SweepTracker,
+                parent_id: str, curves: dict[str, list[dict[str, Any]]], existing: dict[str, Any]
+                ) -> tuple[SweepCallback, list[PlanRow]]:
+    """Run the trials left under Tune, round after round (launch/rounds.py); the callback and
+    the trials in play (an adaptive sweep runs part of its plan). On Ctrl-C (launch/ctrl_c.py):
+    spool what MLflow lacks, mark the parent KILLED and raise KeyboardInterrupt again."""
+    from scalesweep.orchestrator.launch.ctrl_c import CtrlC
+    from scalesweep.orchestrator.launch.rounds import Rounds
+
+    rows = {r.name: r for r in plan.rows}
+
+    def child_for(name: str) -> str:
+        base = plan.baseline_for(rows[name])
+        params = trial_params(rows[name], plan.sweep, base.arm if base else None)
+        return tracker.child(parent_id, name, params, existing)
+
     rounds = Rounds(plan, sweep_dir, tracker, child_for, curves, done)
     interrupted = False
     try:
@@ -331,7 +349,7 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
             rounds.callback.settle(deadline_s=tracking_grace_s())
         tracker.flush_with_retry(deadline_s=tracking_grace_s())
     if interrupted:  # the trials that did not finish stay open in MLflow, for resume
-        _spool_unsent(tracker, sweep_dir)
+        spool_unsent(tracker, sweep_dir)
         with contextlib.suppress(Exception), fail_fast():
             tracker.end_run(parent_id, "KILLED")
         print(f"interrupted: the finished trials are kept; `scalesweep resume {sweep_dir}` runs "
@@ -339,101 +357,46 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
         raise KeyboardInterrupt
     callback = rounds.callback
     assert callback is not None
-    statuses = {**done, **callback.status}
-    errors = callback.errors
-    summaries = summarize(plan, curves)
-    run_ids = {**{n: str(r.info.run_id) for n, r in existing.items()}, **callback.run_ids}
+    return callback, rounds.in_play
+
+
+def _trial_results(in_play: list[PlanRow], summaries: dict[str, dict[str, Any]], statuses: dict[str, str],
+                   errors: dict[str, str], run_ids: dict[str, str],
+                   run_for: Callable[[str], str | None]) -> list[dict[str, Any]]:
+    """One dict per trial that ran: its row, final status, run and summary (summary.json)."""
     trials = []
-    for row in rounds.in_play:  # an adaptive sweep leaves the seeds it did not need unplanned
+    for row in in_play:  # an adaptive sweep leaves the seeds it did not need unplanned
         status = statuses.get(row.name, "failed")
         if status == "running":
             status = "failed"
         s = summaries[row.name]
-        trials.append({**row.to_json(), "status": status,
+        trials.append({**row.to_json(), STATUS_TAG: status,
                        # a run still waiting for MLflow is made now, its evals with it; None
                        # while the server does not answer
-                       "mlflow_run_id": run_ids.get(row.name) or callback.run_for(row.name),
-                       **{k: s.get(k) for k in (*SUMMARY_METRICS, "crossing", *BRACKETS, "target_value",
-                                                "baseline_trial", "baseline_arm")},
-                       "error": errors.get(row.name)})
-    outcome = Outcome(parent_run_id=parent_id, experiment=plan.sweep.spec.name,
-                      sweep_dir=sweep_dir, tracking_uri=uri, trials=trials,
-                      arms=arm_summaries(plan, curves, rounds.in_play))
-    try:
-        _close_in_mlflow(tracker, parent_id, trials, summaries, logged, done, callback.run_for)
-    except Exception as exc:
-        if not is_outage(exc):
-            raise
-        outcome.tracking_closed = False
-        _spool_unsent(tracker, sweep_dir)
-        print(f"warning: MLflow ({uri}) did not answer at the end of the sweep "
-              f"({type(exc).__name__}): the results are in {sweep_dir / 'summary.json'}, every "
-              f"eval in {sweep_dir / JOURNAL}; once it answers, `scalesweep resume {sweep_dir}` "
-              "logs what MLflow lacks and closes the runs", file=sys.stderr)
-    finally:  # the sweep's results stand whatever MLflow did
-        if summary_json:
-            Path(summary_json).parent.mkdir(parents=True, exist_ok=True)
-            Path(summary_json).write_text(json.dumps(trials, indent=1, default=str))
-        (sweep_dir / "summary.json").write_text(json.dumps(trials, indent=1, default=str))
-        (sweep_dir / "arms.json").write_text(json.dumps(outcome.arms, indent=1, default=str))
-    return outcome
+                       "mlflow_run_id": run_ids.get(row.name) or run_for(row.name),
+                       **{k: s.get(k) for k in (*SUMMARY_METRICS, CROSSING_TAG, *BRACKETS,
+                                                TARGET_VALUE_PARAM, BASELINE_TRIAL_PARAM,
+                                                BASELINE_ARM_PARAM)},
+                       ERROR_TAG: errors.get(row.name)})
+    return trials
 
 
-def tracking_grace_s() -> float:
-    """How long the end of a sweep waits for a tracking server that does not answer."""
-    return float(os.environ.get("SCALESWEEP_TRACKING_GRACE_S", "60"))
+def _tracking_left_open(outcome: Outcome, tracker: SweepTracker, exc: Exception) -> None:
+    outcome.tracking_closed = False
+    spool_unsent(tracker, outcome.sweep_dir)
+    sweep_dir = outcome.sweep_dir
+    print(f"warning: MLflow ({outcome.tracking_uri}) did not answer at the end of the sweep "
+          f"({type(exc).__name__}): the results are in {sweep_dir / 'summary.json'}, every "
+          f"eval in {sweep_dir / JOURNAL}; once it answers, `scalesweep resume {sweep_dir}` "
+          "logs what MLflow lacks and closes the runs", file=sys.stderr)
 
 
-def _spool_unsent(tracker: SweepTracker, sweep_dir: Path) -> None:
-    if not tracker.pending():
-        return
-    spool = sweep_dir / "unsent_metrics.jsonl"
-    with spool.open("a") as f:
-        for item in tracker.unsent():
-            f.write(json.dumps(item) + "\n")
-    print(f"warning: MLflow unreachable; {tracker.pending()} metric values kept in {spool}",
-          file=sys.stderr)
-
-
-def _close_in_mlflow(tracker: SweepTracker, parent_id: str, trials: list[dict[str, Any]],
-                     summaries: dict[str, dict[str, Any]], logged: dict[str, set[str]],
-                     done: dict[str, str], run_for: Callable[[str], str | None]) -> None:
-    """Summary metrics, final tags and statuses: what the end of a sweep writes to MLflow.
-    Fails fast (is_outage) where the server does not answer. ``run_for``: a trial's run, made
-    with the evals that waited for it (SweepCallback.run_for)."""
-    from scalesweep.orchestrator.tracking.callback import run_status
-
-    with fail_fast():
-        for t in trials:
-            name, s = t["name"], summaries[t["name"]]
-            run_id = t["mlflow_run_id"] = t["mlflow_run_id"] or run_for(name)
-            if run_id is None:
-                raise ConnectionError(f"no MLflow run for trial {name} yet")
-            # summaries only where missing: a resumed sweep never logs a step twice
-            have = logged.get(name, set())
-            tracker.add_summary(run_id, {k: s.get(k) for k in (*SUMMARY_METRICS, *BRACKETS,
-                                                               "target_value") if k not in have})
-            if name not in done:
-                tags = {"status": t["status"]}
-                if s.get("crossing"):
-                    tags["crossing"] = s["crossing"]
-                if t["error"]:
-                    tags["error"] = t["error"]
-                tracker.set_tags(run_id, tags)
-        targets = [t["target_value"] for t in trials if t["target_value"] is not None]
-        if targets and "target_value" not in tracker.client.get_run(parent_id).data.params:
-            tracker.log_params(parent_id, {"target_value": targets[0]})
-    if not tracker.flush_with_retry(deadline_s=tracking_grace_s()):
-        raise ConnectionError("buffered metrics were not accepted")
-    names = {str(t["mlflow_run_id"]): t["name"] for t in trials}
-    for (run_id, key), message in tracker.rejected.items():
-        print(f"warning: MLflow refused metric {key!r} of trial {names.get(run_id, run_id)} "
-              f"(not logged): {message}", file=sys.stderr)
-    with fail_fast():
-        for t in trials:
-            if t["name"] not in done:
-                tracker.end_run(t["mlflow_run_id"], run_status(t["status"]))
-        tracker.end_run(parent_id, "FINISHED")
+def _write_results(outcome: Outcome, summary_json: str | None) -> None:
+    if summary_json:
+        Path(summary_json).parent.mkdir(parents=True, exist_ok=True)
+        Path(summary_json).write_text(json.dumps(outcome.trials, indent=1, default=str))
+    (outcome.sweep_dir / "summary.json").write_text(json.dumps(outcome.trials, indent=1, default=str))
+    (outcome.sweep_dir / "arms.json").write_text(json.dumps(outcome.arms, indent=1, default=str))
 
 
 def _checkpoint_report(checkpoint: str) -> dict[str, Any] | None:
@@ -443,16 +406,4 @@ def _checkpoint_report(checkpoint: str) -> dict[str, Any] | None:
         report = meta["progress"]["last_report"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return report if isinstance(report, dict) and "update" in report else None
-
-
-def _history(tracker: SweepTracker, run_id: str) -> list[dict[str, Any]]:
-    """A run's logged evals as result dicts (for a resumed sweep's convergence metrics)."""
-    by_step: dict[int, dict[str, Any]] = {}
-    keys = tracker.client.get_run(run_id).data.metrics.keys()
-    for key in keys:
-        if key in SUMMARY_METRICS:
-            continue
-        for m in tracker.client.get_metric_history(run_id, key):
-            by_step.setdefault(m.step, {"update": m.step})[key] = m.value
-    return [by_step[s] for s in sorted(by_step) if "epoch" in by_step[s]]
+    return report if isinstance(report, dict) and STEP_KEY in report else None

@@ -59,6 +59,7 @@ import ray.tune
 import torch
 from ray.tune import PlacementGroupFactory
 
+from scalesweep.mlflow_names import ERROR_TAG, STATUS_TAG
 from scalesweep.trainables import checkpointing, loop
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.world import LocalWorld
@@ -244,7 +245,7 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
     except TrainingFailedError as exc:
         # Ray Train spent this trial's retries: report the failure and return, so Tune's own
         # FailureConfig does not start max_failures more rounds of them ((m + 1)^2 tries)
-        ray.tune.report({"status": "failed", "error": failure_line(exc)})
+        ray.tune.report({STATUS_TAG: "failed", ERROR_TAG: failure_line(exc)})
 
 
 def failure_line(exc: BaseException) -> str:

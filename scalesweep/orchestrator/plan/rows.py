@@ -130,6 +130,11 @@ def _excluded(sweep: Sweep, combo: dict[str, Any]) -> bool:
     return any(all(combo.get(k) == v for k, v in ex.items()) for ex in sweep.spec.exclude)
 
 
+class _WarmupRuleMismatch(Exception):
+    """scaling.apply refused a trial's warmup rule for its schedule; make_plan files it under
+    axes.warmup_rule. Its own type so that other ValueErrors (pydantic's, bugs) are not."""
+
+
 def make_plan(sweep: Sweep, cluster: ClusterInfo | None = None) -> Plan:
     cluster = cluster or local_cluster()
     spec = sweep.spec
@@ -148,8 +153,7 @@ def make_plan(sweep: Sweep, cluster: ClusterInfo | None = None) -> Plan:
             continue
         try:
             row = _row(sweep, combo, cluster, n_seeds)
-        except ValueError as exc:  # e.g. an explicit warmup for a schedule that has none
-            # scaling.apply is what raises here: the warmup rule does not fit the schedule
+        except _WarmupRuleMismatch as exc:  # e.g. an explicit warmup for a schedule that has none
             problems.append(Problem("axes.warmup_rule", combo["warmup_rule"],
                                     f"{exc} (trial {_short_combo(combo)})"))
             continue
@@ -358,6 +362,8 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
         raise InputError(sweep.source, [Problem(settings.where(f"scheduler.{exc.field}"), "auto",
                                                 f"{exc.rule} (trial {_short_combo(combo)})")]
                          ) from None
+    except ValueError as exc:  # only scaling.apply's own refusal is the warmup rule's to answer
+        raise _WarmupRuleMismatch(str(exc)) from exc
     notes.extend(ramp_notes)
     warmup = schedules.warmup_steps(sched) or 0
     # with a ramp, P must fit its smallest stage: a worker plays at least one rank of every V

@@ -1,33 +1,17 @@
-"""Input errors: every problem names its field path, the value and the rule it breaks."""
+"""Input errors: every problem names its field path, the value and the rule it breaks.
+``Problem`` and ``ScalesweepError`` live in ``scalesweep.errors`` (importable by science);
+they are re-exported here for the spec layer."""
 
 from __future__ import annotations
 
-import reprlib
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
 
-MAX_SHOWN_VALUE = 80
-_REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = MAX_SHOWN_VALUE
-_REPR.maxlevel = 3
+from scalesweep.errors import MAX_SHOWN_VALUE, Problem, ScalesweepError
+
+__all__ = ["MAX_SHOWN_VALUE", "InputError", "Problem", "ScalesweepError", "join_path"]
 
 
-@dataclass(frozen=True)
-class Problem:
-    path: str  # dotted field path, e.g. "axes.world_size[1]"
-    value: Any
-    rule: str
-
-    def __str__(self) -> str:
-        shown = _REPR.repr(self.value)  # bounded: the value may be huge or deeply nested
-        if len(shown) > MAX_SHOWN_VALUE:
-            shown = shown[: MAX_SHOWN_VALUE - 3] + "..."
-        where = self.path or "<file>"
-        return f"{where} = {shown}: {self.rule}"
-
-
-class InputError(Exception):
+class InputError(ScalesweepError):
     """Bad user input (exit code 2). Holds every problem found, not just the first."""
 
     def __init__(self, source: str, problems: Iterable[Problem]) -> None:

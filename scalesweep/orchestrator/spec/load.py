@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from scalesweep.mlflow_names import DEV_PREFIX
 from scalesweep.orchestrator.spec import optimizers, replicates
 from scalesweep.orchestrator.spec.errors import InputError, Problem, join_path
 from scalesweep.orchestrator.spec.files import load_mapping
@@ -233,49 +234,79 @@ def recipe_candidates(recipe: str, sweep_path: Path) -> list[Path]:
 
 
 def _check(spec: SweepSpec, src: str, sweep_path: Path, narrowed: set[str] | None = None) -> Sweep:
+    """Every check of a parsed sweep, as passes that each add their problems (all are
+    reported at once, in this order) and notes."""
     problems: list[Problem] = []
     notes: list[str] = []
+    recipe = _load_recipe(spec, sweep_path, problems)
+    workload = _make_workload(spec, problems)
+    base, ref_ws, ds_batch = _base_settings(spec, workload, recipe, problems, notes)
+    problems.extend(_check_settings(base))
+    problems.extend(_check_axes(spec, base, narrowed or set(), notes))
+    problems.extend(_check_baseline_values(spec.baseline or {}))
+    notes.extend(_baseline_notes(spec))
+    problems.extend(_check_physical_workers(spec))
+    problems.extend(_check_elastic(spec))
+    if workload is not None:
+        problems.extend(_check_target(spec, workload))
+        problems.extend(_check_batch_fits_shard(spec, base, workload))
+    if problems:
+        raise InputError(src, _dedupe(problems))
+    assert workload is not None
+    return Sweep(spec=spec, source=src, base=base, workload=workload, recipe=recipe,
+                 reference_world_size=ref_ws, notes=notes, deepspeed_batch=ds_batch)
 
-    recipe = None
-    if spec.recipe is not None:
-        candidates = recipe_candidates(spec.recipe, sweep_path)
-        found = next((c for c in candidates if c.is_file()), None)
-        if found is None:
-            problems.append(Problem("recipe", spec.recipe, "file not found (looked in the current "
-                                    f"directory and {sweep_path.resolve().parent} and its parents)"))
-        else:
-            try:
-                recipe = read_recipe(found)
-            except InputError as exc:
-                problems.extend(_in_recipe(exc.source, p) for p in exc.problems)
 
-    workload: Workload | None = None
+def _load_recipe(spec: SweepSpec, sweep_path: Path, problems: list[Problem]) -> Recipe | None:
+    """The sweep's recipe file, read; None without one or when it cannot be read."""
+    if spec.recipe is None:
+        return None
+    candidates = recipe_candidates(spec.recipe, sweep_path)
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
+        problems.append(Problem("recipe", spec.recipe, "file not found (looked in the current "
+                                f"directory and {sweep_path.resolve().parent} and its parents)"))
+        return None
+    try:
+        return read_recipe(found)
+    except InputError as exc:
+        problems.extend(_in_recipe(exc.source, p) for p in exc.problems)
+        return None
+
+
+def _make_workload(spec: SweepSpec, problems: list[Problem]) -> Workload | None:
+    """The workload its factory makes; None (and a problem) when it cannot be made."""
     try:
         made = resolve(spec.workload.name)(dict(spec.workload.options))
-        if isinstance(made, Workload):
-            workload = made
-        else:
-            problems.append(Problem("workload.name", spec.workload.name,
-                                    f"the factory returned {type(made).__name__}, not a Workload "
-                                    "(see docs/workloads.md)"))
     except UnknownWorkloadError as exc:
         problems.append(Problem("workload.name", spec.workload.name, str(exc)))
+        return None
     except WorkloadOptionError as exc:
         problems.append(Problem(f"workload.options.{exc.option}", exc.value, exc.rule))
+        return None
     except Exception as exc:  # a user's factory may raise anything; it is still bad input
         problems.append(Problem("workload", spec.workload.name,
                                 f"making the workload failed: {type(exc).__name__}: {exc}"))
+        return None
+    if isinstance(made, Workload):
+        return made
+    problems.append(Problem("workload.name", spec.workload.name,
+                            f"the factory returned {type(made).__name__}, not a Workload "
+                            "(see docs/workloads.md)"))
+    return None
 
+
+def _base_settings(spec: SweepSpec, workload: Workload | None, recipe: Recipe | None,
+                   problems: list[Problem], notes: list[str]
+                   ) -> tuple[Settings, int | None, ResolvedBatch | None]:
+    """The settings every trial starts from, layered lowest first: built-in defaults, the
+    workload's, the recipe's, the sweep's; with the reference world size and the DeepSpeed
+    batch a recipe implies."""
     base = Settings()
     for section, values in BUILTIN_DEFAULTS.items():
         base.layer(section, values, "built-in default")
     if workload is not None:
-        d = dict(workload.defaults)
-        for section in ("optimizer", "scheduler"):
-            if section in d:
-                base.layer(section, d[section], f"workload {spec.workload.name} default")
-        base.layer("training", {k: d[k] for k in TRAINING_FROM_WORKLOAD if k in d},
-                   f"workload {spec.workload.name} default")
+        _layer_workload_defaults(base, spec, workload)
     ref_ws = _reference_world_size(spec, recipe, problems, notes)
     ds_batch = None
     if recipe is not None:
@@ -284,11 +315,26 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path, narrowed: set[str] | Non
             if section in recipe.settings:
                 base.layer(section, recipe.settings[section], origins)
         ds_batch = _deepspeed_batch(spec, recipe, ref_ws, base, problems, notes)
+    _layer_sweep(base, spec)
+    return base, ref_ws, ds_batch
+
+
+def _layer_workload_defaults(base: Settings, spec: SweepSpec, workload: Workload) -> None:
+    d = dict(workload.defaults)
+    for section in ("optimizer", "scheduler"):
+        if section in d:
+            base.layer(section, d[section], f"workload {spec.workload.name} default")
+    base.layer("training", {k: d[k] for k in TRAINING_FROM_WORKLOAD if k in d},
+               f"workload {spec.workload.name} default")
+
+
+def _layer_sweep(base: Settings, spec: SweepSpec) -> None:
     if spec.optimizer is not None:
         base.layer("optimizer", spec.optimizer, "sweep")
     if spec.scheduler is not None:
         base.layer("scheduler", spec.scheduler, "sweep")
     explicit_training = spec.training.model_dump(include=spec.training.model_fields_set)
+    # the sweep's eval cadence replaces a lower layer's, whichever of the two it gives
     if "eval_every" in explicit_training:
         base.training.pop("eval_every_epochs", None)
     if "eval_every_epochs" in explicit_training:
@@ -299,10 +345,9 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path, narrowed: set[str] | Non
     # `warmup_steps: 25000.0`: WeNet and DeepSpeed count with integral floats as with integers
     base.scheduler.update(integral_counts(base.scheduler))
 
-    problems.extend(_check_settings(base))
-    problems.extend(_check_axes(spec, base, narrowed or set(), notes))
 
-    problems.extend(_check_baseline_values(spec.baseline or {}))
+def _baseline_notes(spec: SweepSpec) -> list[str]:
+    notes = []
     for key, value in (spec.baseline or {}).items():
         values = getattr(spec.axes, key, None) if key in FIXED_AXES else None
         if isinstance(values, list) and value not in values \
@@ -311,46 +356,46 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path, narrowed: set[str] | Non
             # with a relative target plan.make_plan refuses it (the study would have no target)
             notes.append(f"baseline {key}={value!r} is not among the axis values {values}: no "
                          "speedups")
+    return notes
 
-    if isinstance(spec.physical_workers, int):
-        # Any P up to V works (a worker plays V // P virtual ranks or one more); beyond V a
-        # worker would have no rank to play, and the all-reduce would wait on an idle process.
-        for i, ws in enumerate(spec.axes.world_size):
-            if spec.physical_workers > ws:
-                problems.append(Problem("physical_workers", spec.physical_workers,
-                                        f"must be at most every world size, but "
-                                        f"physical_workers({spec.physical_workers}) > "
-                                        f"axes.world_size[{i}]({ws}): a worker would play no "
-                                        "virtual rank"))
 
+def _check_physical_workers(spec: SweepSpec) -> list[Problem]:
+    if not isinstance(spec.physical_workers, int):
+        return []
+    # Any P up to V works (a worker plays V // P virtual ranks or one more); beyond V a
+    # worker would have no rank to play, and the all-reduce would wait on an idle process.
+    return [Problem("physical_workers", spec.physical_workers,
+                    f"must be at most every world size, but "
+                    f"physical_workers({spec.physical_workers}) > "
+                    f"axes.world_size[{i}]({ws}): a worker would play no virtual rank")
+            for i, ws in enumerate(spec.axes.world_size) if spec.physical_workers > ws]
+
+
+def _check_elastic(spec: SweepSpec) -> list[Problem]:
     elastic = spec.resources.elastic
-    if elastic is not None:
-        if spec.backend == "simulate":
-            problems.append(Problem("resources.elastic", elastic.model_dump(),
-                                    "needs backend ddp (or auto): a simulate trial is one process"))
-        if isinstance(spec.physical_workers, int) and elastic.min_workers > spec.physical_workers:
-            problems.append(Problem("resources.elastic.min_workers", elastic.min_workers,
-                                    f"must be at most physical_workers ({spec.physical_workers})"))
+    if elastic is None:
+        return []
+    problems = []
+    if spec.backend == "simulate":
+        problems.append(Problem("resources.elastic", elastic.model_dump(),
+                                "needs backend ddp (or auto): a simulate trial is one process"))
+    if isinstance(spec.physical_workers, int) and elastic.min_workers > spec.physical_workers:
+        problems.append(Problem("resources.elastic.min_workers", elastic.min_workers,
+                                f"must be at most physical_workers ({spec.physical_workers})"))
+    return problems
 
-    if workload is not None:
-        problems.extend(_check_target(spec, workload))
-        batch, accum = base.training.get("per_worker_batch"), base.training.get("accum_grad", 1)
-        if isinstance(batch, int) and isinstance(accum, int) and batch >= 1 and accum >= 1:
-            n = workload.train_size()
-            for i, ws in enumerate(spec.axes.world_size):
-                if updates_per_epoch(n, ws, batch, accum) == 0:
-                    gb = ws * batch * accum
-                    problems.append(Problem(
-                        f"axes.world_size[{i}]", ws,
-                        f"global batch world_size({ws}) * per_worker_batch({batch}) * "
-                        f"accum_grad({accum}) = {gb} is more than one shard of the training set "
-                        f"allows ({n} samples / {ws} ranks): no full update per epoch"))
 
-    if problems:
-        raise InputError(src, _dedupe(problems))
-    assert workload is not None
-    return Sweep(spec=spec, source=src, base=base, workload=workload, recipe=recipe,
-                 reference_world_size=ref_ws, notes=notes, deepspeed_batch=ds_batch)
+def _check_batch_fits_shard(spec: SweepSpec, base: Settings, workload: Workload) -> list[Problem]:
+    """Every world size leaves at least one full update per epoch of the training set."""
+    batch, accum = base.training.get("per_worker_batch"), base.training.get("accum_grad", 1)
+    if not (isinstance(batch, int) and isinstance(accum, int) and batch >= 1 and accum >= 1):
+        return []  # a bad batch or accumulation is the settings checks' to report
+    n = workload.train_size()
+    return [Problem(f"axes.world_size[{i}]", ws,
+                    f"global batch world_size({ws}) * per_worker_batch({batch}) * "
+                    f"accum_grad({accum}) = {ws * batch * accum} is more than one shard of the "
+                    f"training set allows ({n} samples / {ws} ranks): no full update per epoch")
+            for i, ws in enumerate(spec.axes.world_size) if updates_per_epoch(n, ws, batch, accum) == 0]
 
 
 def _reference_world_size(spec: SweepSpec, recipe: Recipe | None, problems: list[Problem],
@@ -546,7 +591,7 @@ def _check_distribution(path: str, dist: Mapping[str, Any]) -> list[Problem]:
 
 def _check_target(spec: SweepSpec, workload: Workload) -> list[Problem]:
     metric = spec.target.metric
-    known = ["train_loss", *(f"dev_{m}" for m in workload.metrics)]
+    known = ["train_loss", *(f"{DEV_PREFIX}{m}" for m in workload.metrics)]
     if metric not in known:
         return [Problem("target.metric", metric,
                         f"workload {spec.workload.name} reports {known}")]
@@ -563,4 +608,4 @@ def metric_mode(sweep: Sweep) -> Literal["min", "max"]:
     metric = sweep.spec.target.metric
     if metric == "train_loss":
         return "min"
-    return "max" if sweep.workload.metrics.get(metric.removeprefix("dev_")) == "max" else "min"
+    return "max" if sweep.workload.metrics.get(metric.removeprefix(DEV_PREFIX)) == "max" else "min"

@@ -15,7 +15,15 @@ from typing import IO, Any
 
 from ray import tune
 
-from scalesweep.mlflow_names import CURVE_METRICS
+from scalesweep.mlflow_names import (
+    CURVE_METRICS,
+    DEV_PREFIX,
+    ERROR_TAG,
+    RAY_TRIAL_ID_TAG,
+    STATUS_TAG,
+    STEP_KEY,
+    TRAIN_SECONDS_METRIC,
+)
 from scalesweep.orchestrator.tracking.tracker import (
     SweepTracker,
     curve_metrics,
@@ -24,11 +32,11 @@ from scalesweep.orchestrator.tracking.tracker import (
 )
 
 #: what we keep of a Tune result for convergence metrics and the summary
-KEEP = ("update", "status", "train_seconds", *CURVE_METRICS)
+KEEP = (STEP_KEY, STATUS_TAG, TRAIN_SECONDS_METRIC, *CURVE_METRICS)
 
 
 def kept(result: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in result.items() if k in KEEP or k.startswith("dev_")}
+    return {k: v for k, v in result.items() if k in KEEP or k.startswith(DEV_PREFIX)}
 
 
 class SweepCallback(tune.Callback):
@@ -127,20 +135,20 @@ class SweepCallback(tune.Callback):
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         name = self.name(trial)
         self.status[name] = "running"
-        self._tag(name, {"status": "running", "ray_trial_id": trial.trial_id})
+        self._tag(name, {STATUS_TAG: "running", RAY_TRIAL_ID_TAG: trial.trial_id})
         self._say(f"{'started':<9} {name}")
 
     def on_trial_result(self, iteration: int, trials: list[Any], trial: Any,
                         result: dict[str, Any], **info: Any) -> None:
         name = self.name(trial)
-        if result.get("status") == "failed":  # a ddp trial whose Ray Train retries are spent
+        if result.get(STATUS_TAG) == "failed":  # a ddp trial whose Ray Train retries are spent
             self.status[name] = "failed"
-            self.errors[name] = str(result.get("error") or "failed")
+            self.errors[name] = str(result.get(ERROR_TAG) or "failed")
             return
         if "update" not in result:
             return
         run_id = self.run_for(name)
-        step = int(result["update"])
+        step = int(result[STEP_KEY])
         metrics = curve_metrics(result)
         if run_id is None:  # kept in order, a step once, as the tracker would
             waiting = self.waiting[name]
@@ -151,7 +159,7 @@ class SweepCallback(tune.Callback):
             fresh = self.tracker.add_result(run_id, step, metrics)
         if fresh:
             self.curves.setdefault(name, []).append(kept(result))
-        status = result.get("status")
+        status = result.get(STATUS_TAG)
         if status in ("completed", "diverged", "stopped"):
             self.status[name] = str(status)
         self.tracker.maybe_flush()
@@ -176,7 +184,7 @@ class SweepCallback(tune.Callback):
         if self.status.get(name) in (None, "running"):
             # ended without a final status of its own: a scheduler (ASHA) stopped it early
             total = trial.config["trial_config"]["trial"]["total_updates"]
-            self.status[name] = "completed" if last.get("update", 0) >= total else "stopped"
+            self.status[name] = "completed" if last.get(STEP_KEY, 0) >= total else "stopped"
         dev = last.get("dev_loss")
         shown = f"dev_loss {dev:.4g} " if isinstance(dev, float) else ""
         self._say(f"{self.status[name]:<9} {name}  {shown}at epoch {last.get('epoch', 0):.3g}")
@@ -198,8 +206,8 @@ class SweepCallback(tune.Callback):
         if name not in self.run_ids and name not in self.waiting:
             return  # never started nor reported: nothing in MLflow to close
         status = self.status[name]
-        tags = {**self.deferred_tags.pop(name, {}), "status": status,
-                **({"error": self.errors[name]} if name in self.errors else {})}
+        tags = {**self.deferred_tags.pop(name, {}), STATUS_TAG: status,
+                **({ERROR_TAG: self.errors[name]} if name in self.errors else {})}
         try:
             run_id = self.run_for(name)
             if run_id is None:

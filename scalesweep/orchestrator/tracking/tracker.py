@@ -24,7 +24,15 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from scalesweep.mlflow_names import CURVE_METRICS, PARENT_TAG, ROLE_TAG
+from scalesweep.errors import ScalesweepError
+from scalesweep.mlflow_names import (
+    CURVE_METRICS,
+    DEV_PREFIX,
+    PARENT_TAG,
+    ROLE_TAG,
+    STATUS_TAG,
+    TRIAL_NAME_TAG,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +63,7 @@ BACKOFF_S = 5.0
 MAX_BACKOFF_S = 60.0
 
 
-class TrackingUnavailable(RuntimeError):
+class TrackingUnavailable(ScalesweepError, RuntimeError):
     pass
 
 
@@ -79,7 +87,7 @@ def curve_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     """The metrics of one eval report that belong on the run's charts."""
     out = {}
     for key, value in result.items():
-        if (key in CURVE_KEYS or key.startswith("dev_")) and isinstance(value, int | float) \
+        if (key in CURVE_KEYS or key.startswith(DEV_PREFIX)) and isinstance(value, int | float) \
                 and not isinstance(value, bool) and value is not None:
             out[key] = float(value)
     return out
@@ -129,7 +137,7 @@ class SweepTracker:
         runs = self.client.search_runs(
             [self.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent_id}'",
             max_results=5000)
-        return {r.data.tags.get("trial_name", r.info.run_name): r for r in runs}
+        return {r.data.tags.get(TRIAL_NAME_TAG, r.info.run_name): r for r in runs}
 
     def child(self, parent_id: str, name: str, params: Mapping[str, Any],
               existing: Mapping[str, Any] | None = None) -> str:
@@ -144,7 +152,7 @@ class SweepTracker:
         if made is None:
             run = self.client.create_run(
                 self.experiment_id, run_name=name, tags={PARENT_TAG: parent_id, ROLE_TAG: "trial",
-                                                         "trial_name": name, "status": "pending"})
+                                                         TRIAL_NAME_TAG: name, STATUS_TAG: "pending"})
             made = self._made[name] = str(run.info.run_id)
             self._buffers[made] = _Buffer()
         # again after an outage cut this short: MLflow takes a param logged twice with one value

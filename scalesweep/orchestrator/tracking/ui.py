@@ -43,6 +43,8 @@ import time
 from typing import Any
 from urllib.parse import urlencode
 
+from scalesweep.mlflow_names import ARM_PARAM
+
 HOST = "127.0.0.1"
 #: the saved views' ids (URL param ``viewStateShareKey``); their names are what the Views menu
 #: shows. The link opens the arms view (the trials view for a study whose trials have no arm).
@@ -50,7 +52,6 @@ ARMS_VIEW_ID = "scalesweep-arms"
 TRIALS_VIEW_ID = "scalesweep-trials"
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 #: the MLflow param that names a trial's arm (its settings minus the seed; scalesweep.orchestrator.launch.run)
-ARM_PARAM = "arm"
 #: sorting by run name (anything but start time) lists the child runs flat, next to their parent
 ORDER_BY = "tags.`mlflow.runName`"
 TRIALS_VIEW_STATE: dict[str, Any] = {

@@ -6,6 +6,8 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from scalesweep.errors import ScalesweepError
+
 if TYPE_CHECKING:
     from scalesweep.trainables.workloads.base import Workload
 
@@ -19,7 +21,7 @@ BUILTIN: dict[str, str] = {
 }
 
 
-class UnknownWorkloadError(ValueError):
+class UnknownWorkloadError(ScalesweepError, ValueError):
     pass
 
 

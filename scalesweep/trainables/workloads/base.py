@@ -45,10 +45,12 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 
+from scalesweep.errors import ScalesweepError
+
 Direction = Literal["min", "max"]
 
 
-class WorkloadOptionError(ValueError):
+class WorkloadOptionError(ScalesweepError, ValueError):
     """A workload option is invalid. Carries the option name, its value and the rule."""
 
     def __init__(self, option: str, value: Any, rule: str) -> None:
