@@ -68,6 +68,21 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
     return report
 
 
+# --- Timeouts ------------------------------------------------------------------------------
+# pyproject.toml gives every test 300 s (pytest-timeout; fixtures count in the first test that
+# sets them up). A slow test starts Ray clusters or servers and runs whole sweeps, with hang
+# bounds of up to 600 s per subprocess, so it gets SLOW_TIMEOUT_S unless it carries a
+# @pytest.mark.timeout(N) of its own (the longest ones: benchmarks, browser, wheel, elastic,
+# resume).
+SLOW_TIMEOUT_S = 900
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+
+
 @pytest.fixture
 def cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty working directory (the test's current directory until it ends)."""
