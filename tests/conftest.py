@@ -92,6 +92,40 @@ def cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return work
 
 
+@dataclass
+class RayHead:
+    """A local Ray head (one node, token auth) that CLI sweeps join instead of each starting a
+    Ray of its own: ``scalesweep run *head.args()`` with ``**head.env()``."""
+
+    address: str  # its GCS, host:port
+    token: str
+
+    def args(self) -> list[str]:
+        return ["--address", self.address]
+
+    def env(self) -> dict[str, str]:
+        # a token alone: scalesweep turns on Ray's token mode for an explicit address itself
+        return {"RAY_AUTH_TOKEN": self.token}
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayHead]:
+    """One Ray head for the session's CLI sweeps whose subject is the sweep, not Ray's start-up
+    (each local Ray costs seconds to start). As many CPUs as a local ``run`` gives itself
+    (os.cpu_count()), so the trials are placed as they would be without --address. Its own
+    ports and temp dir (tests/cluster_helpers.py): never another Ray on this host, never
+    ``ray stop``."""
+    from tests.cluster_helpers import RayCluster
+
+    head = RayCluster(tmp_path_factory.mktemp("ray_head"), head_cpus=os.cpu_count() or 2, nodes=1)
+    try:
+        head.start()
+        yield RayHead(head.gcs_address, head.token)
+    finally:
+        head.stop()
+    assert not head.leftover_pids(), "processes of the session's Ray head outlived it"
+
+
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[None]:
     """A local Ray of 4 CPUs for the module's tests, shut down after them."""
