@@ -274,6 +274,9 @@ def start_ray() -> None:
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
     if not ray.is_initialized():
         ray.init(
+            # "local": a Ray of our own even when another one runs on this host (plain ray.init()
+            # would join that one through its current-cluster file and refuse num_cpus)
+            address="local",
             include_dashboard=False,
             logging_level=logging.WARNING,
             log_to_driver=False,

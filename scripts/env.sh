@@ -9,10 +9,10 @@ if [ ! -x .venv/bin/python ]; then
     "$py" -m venv .venv
 fi
 stamp=.venv/.scalesweep-stamp
-want="$(cat pyproject.toml constraints-cpu.txt | sha256sum | cut -d' ' -f1)"
+want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    # constraints-cpu.txt pins the CPU build of torch; an unpinned torch pulls CUDA wheels (GBs).
+    # constraints.txt pins every package (torch: the CPU build; an unpinned torch pulls CUDA wheels).
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -c constraints-cpu.txt -e '.[dev]'
+    .venv/bin/python -m pip install -q -c constraints.txt -e '.[dev]'
     echo "$want" > "$stamp"
 fi

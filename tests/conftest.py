@@ -6,13 +6,81 @@ them does not pay for them.
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# --- Under CI=true a skip is a failure ------------------------------------------------------
+# A skipped test checks nothing, so CI must not pass because of one. The only skips CI lets
+# through are these reasons (the start of pytest.skip's message), each with why; README's
+# Development section lists them too. Outside CI (developers' machines) skips stay skips.
+CI_ALLOWED_SKIPS: dict[str, str] = {
+    # none: every skip in tests/ names a missing machine capability (chromium, root for a mount
+    # namespace, a system python3 without ray/torch) that the CI machine has; install_browser.sh
+    # fails CI where it cannot install chromium.
+}
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def _skip_reason(longrepr: object) -> str:
+    # a skip's longrepr is (path, line, "Skipped: reason")
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def _allowed(reason: str) -> bool:
+    return any(reason.startswith(allowed) for allowed in CI_ALLOWED_SKIPS)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+        item: pytest.Item, call: pytest.CallInfo[None],
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    # an xfail is reported as skipped with wasxfail; it is not a skip (strict xfails fail on XPASS)
+    if _ci() and report.skipped and not hasattr(report, "wasxfail"):
+        reason = _skip_reason(report.longrepr)
+        if not _allowed(reason):
+            report.outcome = "failed"
+            report.longrepr = f"skipped under CI=true, which allows no such skip: {reason}"
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, pytest.CollectReport,
+                                                                          pytest.CollectReport]:
+    report = yield
+    # a module that skips itself (pytest.skip(allow_module_level=True), importorskip)
+    if _ci() and report.skipped:
+        reason = _skip_reason(report.longrepr)
+        if not _allowed(reason):
+            report.outcome = "failed"
+            report.longrepr = f"skipped under CI=true, which allows no such skip: {reason}"
+    return report
+
+
+# --- Timeouts ------------------------------------------------------------------------------
+# pyproject.toml gives every test 300 s (pytest-timeout; fixtures count in the first test that
+# sets them up). A slow test starts Ray clusters or servers and runs whole sweeps, with hang
+# bounds of up to 600 s per subprocess, so it gets SLOW_TIMEOUT_S unless it carries a
+# @pytest.mark.timeout(N) of its own (the longest ones: benchmarks, browser, wheel, elastic,
+# resume).
+SLOW_TIMEOUT_S = 900
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
 
 
 @pytest.fixture
@@ -22,6 +90,40 @@ def cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     work.mkdir()
     monkeypatch.chdir(work)
     return work
+
+
+@dataclass
+class RayHead:
+    """A local Ray head (one node, token auth) that CLI sweeps join instead of each starting a
+    Ray of its own: ``scalesweep run *head.args()`` with ``**head.env()``."""
+
+    address: str  # its GCS, host:port
+    token: str
+
+    def args(self) -> list[str]:
+        return ["--address", self.address]
+
+    def env(self) -> dict[str, str]:
+        # a token alone: scalesweep turns on Ray's token mode for an explicit address itself
+        return {"RAY_AUTH_TOKEN": self.token}
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayHead]:
+    """One Ray head for the session's CLI sweeps whose subject is the sweep, not Ray's start-up
+    (each local Ray costs seconds to start). As many CPUs as a local ``run`` gives itself
+    (os.cpu_count()), so the trials are placed as they would be without --address. Its own
+    ports and temp dir (tests/cluster_helpers.py): never another Ray on this host, never
+    ``ray stop``."""
+    from tests.cluster_helpers import RayCluster
+
+    head = RayCluster(tmp_path_factory.mktemp("ray_head"), head_cpus=os.cpu_count() or 2, nodes=1)
+    try:
+        head.start()
+        yield RayHead(head.gcs_address, head.token)
+    finally:
+        head.stop()
+    assert not head.leftover_pids(), "processes of the session's Ray head outlived it"
 
 
 @pytest.fixture(scope="module")

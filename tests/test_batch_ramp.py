@@ -25,6 +25,7 @@ from scalesweep.science.batch_ramp import DataPlan, Stage, check, describe, pars
 from scalesweep.trainables import loop
 from scalesweep.trainables.config import RampStage, TrialConfig
 from scalesweep.trainables.world import LocalWorld
+from tests.conftest import RayHead
 from tests.helpers import SCALESWEEP, cli_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -360,7 +361,7 @@ def test_the_ramp_needs_epochs() -> None:
 
 
 @pytest.mark.slow
-def test_a_ramp_sweep_runs_end_to_end_and_mlflow_shows_the_stages(tmp_path: Path) -> None:
+def test_a_ramp_sweep_runs_end_to_end_and_mlflow_shows_the_stages(tmp_path: Path, ray_head: RayHead) -> None:
     """The smoke MLP at world size 4, fixed batch vs a ramp 2 (2 epochs) -> 4, through `run`:
     the trial driver hands the stages to the loop, MLflow holds the batch per step."""
     from mlflow.tracking import MlflowClient
@@ -372,7 +373,7 @@ def test_a_ramp_sweep_runs_end_to_end_and_mlflow_shows_the_stages(tmp_path: Path
                       "--set", "axes.warmup_rule=[scaled]",
                       "--set", "axes.training.batch_ramp=[none, '2:2']",
                       "--set", "target={metric: dev_loss, value: 0.3}", "--set", "baseline=null",
-                      cwd=tmp_path)
+                      *ray_head.args(), cwd=tmp_path, **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     exp = client.get_experiment_by_name("smoke")

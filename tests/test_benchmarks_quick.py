@@ -64,6 +64,7 @@ def test_report_writes_markdown_and_json(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # the quick mode's own subprocess bound
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_quick_mode_produces_sane_tables(name: str, tmp_path: Path) -> None:
     proc = subprocess.run(

@@ -27,7 +27,8 @@ from scalesweep.trainables.world import LocalWorld
 from tests.cluster_helpers import RayCluster
 from tests.helpers import ROOT, SWEEPS, cli_env
 
-pytestmark = pytest.mark.slow
+# the gate wait (300 s) and the driver's end (900 s) bound it
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 SETS = ["--set", "axes.world_size=[4]", "--set", "axes.scaling_rule=[none]",
         "--set", "training.dtype=float64", "--set", "training.eval_every_epochs=null",

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.conftest import RayHead
 from tests.helpers import SWEEPS, MlflowServer, free_port, scalesweep
 
 pytestmark = pytest.mark.slow
@@ -35,9 +36,10 @@ def _close(a: float | None, b: float | None) -> bool:
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+def smoke_run(tmp_path_factory: pytest.TempPathFactory, ray_head: RayHead) -> tuple[Path, object]:
     cwd = tmp_path_factory.mktemp("smoke")
-    proc = scalesweep("run", SMOKE, "--summary-json", "out/summary.json", cwd=cwd)
+    proc = scalesweep("run", SMOKE, "--summary-json", "out/summary.json", *ray_head.args(), cwd=cwd,
+                      **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return cwd, proc
 
@@ -108,11 +110,12 @@ def test_summary_mlflow_and_report_agree_on_epochs_to_target(
     assert reached >= 1
 
 
-def test_against_a_real_mlflow_server(tmp_path: Path) -> None:
+def test_against_a_real_mlflow_server(tmp_path: Path, ray_head: RayHead) -> None:
     server = MlflowServer(tmp_path / "server").start()
     try:
         proc = scalesweep("run", SMOKE, "--tracking-uri", server.uri,
-                          "--set", "axes.scaling_rule=[none]", cwd=tmp_path)
+                          "--set", "axes.scaling_rule=[none]", *ray_head.args(), cwd=tmp_path,
+                          **ray_head.env())
         assert proc.returncode == 0, proc.stdout + proc.stderr
         client = MlflowClient(server.uri)
         _, children = _children(client, "smoke")
@@ -136,10 +139,10 @@ def test_unreachable_tracking_server_fails_fast_before_any_compute(tmp_path: Pat
     assert not (tmp_path / "scalesweep_runs").exists()
 
 
-def test_stop_at_target_ends_trials_early_as_stopped(tmp_path: Path) -> None:
+def test_stop_at_target_ends_trials_early_as_stopped(tmp_path: Path, ray_head: RayHead) -> None:
     proc = scalesweep("run", SMOKE, "--set", "stop_at_target=true",
                       "--set", "target={metric: dev_loss, value: 0.3}",
-                      "--summary-json", "s.json", cwd=tmp_path)
+                      "--summary-json", "s.json", *ray_head.args(), cwd=tmp_path, **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads((tmp_path / "s.json").read_text())
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -155,9 +158,9 @@ def test_stop_at_target_ends_trials_early_as_stopped(tmp_path: Path) -> None:
         assert reached is not None and reached <= last.step
 
 
-def test_asha_search_ends_every_trial_with_a_final_status(tmp_path: Path) -> None:
+def test_asha_search_ends_every_trial_with_a_final_status(tmp_path: Path, ray_head: RayHead) -> None:
     proc = scalesweep("run", SMOKE, "--set", "search.scheduler=asha",
-                      "--summary-json", "s.json", cwd=tmp_path)
+                      "--summary-json", "s.json", *ray_head.args(), cwd=tmp_path, **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads((tmp_path / "s.json").read_text())
     assert {t["status"] for t in summary} <= {"completed", "stopped"}

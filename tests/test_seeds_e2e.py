@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.conftest import RayHead
 from tests.helpers import SWEEPS, scalesweep
 
 pytestmark = pytest.mark.slow
@@ -17,10 +18,11 @@ SMOKE = str(SWEEPS / "smoke.yaml")
 
 
 @pytest.fixture(scope="module")
-def two_seeds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def two_seeds(tmp_path_factory: pytest.TempPathFactory, ray_head: RayHead) -> tuple[Path, str]:
     cwd = tmp_path_factory.mktemp("seeds")
     proc = scalesweep("run", SMOKE, "--set", "axes.seed=[0, 1]", "--set",
-                      "axes.scaling_rule=[none, linear]", "--summary-json", "s.json", cwd=cwd)
+                      "axes.scaling_rule=[none, linear]", "--summary-json", "s.json",
+                      *ray_head.args(), cwd=cwd, **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return cwd, proc.stdout
 
@@ -62,10 +64,10 @@ def test_run_report_and_summary_agree_on_the_arms(two_seeds: tuple[Path, str]) -
     assert "Arms: seeds as replicates" in html and "not resolved with 2 seeds" in html
 
 
-def test_a_target_met_at_the_first_eval_is_a_bound(tmp_path: Path) -> None:
+def test_a_target_met_at_the_first_eval_is_a_bound(tmp_path: Path, ray_head: RayHead) -> None:
     proc = scalesweep("run", SMOKE, "--set", "axes.scaling_rule=[none]", "--set",
                       "target={metric: dev_loss, value: 100.0}", "--summary-json", "s.json",
-                      cwd=tmp_path)
+                      *ray_head.args(), cwd=tmp_path, **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "reached the target at their first evaluation" in proc.stdout
     assert "evaluate more often (training.eval_every_epochs)" in proc.stdout

@@ -230,7 +230,9 @@ def test_submit_runs_the_workers_python_not_the_paths(stripped_head: RayCluster,
     # the user's failure, first: a job's shell `python` on this head has no torch
     jobs = JobSubmissionClient(cluster.dashboard, headers={"Authorization": f"Bearer {cluster.token}"})
     plain = jobs.submit_job(entrypoint="python -c 'import torch'")
+    deadline = time.monotonic() + 180  # an event, not a duration: the deadline only ends a hang
     while jobs.get_job_status(plain) not in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
+        assert time.monotonic() < deadline, f"job {plain} did not end in 180 s: {jobs.get_job_status(plain)}"
         time.sleep(0.5)
     assert jobs.get_job_status(plain) == JobStatus.FAILED
     assert "No module named 'torch'" in jobs.get_job_logs(plain)

@@ -302,6 +302,7 @@ def _epochs_at_dev_evals(study: Study, run_id: str) -> list[float]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # the first to use them sets up chromium (900 s) and the study (600 s)
 def test_run_and_ui_print_the_url(study: Study, ui_base: str) -> None:
     # the smoke trials have an `arm` param: the link opens the arms view
     assert runs_url("http://127.0.0.1:5000", study.experiment_id, ARMS_VIEW_ID) in study.run_output

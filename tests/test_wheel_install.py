@@ -16,7 +16,8 @@ import pytest
 
 from tests.helpers import ROOT, cli_env
 
-pytestmark = pytest.mark.slow
+# two pip installs of up to 900 s each bound it
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 #: what the wheel's tests need from the repository besides the code (no scalesweep/ among them)
 NEEDED = ("tests", "sweeps", "recipes", "examples", "pyproject.toml")
