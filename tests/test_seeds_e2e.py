@@ -61,7 +61,7 @@ def test_run_report_and_summary_agree_on_the_arms(two_seeds: tuple[Path, str]) -
         assert arm["epochs_to_target_ci"][0] == min(lows)
         assert arm["resolved_vs_baseline"] is False
     html = (cwd / "reports/smoke/report.html").read_text(encoding="utf-8")
-    assert "Arms: seeds as replicates" in html and "not resolved with 2 seeds" in html
+    assert "The answer: each arm against the baseline" in html and "not resolved with 2 seeds" in html
 
 
 def test_a_target_met_at_the_first_eval_is_a_bound(tmp_path: Path, ray_head: RayHead) -> None:
