@@ -1,0 +1,189 @@
+"""Helpers for your own Ray Train loop, swept by scalesweep (docs/workloads.md, "Your own Ray
+Train loop").
+
+A sweep file with ``workload: {train_loop: "pkg.module:function", train_size: N}`` runs the
+function as Ray Train's ``train_loop_per_worker(config)``; ``config`` is the trial's row of
+``scalesweep plan --json`` (``world_size``, ``per_worker_batch``, ``accum_grad``, ``seed``,
+``lr``, ``warmup_steps``, ``updates_per_epoch``, ``total_updates``, ``eval_every``, ...) plus
+``optimizer`` and ``schedule``, the resolved specs, and ``train_size``. Three helpers, each
+optional, make such a loop behave exactly as the built-in one:
+
+* :func:`lr_scheduler`: the trial's planned schedule as a torch ``LRScheduler`` (the lr of
+  update k after k - 1 calls of ``step()``, to the bit the built-in loop's);
+* :class:`VirtualRanks`: V virtual ranks on P <= V workers, as the built-in loop plays them
+  (``DistributedSampler`` shards at V, accumulation under DDP's ``no_sync``, each sample's loss
+  weighted P / global batch so that an update is the mean over the global batch);
+* :func:`report`: the report dict with the contract's keys, sent with ``ray.train.report``.
+
+Only :func:`report` needs Ray (imported when called); the rest needs torch alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from scalesweep.mlflow_names import DEV_PREFIX, STEP_KEY
+from scalesweep.science import schedules
+from scalesweep.trainables.loop import _reseed
+from scalesweep.trainables.sharding import Sharding, virtual_ranks
+
+__all__ = ["MicroBatch", "PlannedLR", "VirtualRanks", "build_report", "eval_due", "lr_scheduler",
+           "planned_schedule", "report"]
+
+
+def planned_schedule(config: Mapping[str, Any]) -> schedules.Schedule:
+    """The trial's schedule as a pure function of the update (``.lr(k)``, ``.betas(k)``)."""
+    return schedules.build(config["schedule"], float(config["optimizer"]["lr"]))
+
+
+class PlannedLR(torch.optim.lr_scheduler.LRScheduler):
+    """The planned schedule as a torch scheduler: after construction and k - 1 calls of
+    ``step()`` every param group holds ``lr(k)`` (and, for a schedule that cycles Adam's
+    betas, such as DeepSpeed's OneCycle, ``betas(k)`` where the group has ``betas``), exactly
+    what the built-in loop sets before update k. Call ``step()`` after ``optimizer.step()``,
+    as for any torch scheduler. Its state is the update count alone."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, schedule: schedules.Schedule,
+                 last_epoch: int = -1) -> None:
+        self.schedule = schedule  # set first: the base class steps once while it initialises
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, update: int) -> float:
+        """The lr update ``update`` (1-based) runs with."""
+        return float(self.schedule.lr(update))
+
+    def get_lr(self) -> list[float | torch.Tensor]:
+        return [self.lr_at(self.last_epoch + 1) for _ in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self) -> list[float | torch.Tensor]:
+        return self.get_lr()
+
+    def step(self, epoch: int | None = None) -> None:
+        super().step(epoch)
+        betas = self.schedule.betas(self.last_epoch + 1)
+        if betas is not None:
+            for group in self.optimizer.param_groups:
+                if "betas" in group:  # as DeepSpeed: nothing for SGD
+                    group["betas"] = betas
+
+    def state_dict(self) -> dict[str, Any]:
+        # the schedule is rebuilt from the config; only the count is state
+        return {k: v for k, v in super().state_dict().items() if k != "schedule"}
+
+
+def lr_scheduler(optimizer: torch.optim.Optimizer, config: Mapping[str, Any]) -> PlannedLR:
+    """The trial's planned lr schedule on ``optimizer`` (see :class:`PlannedLR`)."""
+    return PlannedLR(optimizer, planned_schedule(config))
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """One forward/backward pass of an update: a virtual rank's micro-batch."""
+
+    indices: list[int]  # training-set indices, in the order DistributedSampler gives them
+    virtual_rank: int
+    index: int  # which of the virtual rank's accum_grad micro-batches
+    last: bool  # this worker's last pass of the update: the one whose backward all-reduces
+
+
+class VirtualRanks:
+    """The virtual ranks this worker plays and their micro-batches, as the built-in loop
+    (``scalesweep.trainables.loop``) plays them.
+
+    V = ``config["world_size"]``; P and this worker's rank come from ``torch.distributed``
+    (Ray Train's ``TorchTrainer`` initialises it) unless given. Each worker plays a contiguous
+    block of V // P or V // P + 1 virtual ranks (``sharding.virtual_ranks``); virtual rank v
+    feeds update k the micro-batches ``DistributedSampler(num_replicas=V, rank=v,
+    shuffle=True, seed=seed, drop_last=False)`` gives it (``sharding.Sharding``). Weight each
+    sample's loss by :attr:`loss_weight` (P / global batch) and sum: DDP's mean over the P
+    workers is then the mean over the global batch, whatever the split.
+    """
+
+    def __init__(self, config: Mapping[str, Any], *, rank: int | None = None,
+                 physical_workers: int | None = None) -> None:
+        initialised = dist.is_available() and dist.is_initialized()
+        self.physical_workers = physical_workers or (dist.get_world_size() if initialised else 1)
+        self.rank = rank if rank is not None else (dist.get_rank() if initialised else 0)
+        self.world_size = int(config["world_size"])
+        self.accum_grad = int(config.get("accum_grad", 1))
+        self.seed = int(config["seed"])
+        self.sharding = Sharding(int(config["train_size"]), self.world_size,
+                                 int(config["per_worker_batch"]), self.accum_grad, self.seed)
+        self.virtual_ranks = virtual_ranks(self.world_size, self.physical_workers, self.rank)
+        self.global_batch = self.world_size * int(config["per_worker_batch"]) * self.accum_grad
+        #: every sample's loss times this, summed: the update is the global batch's mean
+        self.loss_weight = self.physical_workers / self.global_batch
+
+    def micro_batches(self, update: int) -> list[MicroBatch]:
+        """This worker's passes of 1-based ``update``, in the built-in loop's order."""
+        steps = [(v, m, mb) for v in self.virtual_ranks
+                 for m, mb in enumerate(self.sharding.micro_batches(update, v))]
+        return [MicroBatch(indices=list(mb), virtual_rank=v, index=m, last=i == len(steps) - 1)
+                for i, (v, m, mb) in enumerate(steps)]
+
+    def passes(self, model: torch.nn.Module, update: int, *, reseed: bool = True,
+               device: torch.device | str = "cpu") -> Iterator[MicroBatch]:
+        """:meth:`micro_batches`, each yielded while its forward and backward may run: all but
+        the last under ``model.no_sync()`` (a DDP model all-reduces once per update); with
+        ``reseed``, torch's global RNG (dropout) seeded per micro-batch from (seed, update,
+        virtual rank, micro-batch), as the built-in loop does."""
+        for mb in self.micro_batches(update):
+            if reseed:
+                _reseed(torch.device(device), self.seed, 0, update, mb.virtual_rank, mb.index)
+            with _no_sync(model) if not mb.last else contextlib.nullcontext():
+                yield mb
+
+
+def _no_sync(model: torch.nn.Module) -> contextlib.AbstractContextManager[Any]:
+    """DDP's ``no_sync``; nothing to hold back for a model that is not wrapped (P = 1)."""
+    if isinstance(model, DistributedDataParallel):
+        return model.no_sync()
+    return contextlib.nullcontext()
+
+
+def eval_due(config: Mapping[str, Any], update: int) -> bool:
+    """Whether the built-in loop reports after ``update``: every ``eval_every`` updates and
+    after the last."""
+    return update % int(config["eval_every"]) == 0 or update == int(config["total_updates"])
+
+
+def build_report(config: Mapping[str, Any], *, update: int, dev_loss: float,
+                 train_loss: float | None = None, lr: float | None = None,
+                 **dev_metrics: float) -> dict[str, float]:
+    """The report of ``update`` with the contract's keys: ``update``, ``epoch`` (update /
+    updates_per_epoch), ``samples_seen`` (update x global_batch), ``dev_loss``, each of
+    ``dev_metrics`` as ``dev_<name>``, and ``train_loss`` and ``lr`` when given."""
+    out: dict[str, float] = {
+        STEP_KEY: update,
+        "epoch": update / int(config["updates_per_epoch"]),
+        "samples_seen": float(update * int(config["global_batch"])),
+        f"{DEV_PREFIX}loss": float(dev_loss),
+    }
+    for name, value in dev_metrics.items():
+        out[name if name.startswith(DEV_PREFIX) else f"{DEV_PREFIX}{name}"] = float(value)
+    if train_loss is not None:
+        out["train_loss"] = float(train_loss)
+    if lr is not None:
+        out["lr"] = float(lr)
+    return out
+
+
+def report(config: Mapping[str, Any], *, update: int, dev_loss: float,
+           train_loss: float | None = None, lr: float | None = None,
+           checkpoint: Any = None, **dev_metrics: float) -> dict[str, float]:
+    """:func:`build_report`, sent with ``ray.train.report`` (with ``checkpoint``, a
+    ``ray.train.Checkpoint``, if given). Call it on every worker at the same updates: Ray Train
+    V2 wants as many reports from each; rank 0's is the one logged."""
+    import ray.train
+
+    metrics = build_report(config, update=update, dev_loss=dev_loss, train_loss=train_loss,
+                           lr=lr, **dev_metrics)
+    ray.train.report(metrics, checkpoint=checkpoint)
+    return metrics
