@@ -48,6 +48,9 @@ class TrialConfig(BaseModel):
     name: str  # readable and unique within the sweep, e.g. "ws16-warmup6250-linear-s0"
     workload: str  # built-in name or "package.module:function"
     workload_options: dict[str, Any] = Field(default_factory=dict)
+    #: the user's own Ray Train loop ("package.module:function", then also ``workload``):
+    #: run as train_loop_per_worker instead of the built-in loop (scalesweep.trainables.user_loop)
+    train_loop: str | None = None
 
     world_size: int = Field(ge=1)  # V: virtual ranks; fixes sharding and the global batch
     #: P: processes, at most world_size; each plays V // P virtual ranks, the first V mod P one

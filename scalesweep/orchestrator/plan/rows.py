@@ -392,7 +392,8 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
         optimizer, adam_notes = _sqrt_adam(sweep, combo, optimizer, sched, gb, ref_gb)
         notes.extend(adam_notes)
     trial = TrialConfig(
-        name=name, workload=spec.workload.name, workload_options=dict(spec.workload.options),
+        name=name, workload=spec.workload.label, workload_options=dict(spec.workload.options),
+        train_loop=spec.workload.train_loop,
         world_size=ws, physical_workers=workers, backend=backend,  # type: ignore[arg-type]
         use_gpu=spec.resources.gpus_per_worker > 0 and backend == "ddp",
         per_worker_batch=batch, accum_grad=accum, optimizer=optimizer, scheduler=sched,
@@ -519,8 +520,25 @@ def _total_updates(training: dict[str, Any], upe: int, ramp_epochs: int = 0,
     return min(total, int(cap)) if cap else total
 
 
+def _loop_placement(spec: Any, ws: int) -> tuple[str, int, str]:
+    """A train_loop's trial: ddp (load refuses simulate), one worker per virtual rank unless
+    physical_workers says else: a plain DDP loop's ranks are its workers, and only a loop that
+    plays virtual ranks (scalesweep.loop_helpers.VirtualRanks) may have fewer."""
+    note = "backend auto -> ddp (a train_loop runs on Ray Train workers)" \
+        if spec.backend == "auto" else ""
+    if spec.physical_workers == "auto":
+        return "ddp", ws, note
+    workers = int(spec.physical_workers)
+    if workers < ws:
+        note = _join(note, f"physical_workers {workers} of world_size {ws}: the train_loop must "
+                           f"play the virtual ranks ({_assignment(ws, workers)})")
+    return "ddp", workers, note
+
+
 def _placement(spec: Any, ws: int, cluster: ClusterInfo) -> tuple[str, int, str]:
     """(backend, physical workers, a note when something was chosen for the user)."""
+    if spec.workload.train_loop is not None:
+        return _loop_placement(spec, ws)
     res = spec.resources
     backend = spec.backend
     note = ""

@@ -26,7 +26,7 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
             rows[-1].insert(4, r.batch_ramp)
     widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c)
               for i, c in enumerate(cols)]
-    lines = [f"study {sweep.spec.name}: {len(plan.rows)} trials, workload {sweep.spec.workload.name} "
+    lines = [f"study {sweep.spec.name}: {len(plan.rows)} trials, workload {sweep.spec.workload.label} "
              f"({sweep.workload.train_size()} train samples), target {sweep.spec.target.metric} "
              f"{_target(plan)}, on {plan.cluster.where} ({plan.cluster.cpus:g} CPUs, "
              f"{plan.cluster.gpus:g} GPUs)"]

@@ -9,13 +9,13 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from scalesweep.mlflow_names import DEV_PREFIX
-from scalesweep.orchestrator.spec import optimizers, replicates
+from scalesweep.orchestrator.spec import optimizers, replicates, train_loop
 from scalesweep.orchestrator.spec.errors import InputError, Problem, join_path
 from scalesweep.orchestrator.spec.files import load_mapping
 from scalesweep.orchestrator.spec.recipes import (
@@ -36,7 +36,7 @@ from scalesweep.orchestrator.spec.schema import (
 from scalesweep.science import batch_ramp, schedules
 from scalesweep.science.batching import updates_per_epoch
 from scalesweep.trainables.workloads import UnknownWorkloadError, resolve
-from scalesweep.trainables.workloads.base import Workload, WorkloadOptionError
+from scalesweep.trainables.workloads.base import Direction, Workload, WorkloadOptionError
 
 #: used when neither the sweep, the recipe nor the workload says
 BUILTIN_DEFAULTS: dict[str, Any] = {
@@ -76,12 +76,25 @@ class Settings:
         return f"{path} (from {origin})" if origin and origin != "sweep" else path
 
 
+class WorkloadFacts(Protocol):
+    """What the planner reads of a workload: a ``Workload`` of the protocol, or a train_loop's
+    sizes and metrics from the sweep file (``train_loop.LoopWorkload``)."""
+
+    @property
+    def metrics(self) -> Mapping[str, Direction]: ...
+
+    @property
+    def defaults(self) -> Mapping[str, Any]: ...
+
+    def train_size(self) -> int: ...
+
+
 @dataclass
 class Sweep:
     spec: SweepSpec
     source: str
     base: Settings  # before axes
-    workload: Workload
+    workload: WorkloadFacts
     recipe: Recipe | None
     reference_world_size: int | None
     notes: list[str] = field(default_factory=list)
@@ -236,6 +249,7 @@ def recipe_candidates(recipe: str, sweep_path: Path) -> list[Path]:
 def _check(spec: SweepSpec, src: str, sweep_path: Path, narrowed: set[str] | None = None) -> Sweep:
     """Every check of a parsed sweep, as passes that each add their problems (all are
     reported at once, in this order) and notes."""
+    spec = train_loop.with_loop_backend(spec)
     problems: list[Problem] = []
     notes: list[str] = []
     recipe = _load_recipe(spec, sweep_path, problems)
@@ -274,8 +288,12 @@ def _load_recipe(spec: SweepSpec, sweep_path: Path, problems: list[Problem]) -> 
         return None
 
 
-def _make_workload(spec: SweepSpec, problems: list[Problem]) -> Workload | None:
-    """The workload its factory makes; None (and a problem) when it cannot be made."""
+def _make_workload(spec: SweepSpec, problems: list[Problem]) -> WorkloadFacts | None:
+    """The workload its factory makes (or a train_loop's sizes and metrics); None (and a
+    problem) when it cannot be made."""
+    if spec.workload.train_loop is not None:
+        return train_loop.make(spec, problems)
+    assert spec.workload.name is not None
     try:
         made = resolve(spec.workload.name)(dict(spec.workload.options))
     except UnknownWorkloadError as exc:
@@ -296,7 +314,7 @@ def _make_workload(spec: SweepSpec, problems: list[Problem]) -> Workload | None:
     return None
 
 
-def _base_settings(spec: SweepSpec, workload: Workload | None, recipe: Recipe | None,
+def _base_settings(spec: SweepSpec, workload: WorkloadFacts | None, recipe: Recipe | None,
                    problems: list[Problem], notes: list[str]
                    ) -> tuple[Settings, int | None, ResolvedBatch | None]:
     """The settings every trial starts from, layered lowest first: built-in defaults, the
@@ -319,13 +337,13 @@ def _base_settings(spec: SweepSpec, workload: Workload | None, recipe: Recipe | 
     return base, ref_ws, ds_batch
 
 
-def _layer_workload_defaults(base: Settings, spec: SweepSpec, workload: Workload) -> None:
+def _layer_workload_defaults(base: Settings, spec: SweepSpec, workload: WorkloadFacts) -> None:
     d = dict(workload.defaults)
     for section in ("optimizer", "scheduler"):
         if section in d:
-            base.layer(section, d[section], f"workload {spec.workload.name} default")
+            base.layer(section, d[section], f"workload {spec.workload.label} default")
     base.layer("training", {k: d[k] for k in TRAINING_FROM_WORKLOAD if k in d},
-               f"workload {spec.workload.name} default")
+               f"workload {spec.workload.label} default")
 
 
 def _layer_sweep(base: Settings, spec: SweepSpec) -> None:
@@ -385,7 +403,7 @@ def _check_elastic(spec: SweepSpec) -> list[Problem]:
     return problems
 
 
-def _check_batch_fits_shard(spec: SweepSpec, base: Settings, workload: Workload) -> list[Problem]:
+def _check_batch_fits_shard(spec: SweepSpec, base: Settings, workload: WorkloadFacts) -> list[Problem]:
     """Every world size leaves at least one full update per epoch of the training set."""
     batch, accum = base.training.get("per_worker_batch"), base.training.get("accum_grad", 1)
     if not (isinstance(batch, int) and isinstance(accum, int) and batch >= 1 and accum >= 1):
@@ -589,12 +607,12 @@ def _check_distribution(path: str, dist: Mapping[str, Any]) -> list[Problem]:
     return []
 
 
-def _check_target(spec: SweepSpec, workload: Workload) -> list[Problem]:
+def _check_target(spec: SweepSpec, workload: WorkloadFacts) -> list[Problem]:
     metric = spec.target.metric
     known = ["train_loss", *(f"{DEV_PREFIX}{m}" for m in workload.metrics)]
     if metric not in known:
         return [Problem("target.metric", metric,
-                        f"workload {spec.workload.name} reports {known}")]
+                        f"workload {spec.workload.label} reports {known}")]
     if spec.target.relative_to_baseline is not None and spec.baseline is None \
             and (spec.reference is None or spec.reference.world_size is None):
         why = "" if spec.reference is None else (

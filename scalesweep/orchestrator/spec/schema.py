@@ -30,9 +30,36 @@ DISTRIBUTIONS = ("uniform", "loguniform", "randint")
 
 
 class WorkloadSpec(BaseModel):
+    """A workload of the protocol (``name``: built-in or ``package.module:function`` making a
+    ``Workload``), or the user's own Ray Train loop (``train_loop``: ``package.module:function``,
+    run as ``train_loop_per_worker``; docs/workloads.md, "Your own Ray Train loop")."""
+
     model_config = STRICT
-    name: str = Field(min_length=1)
+    name: str | None = Field(default=None, min_length=1)
+    #: a protocol workload's options; a train_loop's reach its config as ``options``
     options: dict[str, Any] = Field(default_factory=dict)
+    train_loop: str | None = Field(default=None, min_length=1)
+    #: a train_loop's training-set size: plan counts updates per epoch from it
+    train_size: int | None = Field(default=None, ge=1)
+    #: a train_loop's dev metrics (reported as dev_<name>) and which way is better
+    metrics: dict[str, Literal["min", "max"]] | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> WorkloadSpec:
+        if (self.name is None) == (self.train_loop is None):
+            raise ValueError("give exactly one of name (a workload of the protocol) or "
+                             "train_loop (your own Ray Train loop, 'package.module:function')")
+        if self.name is not None:
+            loop_only = [k for k in ("train_size", "metrics") if getattr(self, k) is not None]
+            if loop_only:
+                raise ValueError(f"{' and '.join(loop_only)} belong to a train_loop; a workload "
+                                 "of the protocol states its own (train_size(), metrics)")
+        return self
+
+    @property
+    def label(self) -> str:
+        """What names the workload in plans, params and messages: its name or loop path."""
+        return self.name if self.name is not None else str(self.train_loop)
 
 
 class TrainingSpec(BaseModel):

@@ -52,7 +52,7 @@ def parent_params(plan: Plan) -> dict[str, Any]:
     from scalesweep.orchestrator.spec.load import metric_mode
 
     return {
-        "workload": spec.workload.name, TARGET_METRIC_PARAM: spec.target.metric,
+        "workload": spec.workload.label, TARGET_METRIC_PARAM: spec.target.metric,
         # a relative target's value is known once the baseline has run: logged at the end
         **({TARGET_VALUE_PARAM: spec.target.value} if spec.target.value is not None else {}),
         "target_relative_to_baseline": spec.target.relative_to_baseline,
@@ -82,7 +82,7 @@ def trial_params(row: PlanRow, sweep: Sweep, baseline_arm: str | None = None) ->
         "total_updates": row.total_updates, "scheduler": row.scheduler, "backend": row.backend,
         "physical_workers": row.physical_workers, "accum_grad": row.accum_grad,
         "per_worker_batch": row.per_worker_batch, "seed": row.seed,
-        "workload": sweep.spec.workload.name, "optimizer": row.trial.optimizer.get("type"),
+        "workload": sweep.spec.workload.label, "optimizer": row.trial.optimizer.get("type"),
         "eval_every": row.eval_every, "dtype": row.trial.dtype, "fuse": row.trial.fuse,
         "batch_ramp": row.batch_ramp,
     }

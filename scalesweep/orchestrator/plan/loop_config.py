@@ -1,0 +1,26 @@
+"""The ``config`` a train_loop trial's ``train_loop_per_worker`` receives (docs/workloads.md,
+"Your own Ray Train loop"): its row of ``scalesweep plan --json``, plus what the loop needs to
+train as planned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scalesweep.orchestrator.plan.rows import PlanRow
+
+
+def loop_config(row: PlanRow, train_size: int) -> dict[str, Any]:
+    """Every field of the row's plan JSON (``world_size``, ``global_batch``, ``per_worker_batch``,
+    ``accum_grad``, ``seed``, ``epochs``, ``base_lr``, ``peak_lr``, ``lr``, ``warmup_steps``,
+    ``updates_per_epoch``, ``total_updates``, ``eval_every``, ...), plus ``optimizer`` and
+    ``schedule`` (the resolved specs: type and every parameter after the lr and warmup rules),
+    ``train_size``, ``options`` (the sweep's ``workload.options``) and ``grad_clip``."""
+    trial = row.trial
+    return {
+        **row.to_json(),
+        "optimizer": dict(trial.optimizer),
+        "schedule": dict(trial.scheduler),
+        "train_size": train_size,
+        "options": dict(trial.workload_options),
+        "grad_clip": trial.grad_clip,
+    }

@@ -1,0 +1,148 @@
+"""A user's own Ray Train loop as a trial (``workload: {train_loop: "pkg.module:function"}``).
+
+The sweep runs the user's function as Ray Train's ``train_loop_per_worker`` on the trial's P
+workers (:func:`loop_worker` wraps it), with ``config`` = the trial's ``plan --json`` row plus
+the resolved ``optimizer`` and ``schedule`` (``scalesweep.orchestrator.plan.loop_config``). The
+loop reports with ``ray.train.report({"update": k, "dev_loss": x, ...})``; every report is
+checked on its way to Tune (:class:`ReportChecker`, run by
+``scalesweep.trainables.user_loop_callback``) so that what reaches MLflow follows the same
+contract as the built-in loop's reports (docs/workloads.md, "Your own Ray Train loop").
+
+:func:`loop_worker` brackets the user's function with two marker reports (every worker makes
+them, so Ray Train V2's "every worker reports the same number of times" holds): ``start``, which
+starts the trial's clock and, after a restart of the worker group, lets the updates begin again,
+and ``end``, which closes the trial as completed, or fails it when the loop never reported.
+
+Nothing here imports Ray at module level: the planner imports :func:`resolve_train_loop` to
+refuse a path that cannot be imported (exit 2) before anything starts.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from scalesweep.errors import ScalesweepError
+from scalesweep.mlflow_names import DEV_PREFIX, STATUS_TAG, STEP_KEY, TRAIN_SECONDS_METRIC
+
+#: the key of the marker reports :func:`loop_worker` makes around the user's loop
+MARKER_KEY = "_scalesweep_marker"
+START, END = "start", "end"
+#: the keys every report of a user's loop must have
+REQUIRED_KEYS = (STEP_KEY, f"{DEV_PREFIX}loss")
+
+LoopFunction = Callable[[dict[str, Any]], Any]
+
+
+class TrainLoopError(ScalesweepError, ValueError):
+    """A ``train_loop`` path that names no importable callable."""
+
+
+class LoopReportError(ScalesweepError, RuntimeError):
+    """A report of a user's loop that breaks the contract; ends its trial as failed."""
+
+
+def resolve_train_loop(path: str) -> LoopFunction:
+    """The function ``"package.module:function"`` names; :class:`TrainLoopError` when the
+    module cannot be imported or has no callable of that name."""
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise TrainLoopError(f"must be 'package.module:function', but got {path!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # a user's module may raise anything while it is imported
+        raise TrainLoopError(f"cannot import module {module_name!r} "
+                             f"({type(exc).__name__}: {exc})") from None
+    function = getattr(module, attr, None)
+    if function is None:
+        raise TrainLoopError(f"module {module_name!r} has no attribute {attr!r}")
+    if not callable(function):
+        raise TrainLoopError(f"{path!r} is a {type(function).__name__}, not a callable "
+                             "train_loop_per_worker(config)")
+    return function
+
+
+@dataclass
+class ReportChecker:
+    """Checks and completes the reports of one trial's loop (rank 0's, as Ray Train hands
+    them to its callbacks), in order.
+
+    A report must carry ``update`` (an integer >= 1, larger than the previous report's since
+    the last start of the worker group) and ``dev_loss``, and every value must be a finite
+    number. Missing clocks are filled in: ``epoch`` = update / updates_per_epoch,
+    ``samples_seen`` = update x global_batch, ``wall_s`` = seconds since the loop started
+    (``clock``: the caller's monotonic time in seconds, so the checker stays pure).
+    """
+
+    trial: str
+    train_loop: str
+    updates_per_epoch: int
+    global_batch: int
+    started: float | None = None
+    last_update: int | None = None
+    last: dict[str, float] = field(default_factory=dict)
+    reports: int = 0
+
+    def start(self, clock: float) -> None:
+        """The worker group (re)started the loop: a new clock, updates may begin again
+        (steps already logged are not logged twice by the tracker)."""
+        self.started, self.last_update = clock, None
+
+    def check(self, metrics: Mapping[str, Any], clock: float) -> dict[str, float]:
+        """The report as it goes to Tune, or :class:`LoopReportError` naming what is wrong."""
+        for key in REQUIRED_KEYS:
+            if key not in metrics:
+                self._fail(f"reported without {key!r} (keys: {sorted(metrics)}); every report "
+                           f"needs {' and '.join(map(repr, REQUIRED_KEYS))}")
+        out: dict[str, float] = {}
+        for key, value in metrics.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                self._fail(f"reported {key}={value!r}: every value must be a number")
+            if not math.isfinite(value):
+                self._fail(f"reported {key}={value!r} at update {metrics[STEP_KEY]!r}: every value "
+                           "must be finite")
+            out[key] = value
+        update = out[STEP_KEY]
+        if update != int(update) or update < 1:
+            self._fail(f"reported update={update!r}: must be an integer >= 1 (the optimizer "
+                       "updates made so far)")
+        if self.last_update is not None and update <= self.last_update:
+            self._fail(f"reported update={int(update)} after update={self.last_update}: updates "
+                       "must increase from report to report")
+        self.last_update = int(update)
+        out[STEP_KEY] = int(update)
+        out.setdefault("epoch", update / self.updates_per_epoch)
+        out.setdefault("samples_seen", float(update * self.global_batch))
+        if self.started is not None:
+            out.setdefault("wall_s", max(0.0, clock - self.started))
+        else:
+            out.setdefault("wall_s", 0.0)
+        self.last, self.reports = out, self.reports + 1
+        return out
+
+    def finish(self) -> dict[str, Any]:
+        """The loop returned: its last report again, now ``completed`` (the tracker does not
+        log its step twice), or :class:`LoopReportError` when it never reported."""
+        if not self.reports:
+            self._fail("returned without ever calling ray.train.report: report "
+                       "{'update': k, 'dev_loss': x, ...} at every evaluation "
+                       "(scalesweep.loop_helpers.report)")
+        return {**self.last, STATUS_TAG: "completed",
+                TRAIN_SECONDS_METRIC: self.last.get("wall_s", 0.0)}
+
+    def _fail(self, what: str) -> NoReturn:
+        raise LoopReportError(f"trial {self.trial}: train_loop {self.train_loop} {what}")
+
+
+def loop_worker(config: dict[str, Any]) -> None:
+    """What each Ray Train worker of a train_loop trial runs: ``config`` =
+    ``{"train_loop": "pkg.module:function", "config": <the loop's config>}``."""
+    import ray.train  # a Ray Train worker has it; the planner, which imports this module, not
+
+    function = resolve_train_loop(str(config["train_loop"]))
+    ray.train.report({MARKER_KEY: START})
+    function(dict(config["config"]))
+    ray.train.report({MARKER_KEY: END})

@@ -1,0 +1,196 @@
+"""A user's own Ray Train loop as the workload (``workload: {train_loop: ...}``), without Ray:
+what the sweep file must say (exit 2 naming field, value and rule, before anything starts),
+what the plan makes of it, the config the loop receives, and the checks every report passes
+on its way to MLflow (scalesweep.trainables.user_loop.ReportChecker)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from scalesweep.orchestrator.cli import main
+from scalesweep.orchestrator.plan.loop_config import loop_config
+from scalesweep.orchestrator.plan.rows import PLAN_FIELDS, make_plan
+from scalesweep.orchestrator.spec.load import load_sweep
+from scalesweep.science import schedules
+from scalesweep.trainables.user_loop import LoopReportError, ReportChecker
+from tests.helpers import SWEEPS
+
+OWN_LOOP = SWEEPS / "own_loop.yaml"
+LOOP = "examples.ddp_demo_loop:train_loop_per_worker"
+
+
+def _sweep(tmp_path: Path, **changes: Any) -> Path:
+    data = yaml.safe_load(OWN_LOOP.read_text(encoding="utf-8"))
+    for key, value in changes.items():
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def _refused(path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(["plan", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+# -- the sweep file ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("loop", "expect"), [
+    ("no_such_package.loops:train", ("workload.train_loop", "'no_such_package.loops:train'",
+                                     "cannot import module 'no_such_package.loops'",
+                                     "ModuleNotFoundError")),
+    ("examples.ddp_demo_loop:no_such_function", ("workload.train_loop",
+                                                 "has no attribute 'no_such_function'")),
+    ("tests.user_loops:NOT_CALLABLE", ("workload.train_loop", "'tests.user_loops:NOT_CALLABLE'",
+                                       "is a int, not a callable train_loop_per_worker(config)")),
+    ("examples.ddp_demo_loop", ("workload.train_loop", "must be 'package.module:function'")),
+])
+def test_a_loop_that_cannot_be_called_is_refused_before_anything_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], loop: str, expect: tuple[str, ...],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    err = _refused(_sweep(tmp_path, workload={"train_loop": loop, "train_size": 2048}), capsys)
+    for text in expect:
+        assert text in err
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "scalesweep_runs").exists()
+
+
+def test_run_refuses_an_unimportable_loop_before_ray_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = _sweep(tmp_path, workload={"train_loop": "no_such_package:train", "train_size": 64})
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "workload.train_loop" in err and "cannot import module 'no_such_package'" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.yaml"]  # no Ray, no MLflow
+
+
+def test_a_loop_without_its_training_set_size_is_refused_naming_the_rule(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = _refused(_sweep(tmp_path, workload={"train_loop": LOOP}), capsys)
+    assert "workload.train_size" in err and "None" in err
+    assert "a train_loop must give its training-set size" in err
+    assert "updates per epoch" in err and "floor(ceil(N / world_size)" in err
+
+
+@pytest.mark.parametrize(("changes", "expect"), [
+    ({"backend": "simulate"}, ("backend", "'simulate'", "use ddp (or auto)",
+                               "scalesweep.loop_helpers.VirtualRanks")),
+    ({"training": {"per_worker_batch": 32, "epochs": 3, "batch_ramp": "1:1"}},
+     ("training.batch_ramp", "'1:1'", "ramps need a workload of the protocol")),
+    ({"workload": {"train_loop": LOOP, "name": "mlp_regression"}},
+     ("workload", "give exactly one of name", "or train_loop")),
+    ({"workload": {"name": "mlp_regression", "train_size": 100}},
+     ("workload", "train_size belong to a train_loop")),
+    ({"workload": {"train_loop": LOOP, "train_size": 2048, "metrics": {"accuracy": "max"}}},
+     ("workload.metrics", "must include loss")),
+    ({"target": {"metric": "dev_accuracy", "value": 0.9}},
+     ("target.metric", "'dev_accuracy'", "reports ['train_loss', 'dev_loss']")),
+])
+def test_what_a_loop_cannot_do_is_refused_by_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], changes: dict[str, Any],
+        expect: tuple[str, ...]) -> None:
+    err = _refused(_sweep(tmp_path, **changes), capsys)
+    for text in expect:
+        assert text in err
+
+
+# -- the plan and the loop's config ----------------------------------------------------------
+
+
+def test_a_loop_runs_ddp_on_one_worker_per_virtual_rank_by_default(tmp_path: Path) -> None:
+    plan = make_plan(load_sweep(_sweep(tmp_path, backend=None)))  # no backend: ddp, not simulate
+    assert [(r.world_size, r.backend, r.physical_workers) for r in plan.rows] == [
+        (1, "ddp", 1), (1, "ddp", 1), (2, "ddp", 2), (2, "ddp", 2)]
+    assert {r.trial.train_loop for r in plan.rows} == {LOOP}
+    assert {r.trial.workload for r in plan.rows} == {LOOP}
+    auto = make_plan(load_sweep(_sweep(tmp_path, backend="auto", physical_workers=1)))
+    assert [(r.backend, r.physical_workers) for r in auto.rows] == [("ddp", 1)] * 4
+    assert "backend auto -> ddp (a train_loop runs on Ray Train workers)" in auto.rows[0].notes
+    assert any("the train_loop must play the virtual ranks" in n for n in auto.rows[2].notes)
+
+
+def test_the_loops_config_is_its_plan_row_with_the_resolved_optimizer_and_schedule(
+        tmp_path: Path) -> None:
+    sweep = load_sweep(OWN_LOOP)
+    plan = make_plan(sweep)
+    row = next(r for r in plan.rows if r.world_size == 2 and r.seed == 1)
+    config = loop_config(row, sweep.workload.train_size())
+    assert set(PLAN_FIELDS) | {"lr", "axes", "notes"} <= set(config)
+    assert {k: config[k] for k in PLAN_FIELDS} == {k: row.to_json()[k] for k in PLAN_FIELDS}
+    # the lr rule (linear x 2) and the warmup rule (scaled x 32/64) applied
+    assert config["optimizer"] == {"type": "sgd", "lr": 0.1, "momentum": 0.9}
+    assert config["schedule"] == {"type": "warmuplr", "warmup_steps": 8}
+    assert (config["world_size"], config["global_batch"], config["per_worker_batch"],
+            config["accum_grad"], config["seed"]) == (2, 64, 32, 1, 1)
+    assert (config["updates_per_epoch"], config["total_updates"], config["eval_every"],
+            config["warmup_steps"], config["lr"], config["peak_lr"]) == (32, 96, 8, 8, 0.1, 0.1)
+    assert config["train_size"] == 2048 and config["options"] == {}
+    assert json.loads(json.dumps(config)) == config  # travels through Ray as plain data
+    built = schedules.build(config["schedule"], config["optimizer"]["lr"])
+    assert built.lr(8) == pytest.approx(0.1) and built.lr(4) == pytest.approx(0.05)
+
+
+# -- every report, checked -----------------------------------------------------------------
+
+
+def _checker() -> ReportChecker:
+    checker = ReportChecker(trial="ws2-s0", train_loop="pkg.loops:train", updates_per_epoch=8,
+                            global_batch=64)
+    checker.start(100.0)
+    return checker
+
+
+def test_a_report_is_completed_with_the_clocks_it_lacks() -> None:
+    checker = _checker()
+    out = checker.check({"update": 4, "dev_loss": 0.5, "dev_accuracy": 0.7}, clock=102.5)
+    assert out == {"update": 4, "dev_loss": 0.5, "dev_accuracy": 0.7, "epoch": 0.5,
+                   "samples_seen": 256.0, "wall_s": 2.5}
+    assert isinstance(out["update"], int)
+    kept = checker.check({"update": 8.0, "dev_loss": 0.4, "epoch": 0.9, "wall_s": 7.0}, clock=110)
+    assert (kept["update"], kept["epoch"], kept["wall_s"]) == (8, 0.9, 7.0)
+    final = checker.finish()
+    assert final["status"] == "completed" and final["update"] == 8 and final["train_seconds"] == 7.0
+    checker.start(200.0)  # the worker group restarted: updates may begin again
+    assert checker.check({"update": 1, "dev_loss": 0.9}, clock=201)["wall_s"] == 1
+
+
+@pytest.mark.parametrize(("metrics", "expect"), [
+    ({"dev_loss": 0.5}, "reported without 'update' (keys: ['dev_loss']); every report needs "
+                        "'update' and 'dev_loss'"),
+    ({"update": 9}, "reported without 'dev_loss'"),
+    ({"update": 4, "dev_loss": 0.5}, "reported update=4 after update=8: updates must increase"),
+    ({"update": 8, "dev_loss": 0.5}, "reported update=8 after update=8"),
+    ({"update": 9, "dev_loss": math.nan}, "reported dev_loss=nan at update 9: every value must be "
+                                          "finite"),
+    ({"update": 9, "dev_loss": 0.5, "train_loss": math.inf}, "reported train_loss=inf"),
+    ({"update": 9.5, "dev_loss": 0.5}, "reported update=9.5: must be an integer >= 1"),
+    ({"update": 9, "dev_loss": "low"}, "reported dev_loss='low': every value must be a number"),
+    ({"update": True, "dev_loss": 0.5}, "reported update=True: every value must be a number"),
+])
+def test_a_report_that_breaks_the_contract_names_trial_loop_and_key(
+        metrics: dict[str, Any], expect: str) -> None:
+    checker = _checker()
+    checker.check({"update": 8, "dev_loss": 0.6}, clock=101)
+    with pytest.raises(LoopReportError) as info:
+        checker.check(metrics, clock=102)
+    assert str(info.value).startswith("trial ws2-s0: train_loop pkg.loops:train reported")
+    assert expect in str(info.value)
+
+
+def test_a_loop_that_never_reports_fails_by_name() -> None:
+    with pytest.raises(LoopReportError, match=r"trial ws2-s0: train_loop pkg.loops:train returned "
+                                              r"without ever calling ray.train.report"):
+        _checker().finish()
