@@ -199,21 +199,13 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
     from ray.train.torch import TorchConfig
     from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.v2.torch.torch_trainer import TorchTrainer
-    from ray.tune.integration.ray_train import TuneReportCallback
-
-    from scalesweep.trainables.ray_worker import train_loop_per_worker
 
     storage_path = config.get("storage_path")
     name = run_name(trial, ray.tune.get_context().get_trial_id())
-    # V2 restores a run by its name and storage path; a checkpoint from an earlier sweep (a new
-    # Tune experiment, so a new trial id) is handed to the workers instead.
-    resume_from = config.get("resume_from")
-    if resume_from is None and storage_path is not None:
-        resume_from = latest_checkpoint(storage_path, trial)
+    worker, worker_config, callback = _workers(trial, config)
     trainer = TorchTrainer(
-        train_loop_per_worker,
-        train_loop_config={"trial": trial.model_dump(mode="json"), "resume_from": resume_from,
-                           "workload": shared_workload(trial)},
+        worker,
+        train_loop_config=worker_config,
         scaling_config=ScalingConfig(
             # elastic: V2 asks for P workers, starts with min_workers if that is all there is,
             # and after a loss restarts the group from the latest checkpoint on what is left
@@ -235,7 +227,7 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
             checkpoint_config=CheckpointConfig(
                 num_to_keep=int(config.get("checkpoints_to_keep", DEFAULT_CHECKPOINTS_TO_KEEP))
             ),
-            callbacks=[TuneReportCallback()],
+            callbacks=[callback],
         ),
     )
     from ray.train.v2.api.exceptions import TrainingFailedError
@@ -246,6 +238,35 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
         # Ray Train spent this trial's retries: report the failure and return, so Tune's own
         # FailureConfig does not start max_failures more rounds of them ((m + 1)^2 tries)
         ray.tune.report({STATUS_TAG: "failed", ERROR_TAG: failure_line(exc)})
+
+
+def _workers(trial: TrialConfig, config: Mapping[str, Any]) -> tuple[Any, dict[str, Any], Any]:
+    """What the worker group runs, its config, and the callback that forwards rank 0's
+    reports to Tune: the built-in loop, or a train_loop checked report by report."""
+    if trial.train_loop is not None:
+        from scalesweep.trainables.user_loop import ReportChecker, loop_worker
+        from scalesweep.trainables.user_loop_callback import LoopReportCallback
+
+        loop_config = dict(config["loop_config"])
+        checker = ReportChecker(trial=trial.name, train_loop=trial.train_loop,
+                                updates_per_epoch=int(loop_config["updates_per_epoch"]),
+                                global_batch=int(loop_config["global_batch"]))
+        return (loop_worker, {"train_loop": trial.train_loop, "config": loop_config},
+                LoopReportCallback(checker))
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    from scalesweep.trainables.ray_worker import train_loop_per_worker
+
+    # V2 restores a run by its name and storage path; a checkpoint from an earlier sweep (a new
+    # Tune experiment, so a new trial id) is handed to the workers instead.
+    storage_path = config.get("storage_path")
+    resume_from = config.get("resume_from")
+    if resume_from is None and storage_path is not None:
+        resume_from = latest_checkpoint(storage_path, trial)
+    return (train_loop_per_worker,
+            {"trial": trial.model_dump(mode="json"), "resume_from": resume_from,
+             "workload": shared_workload(trial)},
+            TuneReportCallback())
 
 
 def failure_line(exc: BaseException) -> str:

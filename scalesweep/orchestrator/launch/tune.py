@@ -11,6 +11,7 @@ from ray import tune
 
 from scalesweep.orchestrator.launch import trial_driver
 from scalesweep.orchestrator.launch.trial_driver import latest_checkpoint, simulate_checkpoints
+from scalesweep.orchestrator.plan.loop_config import loop_config
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
 from scalesweep.orchestrator.tracking.callback import SweepCallback
 from scalesweep.orchestrator.tracking.tracker import SweepTracker
@@ -51,7 +52,8 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
                 "max_failures": spec.max_failures,
                 "cpus_per_worker": res.cpus_per_worker,
                 "gpus_per_worker": res.gpus_per_worker,
-                "resume_from": resume[r.name]} for r in rows]
+                "resume_from": resume[r.name],
+                **_loop_config(plan, r)} for r in rows]
 
     scheduler = None
     if spec.search.scheduler == "asha":
@@ -77,6 +79,13 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
     )
     tuner.fit()
     return callback
+
+
+def _loop_config(plan: Plan, row: PlanRow) -> dict[str, Any]:
+    """A train_loop trial's ``loop_config``: what its train_loop_per_worker receives."""
+    if row.trial.train_loop is None:
+        return {}
+    return {"loop_config": loop_config(row, plan.sweep.workload.train_size())}
 
 
 def _trial_name(trial: Any) -> str:
