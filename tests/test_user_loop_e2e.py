@@ -1,0 +1,128 @@
+"""A user's own Ray Train loop swept end to end: ``scalesweep run`` on a real Ray (world sizes 1
+and 2 of real Ray Train workers, gloo), a real MLflow sqlite store, the summary, the arms and
+the report; and loops that break the report contract, each failing its own trial by name while
+the others finish."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from scalesweep.science import schedules
+from tests.conftest import RayHead
+from tests.helpers import ROOT, SWEEPS, scalesweep
+
+pytestmark = pytest.mark.slow
+OWN_LOOP = str(SWEEPS / "own_loop.yaml")
+
+
+def _with_module(cwd: Path, package: str, module: str) -> None:
+    """The loop's module where the sweep's Ray workers import it from: Ray puts the driver's
+    working directory on their path (docs/workloads.md, "Your own Ray Train loop")."""
+    (cwd / package).mkdir(exist_ok=True)
+    for name in ("__init__.py", module):
+        shutil.copy(ROOT / package / name, cwd / package / name)
+
+
+@pytest.fixture(scope="module")
+def own_loop(tmp_path_factory: pytest.TempPathFactory, ray_head: RayHead) -> tuple[Path, str]:
+    cwd = tmp_path_factory.mktemp("own_loop")
+    _with_module(cwd, "examples", "ddp_demo_loop.py")
+    proc = scalesweep("run", OWN_LOOP, "--summary-json", "s.json", *ray_head.args(), cwd=cwd,
+                      **ray_head.env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return cwd, proc.stdout
+
+
+def test_every_trial_of_the_loop_is_logged_with_step_update(own_loop: tuple[Path, str]) -> None:
+    cwd, _ = own_loop
+    trials = json.loads((cwd / "s.json").read_text())
+    assert sorted(t["name"] for t in trials) == ["ws1-warmup16-linear-s0", "ws1-warmup16-linear-s1",
+                                                 "ws2-warmup8-linear-s0", "ws2-warmup8-linear-s1"]
+    client = MlflowClient(f"sqlite:///{cwd / 'mlflow.db'}")
+    for t in trials:
+        assert t["status"] == "completed" and t["backend"] == "ddp"
+        assert t["physical_workers"] == t["world_size"]
+        run = client.get_run(t["mlflow_run_id"])
+        assert run.info.status == "FINISHED" and run.data.tags["status"] == "completed"
+        assert run.data.params["workload"] == "examples.ddp_demo_loop:train_loop_per_worker"
+        evals = list(range(t["eval_every"], t["total_updates"] + 1, t["eval_every"]))
+        dev = client.get_metric_history(t["mlflow_run_id"], "dev_loss")
+        assert sorted(m.step for m in dev) == evals  # step = update, each once
+        assert all(math.isfinite(m.value) for m in dev)
+        epochs = {m.step: m.value for m in client.get_metric_history(t["mlflow_run_id"], "epoch")}
+        assert epochs == {k: k / t["updates_per_epoch"] for k in evals}
+        samples = client.get_metric_history(t["mlflow_run_id"], "samples_seen")
+        assert {m.step: m.value for m in samples} == {k: k * t["global_batch"] for k in evals}
+        workers = client.get_metric_history(t["mlflow_run_id"], "physical_workers")
+        assert {m.value for m in workers} == {t["world_size"]}
+        # the lr the loop ran with is the plan's, update by update (loop_helpers.lr_scheduler)
+        schedule = schedules.build({"type": "warmuplr", "warmup_steps": t["warmup_steps"]},
+                                   t["peak_lr"])
+        lrs = {m.step: m.value for m in client.get_metric_history(t["mlflow_run_id"], "lr")}
+        assert lrs == pytest.approx({k: schedule.lr(k) for k in evals}, rel=1e-12)
+        assert t["train_seconds"] > 0 and t["final_dev_loss"] is not None
+
+
+def test_the_loops_sweep_gets_crossings_arms_and_the_report(own_loop: tuple[Path, str]) -> None:
+    cwd, stdout = own_loop
+    trials = json.loads((cwd / "s.json").read_text())
+    assert len({t["target_value"] for t in trials}) == 1
+    assert all(t["crossing"] in ("interpolated", "at_first_eval", "never") for t in trials)
+    base = [t for t in trials if t["world_size"] == 1]
+    assert all(t["crossing"] == "interpolated" for t in base)
+    arms = {a["arm"]: a for a in json.loads((cwd / "reports/own-loop/arms.json").read_text())}
+    assert set(arms) == {"ws1-warmup16-linear", "ws2-warmup8-linear"}
+    assert {a["baseline_arm"] for a in arms.values()} == {"ws1-warmup16-linear"}
+    assert all(a["n_seeds"] == 2 for a in arms.values())
+    assert arms["ws1-warmup16-linear"]["n_reached"] == 2
+    assert arms["ws2-warmup8-linear"]["decision"] in ("not resolved", "faster", "slower",
+                                                      "equivalent")
+    assert (cwd / "reports/own-loop/report.html").exists()
+    assert "epochs ratio vs baseline" in stdout
+
+
+def test_a_loop_that_breaks_the_contract_fails_its_trial_by_name(
+        tmp_path: Path, ray_head: RayHead) -> None:
+    _with_module(tmp_path, "tests", "user_loops.py")
+    sweep = tmp_path / "bad.yaml"
+    sweep.write_text("""
+name: bad-loops
+workload: {train_loop: "tests.user_loops:by_seed", train_size: 64}
+target: {metric: dev_loss, value: 0.5}
+optimizer: {type: sgd, lr: 0.1}
+training: {per_worker_batch: 8, max_updates: 24, eval_every: 4}
+max_failures: 0
+axes: {world_size: [1], seed: [0, 1, 2, 3, 4, 5]}
+""", encoding="utf-8")
+    proc = scalesweep("run", str(sweep), "--summary-json", "s.json", *ray_head.args(),
+                      cwd=tmp_path, **ray_head.env())
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # some trial failed
+    trials = {t["seed"]: t for t in json.loads((tmp_path / "s.json").read_text())}
+    loop = "train_loop tests.user_loops:by_seed"
+    expect = {
+        1: "returned without ever calling ray.train.report",
+        2: "reported without 'update'",
+        3: "reported without 'dev_loss'",
+        4: "reported update=4 after update=8: updates must increase",
+        5: "reported dev_loss=nan at update 8: every value must be finite",
+    }
+    assert trials[0]["status"] == "completed" and trials[0]["crossing"] == "interpolated"
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert [m.step for m in client.get_metric_history(trials[0]["mlflow_run_id"], "dev_loss")] \
+        == [4, 8, 12, 16, 20, 24]
+    for seed, what in expect.items():
+        t = trials[seed]
+        assert t["status"] == "failed", t
+        assert f"trial {t['name']}: {loop} {what}" in t["error"], t["error"]
+        run = client.get_run(t["mlflow_run_id"]) if t["mlflow_run_id"] else None
+        if run is not None:
+            assert run.info.status == "FAILED" and what in run.data.tags["error"]
+            # nothing past the bad report reached MLflow
+            steps = [m.step for m in client.get_metric_history(t["mlflow_run_id"], "dev_loss")]
+            assert steps in ([], [4], [4, 8])
