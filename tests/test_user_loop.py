@@ -122,6 +122,15 @@ def test_a_loop_runs_ddp_on_one_worker_per_virtual_rank_by_default(tmp_path: Pat
     assert any("the train_loop must play the virtual ranks" in n for n in auto.rows[2].notes)
 
 
+def test_settings_only_the_builtin_loop_acts_on_are_noted(tmp_path: Path) -> None:
+    training = {"per_worker_batch": 32, "epochs": 3, "dtype": "float64", "checkpoint_every": 8}
+    sweep = load_sweep(_sweep(tmp_path, training=training))
+    assert [n for n in sweep.notes if "built-in loop" in n] == [
+        f"training.dtype, training.checkpoint_every: the built-in loop's settings; the "
+        f"train_loop {LOOP} runs as it is written (its config has grad_clip)"]
+    assert not [n for n in load_sweep(OWN_LOOP).notes if "built-in loop" in n]
+
+
 def test_the_loops_config_is_its_plan_row_with_the_resolved_optimizer_and_schedule(
         tmp_path: Path) -> None:
     sweep = load_sweep(OWN_LOOP)

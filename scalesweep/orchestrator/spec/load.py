@@ -259,6 +259,8 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path, narrowed: set[str] | Non
     problems.extend(_check_axes(spec, base, narrowed or set(), notes))
     problems.extend(_check_baseline_values(spec.baseline or {}))
     notes.extend(_baseline_notes(spec))
+    if spec.workload.train_loop is not None:
+        notes.extend(train_loop.notes(spec))
     problems.extend(_check_physical_workers(spec))
     problems.extend(_check_elastic(spec))
     if workload is not None:

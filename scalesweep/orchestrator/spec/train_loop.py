@@ -20,6 +20,9 @@ from scalesweep.trainables.workloads.base import Direction
 
 #: a loop that says nothing of its metrics reports dev_loss, lower is better
 DEFAULT_METRICS: dict[str, Direction] = {"loss": "min"}
+#: training settings only the built-in loop acts on; a train_loop gets grad_clip in its config
+BUILTIN_LOOP_ONLY = ("dtype", "fuse", "fuse_max_samples", "divergence_threshold",
+                     "checkpoint_every", "checkpoint_every_s")
 TRAIN_SIZE_RULE = ("a train_loop must give its training-set size (workload.train_size: N): plan "
                    "counts updates per epoch from it, floor(ceil(N / world_size) / "
                    "(per_worker_batch x accum_grad)) as DistributedSampler shards N samples, "
@@ -84,3 +87,14 @@ def _backend_problems(spec: SweepSpec) -> list[Problem]:
         problems.append(Problem(ramp_axis, value, "a train_loop runs at one world size; batch-size "
                                 "ramps need a workload of the protocol"))
     return problems
+
+
+def notes(spec: SweepSpec) -> list[str]:
+    """The sweep's settings a train_loop does not act on unless it reads them itself."""
+    given = [f"training.{k}" for k in BUILTIN_LOOP_ONLY if k in spec.training.model_fields_set]
+    if spec.stop_at_target:
+        given.append("stop_at_target")
+    if not given:
+        return []
+    return [f"{', '.join(given)}: the built-in loop's settings; the train_loop "
+            f"{spec.workload.train_loop} runs as it is written (its config has grad_clip)"]
