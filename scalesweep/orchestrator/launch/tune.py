@@ -94,7 +94,11 @@ def _trial_name(trial: Any) -> str:
 
 def resume_checkpoint(sweep_dir: Path, row: PlanRow) -> str | None:
     """The checkpoint an earlier (killed) run of this sweep left for ``row``, if any: simulate
-    trials checkpoint through Tune (``tune*/<name>/``), ddp ones through Ray Train."""
+    trials checkpoint through Tune (``tune*/<name>/``), ddp ones through Ray Train. None for a
+    train_loop: its checkpoints are its own (``ray.train.get_checkpoint()`` within a run); a
+    resumed sweep runs it again from the start, and its steps already logged stay logged once."""
+    if row.trial.train_loop is not None:
+        return None
     if row.backend == "ddp":
         return latest_checkpoint(sweep_dir / "train", row.trial)
     # newest first; a torn one (a copy a killed driver cut short) is passed over with a warning
