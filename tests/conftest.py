@@ -77,10 +77,33 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
 SLOW_TIMEOUT_S = 900
 
 
+#: A Ray on default settings takes fixed ports (the dashboard agent's 52365; the Ray Client
+#: servers' 23000-24000), so two at once on this host clash. The tests that start one carry the
+#: ``local_ray`` marker, or use a fixture named ``ray_cluster`` (an in-process local Ray), and
+#: are put in one xdist group: under ``--dist loadgroup`` (scripts/test.sh) one worker runs them
+#: one after another while the others run everything else, whose clusters (tests/cluster_helpers.py,
+#: the session's ``ray_head``) take free ports of their own.
+LOCAL_RAY_GROUP = "local_ray"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("slow") and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+        if item.get_closest_marker("local_ray") or "ray_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(LOCAL_RAY_GROUP))
+        elif item.get_closest_marker("slow") and _uses_a_module_fixture(item):
+            # a module's cluster or sweep is made once, on the worker that runs its tests
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)  # pytest's fixture closure of the test
+    if info is None:
+        return False
+    return any(defs and defs[-1].scope == "module" and defs[-1].baseid.startswith(item.nodeid.split("::")[0])
+               for defs in (info.name2fixturedefs.get(n, ()) for n in info.names_closure))
 
 
 @pytest.fixture
@@ -116,8 +139,12 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayHead]:
     ports and temp dir (tests/cluster_helpers.py): never another Ray on this host, never
     ``ray stop``."""
     from tests.cluster_helpers import RayCluster
+    from tests.helpers import ROOT
 
-    head = RayCluster(tmp_path_factory.mktemp("ray_head"), head_cpus=os.cpu_count() or 2, nodes=1)
+    # PYTHONPATH: the trials' workers import the tests' own workloads (tests.gated_workload, ...),
+    # as a user's cluster has their workload's package installed
+    head = RayCluster(tmp_path_factory.mktemp("ray_head"), head_cpus=os.cpu_count() or 2, nodes=1,
+                      extra_env={"PYTHONPATH": str(ROOT)})
     try:
         head.start()
         yield RayHead(head.gcs_address, head.token)

@@ -36,6 +36,7 @@ from scalesweep.orchestrator.tracking.ui import (
     view_tag,
     view_tag_value,
 )
+from tests.conftest import RayHead
 from tests.helpers import SCALESWEEP
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -189,11 +190,12 @@ def chromium() -> str:
 
 
 @pytest.fixture(scope="module")
-def study(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Study:
+def study(chromium: str, tmp_path_factory: pytest.TempPathFactory, ray_head: RayHead) -> Study:
     from mlflow.tracking import MlflowClient
 
     cwd = tmp_path_factory.mktemp("ui")
-    proc = subprocess.Popen([*_scalesweep(), "run", str(SMOKE)], cwd=cwd, env=_env(),
+    proc = subprocess.Popen([*_scalesweep(), "run", str(SMOKE), *ray_head.args()], cwd=cwd,
+                            env={**_env(), **ray_head.env()},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
