@@ -18,9 +18,10 @@ import pytest
 from benchmarks._common import Column, Report, Table
 from tests.helpers import ROOT, cli_env
 
-SCRIPTS = ["loop_efficiency", "logging_cost", "backends", "overhead", "scale", "fusion", "study_wall"]
+SCRIPTS = ["loop_efficiency", "logging_cost", "backends", "overhead", "scale", "fusion", "study_wall",
+           "adaptive_cost"]
 #: the quick modes that start a local Ray (in process, or through `scalesweep run`)
-LOCAL_RAY = {"backends", "overhead", "scale", "study_wall"}
+LOCAL_RAY = {"backends", "overhead", "scale", "study_wall", "adaptive_cost"}
 
 
 def check_results(out: Path, name: str) -> dict:

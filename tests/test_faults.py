@@ -176,8 +176,12 @@ def test_mlflow_down_at_the_end_keeps_the_results_and_resume_finishes_the_runs(
         mlflow_http.down = mlflow_http.hung = False
         mlflow_http.release.set()  # the held requests are answered (503) and their threads end
     assert driver.returncode == 0, out[-3000:] + err[-3000:]
-    if fault == "hung":  # one timed-out request per flush, then back-off: a handful in all
-        assert 1 <= mlflow_http.held <= 6, (mlflow_http.held, err[-3000:])
+    if fault == "hung":
+        # a handful in all, whatever the machine's speed: the flushes while the trial trains
+        # back off (5 s, doubling), and each end-of-sweep step (the trial's tags, the last
+        # flush, closing the runs, the UI link) gives up after one timed-out request, with no
+        # retries by MLflow's client
+        assert 1 <= mlflow_http.held <= 12, (mlflow_http.held, err[-3000:])
     (sweep_dir,) = (tmp_path / "runs").glob(f"{fault}-at-the-end-*")
     assert f"`scalesweep resume {sweep_dir}` logs what MLflow lacks" in err
     (t,) = json.loads((tmp_path / "s.json").read_text())
