@@ -253,9 +253,21 @@ def browser(chromium: str) -> Iterator[Any]:
             b.close()
 
 
+#: upper bounds on a page load and on a wait with no bound of its own: generous, since a loaded
+#: 2-core CI box runs the MLflow server, chromium and other tests' sweeps at once
+PAGE_TIMEOUT_MS = 180_000
+
+
+def _context(browser: Any) -> Any:
+    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+    ctx.set_default_timeout(PAGE_TIMEOUT_MS)
+    ctx.set_default_navigation_timeout(PAGE_TIMEOUT_MS)
+    return ctx
+
+
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+    ctx = _context(browser)
     try:
         yield ctx.new_page()
     finally:
@@ -272,7 +284,7 @@ def _open(page: Any, url: str, lines: int = len(TRIALS)) -> dict[str, Any]:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     page.goto(url)
-    page.locator(f'{CARD} h4[title="dev_loss"]').wait_for(timeout=90_000)
+    page.locator(f'{CARD} h4[title="dev_loss"]').wait_for(timeout=PAGE_TIMEOUT_MS)
     with contextlib.suppress(PlaywrightTimeout):  # then the caller's assert names what is missing
         page.wait_for_function(f"(t) => {{ const c = ({CHART_JS})(t); "
                                f"return c && c.names.length >= {lines}; }}",
@@ -286,7 +298,7 @@ def _open_groups(page: Any, url: str, groups: int) -> dict[str, Any]:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     page.goto(url)
-    page.locator(f'{CARD} h4[title="dev_loss"]').wait_for(timeout=90_000)
+    page.locator(f'{CARD} h4[title="dev_loss"]').wait_for(timeout=PAGE_TIMEOUT_MS)
     with contextlib.suppress(PlaywrightTimeout):
         page.wait_for_function(f"(t) => {{ const c = ({GROUPS_JS})(t); "
                                f"return c && c.lines.length >= {groups}; }}",
@@ -426,7 +438,7 @@ def test_saved_view_charts_every_trial_beyond_the_first_ten_rows(study: Study, u
     assert sorted(chart["names"]) == sorted(names)
     assert len(set(chart["colors"].values())) == len(names)
     # the plain URL (no view; a fresh browser) hits MLflow's cap: the parent and 9 trials
-    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+    ctx = _context(browser)
     try:
         plain = _open(ctx.new_page(), runs_url(ui_base, eid, view=None), lines=9)
     finally:
