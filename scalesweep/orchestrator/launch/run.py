@@ -40,6 +40,7 @@ from scalesweep.orchestrator.tracking.tracker import (
     fail_fast,
     is_outage,
 )
+from scalesweep.science.stats.arms import ArmSummary
 from scalesweep.science.stats.trial_summary import TrialSummary
 
 if TYPE_CHECKING:
@@ -58,9 +59,9 @@ class Outcome:
     tracking_uri: str
     #: the summary JSON (docs/design.md §4.4): one object per trial that ran
     trials: list[dict[str, Any]] = field(default_factory=list)
-    #: the summaries of those trials
+    #: the summaries of those trials, and their arms
     summaries: list[TrialSummary] = field(default_factory=list)
-    arms: list[dict[str, Any]] = field(default_factory=list)
+    arms: list[ArmSummary] = field(default_factory=list)
     #: False when MLflow did not answer at the end: the runs are open until `resume`
     tracking_closed: bool = True
 
@@ -392,7 +393,8 @@ def _write_results(outcome: Outcome, summary_json: str | None) -> None:
         Path(summary_json).parent.mkdir(parents=True, exist_ok=True)
         Path(summary_json).write_text(json.dumps(outcome.trials, indent=1, default=str))
     (outcome.sweep_dir / "summary.json").write_text(json.dumps(outcome.trials, indent=1, default=str))
-    (outcome.sweep_dir / "arms.json").write_text(json.dumps(outcome.arms, indent=1, default=str))
+    arms = [a.as_json() for a in outcome.arms]
+    (outcome.sweep_dir / "arms.json").write_text(json.dumps(arms, indent=1, default=str))
 
 
 def _checkpoint_report(checkpoint: str) -> dict[str, Any] | None:

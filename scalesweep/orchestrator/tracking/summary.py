@@ -80,8 +80,8 @@ def summarize(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
 
 
 def arm_summaries(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]],
-                  rows: Sequence[PlanRow] | None = None) -> list[dict[str, Any]]:
-    """One arms.json object per arm: its seeds' medians and intervals, and the paired comparison with
+                  rows: Sequence[PlanRow] | None = None) -> list[arms.ArmSummary]:
+    """One summary per arm: its seeds' medians and intervals, and the paired comparison with
     its baseline arm (:mod:`scalesweep.science.stats.arms`), each interval at the design's
     per-look confidence. ``rows``: the trials that ran (an adaptive sweep runs only some of
     its plan), by default all."""
@@ -95,6 +95,4 @@ def arm_summaries(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]],
     rules = arms.Rules(confidence=adaptive.design(plan).per_look, margin=spec.equivalence_margin,
                        levels=tuple(spec.levels), mode=metric_mode(plan.sweep), smoothing=spec.smoothing,
                        target=single)
-    trials = [arms.TrialCrossing(s.arm, s.seed, s.located, s.curve) for s in ran]
-    baseline_arm = {s.arm: s.baseline_arm for s in ran}
-    return [a.as_json(axes[a.arm]) for a in arms.summarize_arms(trials, baseline_arm, rules)]
+    return arms.summarize_arms(ran, {s.arm: s.baseline_arm for s in ran}, rules, axes)

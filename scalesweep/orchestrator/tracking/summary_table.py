@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from scalesweep.science.stats.arms import conditioning_text, interval_text, levels_text, median_text
+from scalesweep.science.stats.arms import (
+    ArmSummary,
+    conditioning_text,
+    interval_text,
+    levels_text,
+    median_text,
+    ratios,
+)
+from scalesweep.science.stats.replicates import METHOD
 from scalesweep.science.stats.trial_summary import TrialSummary
 
 HEADER = ("trial", "status", "epochs→target", "updates→target", "speedup", "best dev_loss", "train s")
@@ -64,29 +71,25 @@ def format_summary(trials: Sequence[TrialSummary], statuses: Mapping[str, str]) 
     return text
 
 
-def format_arms(arms: Sequence[dict[str, Any]]) -> str:
+def format_arms(arms: Sequence[ArmSummary]) -> str:
     """Per arm: seeds reached / run, median epochs to target [interval], the epochs ratio to the
     baseline arm (paired by seed) [interval], the decision at the target and the levels at
     which it is decided; then each arm's verdict in words."""
     if not arms:
         return ""
-    coverage = next((a.get("epochs_to_target_ci_coverage") for a in arms
-                     if a.get("epochs_to_target_ci_coverage")), None)
+    coverage = next((c for a in arms if (c := a.medians["epochs"].coverage)), None)
     header = ["arm", "reached", "epochs→target (median)", "interval", "epochs ratio vs baseline",
               "interval", "decision", "decided at levels"]
-    rows = [[a["arm"], f"{a['n_reached']}/{a['n_seeds']}", median_text(a, "epochs_to_target"),
-             interval_text(a.get("epochs_to_target_ci")), median_text(a, "epochs_ratio_vs_baseline"),
-             interval_text(a.get("epochs_ratio_vs_baseline_ci")), a.get("decision", ""),
-             levels_text(a) if a.get("decision") != "baseline" else ""]
+    rows = [[a.arm, f"{a.n_reached}/{a.n_seeds}", median_text(a.medians["epochs"]),
+             interval_text(a.medians["epochs"]), median_text(ratios(a.epochs_ratio)),
+             interval_text(ratios(a.epochs_ratio)), a.answer, levels_text(a)]
             for a in arms]
-    margin = arms[0].get("equivalence_margin")
-    note = (f"intervals: {arms[0].get('method', '')}; coverage {coverage:.0%} at these seeds "
-            f"(nominal {arms[0].get('confidence', 0.9):.0%})" if coverage else
+    margin = arms[0].margin
+    note = (f"intervals: {METHOD}; coverage {coverage:.0%} at these seeds "
+            f"(nominal {arms[0].confidence:.0%})" if coverage else
             "intervals: n/a with one seed per arm")
-    if margin is not None:
-        note += (f"; equivalent = the ratio's interval inside [{1 / (1 + margin):.3g}, {1 + margin:.3g}] "
-                 f"(target.equivalence_margin {margin:g}); levels: targets best × (1 + level)")
+    note += (f"; equivalent = the ratio's interval inside [{1 / (1 + margin):.3g}, {1 + margin:.3g}] "
+             f"(target.equivalence_margin {margin:g}); levels: targets best × (1 + level)")
     warnings = [w for a in arms if (w := conditioning_text(a))]
-    verdicts = "\n".join(f"  {a['arm']}: {a['verdict']}" for a in arms if a.get("verdict") != "baseline")
+    verdicts = "\n".join(f"  {a.arm}: {a.verdict()}" for a in arms if not a.is_baseline)
     return "\n".join([_table(header, rows), note, *([verdicts] if verdicts else []), *warnings])
-
