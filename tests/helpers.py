@@ -44,10 +44,19 @@ def cli(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> str:
     return out
 
 
+#: ports a Ray on default settings takes (the dashboard agent's, the Ray Client server's and
+#: the specific servers it starts per client): a cluster of a test on another xdist worker must
+#: not hold one of them when a local Ray starts
+RAY_DEFAULT_PORTS = frozenset({52365, 10001, *range(23000, 24001)})
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in RAY_DEFAULT_PORTS:
+            return port
 
 
 def wait_http(url: str, timeout: float = 60.0) -> None:

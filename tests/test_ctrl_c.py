@@ -21,7 +21,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.helpers import ROOT, SWEEPS, cli_env, scalesweep, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.local_ray]
 DEADLINE_S = 600
 SETS = ["--set", "training.epochs=40", "--set", "resources.max_concurrent_trials=1",
         "--set", "training.checkpoint_every=40"]

@@ -21,7 +21,7 @@ from mlflow.tracking import MlflowClient
 from tests.helpers import ROOT, SWEEPS, cli_env, scalesweep, wait_for
 
 # the wait for the first trial (DEADLINE_S) and the resume (600 s) bound it
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.slow, pytest.mark.local_ray, pytest.mark.timeout(1200)]
 SETS = ["--set", "training.epochs=40", "--set", "resources.max_concurrent_trials=1",
         "--set", "training.checkpoint_every=40"]
 #: a hang guard only: each wait below ends as soon as its condition holds

@@ -11,7 +11,7 @@ import torch
 
 from scalesweep.orchestrator.launch import trial_driver
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.local_ray]
 
 
 @pytest.fixture(scope="module")
