@@ -93,7 +93,8 @@ def decisions(plan: Any, curves: dict[str, list[dict[str, Any]]], rows: list[Any
     from scalesweep.orchestrator.tracking.summary import arm_summaries
 
     seen = {r.name for r in rows}
-    return {a.arm: a.answer for a in arm_summaries(plan, {n: c for n, c in curves.items() if n in seen}, rows)}
+    run = {n: c for n, c in curves.items() if n in seen}  # a round sees only what has run
+    return {a.arm: a.answer for a in arm_summaries(plan, run, rows)}
 
 
 def replay(plan: Any, trials: dict[str, dict[str, Any]]) -> tuple[list[Any], int, dict[str, str]]:
