@@ -90,12 +90,11 @@ def trial_data(uri: str, outcome: Any) -> dict[str, dict[str, Any]]:
 
 
 def decisions(plan: Any, curves: dict[str, list[dict[str, Any]]], rows: list[Any]) -> dict[str, str]:
-    from scalesweep.mlflow_names import ARM_PARAM
     from scalesweep.orchestrator.tracking.summary import arm_summaries
 
     seen = {r.name for r in rows}
-    return {a[ARM_PARAM]: a["decision"]
-            for a in arm_summaries(plan, {n: c for n, c in curves.items() if n in seen}, rows)}
+    run = {n: c for n, c in curves.items() if n in seen}  # a round sees only what has run
+    return {a.arm: a.answer for a in arm_summaries(plan, run, rows)}
 
 
 def replay(plan: Any, trials: dict[str, dict[str, Any]]) -> tuple[list[Any], int, dict[str, str]]:
@@ -145,7 +144,7 @@ def measure(source: Path, seeds: int, rep: dict[str, int], extra: dict[str, Any]
             say(f"adaptive design, for real: replicates {rep}")
             wall, outcome, _ = sweep_run(adaptive_file, [], uri, tmp / "adaptive.log")
             real = {"wall_s": wall, "trials": sorted(t["name"] for t in outcome.trials),
-                    "decisions": {a["arm"]: a["decision"] for a in outcome.arms}}
+                    "decisions": {a.arm: a.answer for a in outcome.arms}}
     return {"trials": trials, "fixed_wall": fixed_wall, "chosen": chosen, "rounds": rounds,
             "fixed_decisions": decisions(fixed_plan, curves, list(fixed_plan.rows)),
             "adaptive_decisions": adaptive_decisions, "real": real}
