@@ -90,6 +90,15 @@ def test_mixed_seeds_are_not_resolved_and_say_so() -> None:
     other = _arms([1.3, 0.8, 1.28, 0.75, 1.29])["other"]
     assert other["decision"] == "not resolved"
     assert other["verdict"].startswith("not resolved with 5 seeds")
+    assert other["n_tied_within_evals"] == 0 and "evaluating more often" not in other["verdict"]
+
+
+def test_crossings_within_one_eval_of_the_baseline_ask_for_more_evals() -> None:
+    other = _arms([1.3, 1.32, 1.28, 1.01, 1.0])["other"]
+    assert other["decision"] == "not resolved"
+    assert other["n_tied_within_evals"] == 2
+    assert "2 of 5 seeds crossed within the same evals" in other["verdict"]
+    assert "training.eval_every_epochs" in other["verdict"]
 
 
 def test_a_range_median_is_shown_with_its_two_ends() -> None:

@@ -149,7 +149,12 @@ class ArmSummary:
             needed = f"~{c.seeds_needed} seeds would resolve it if they keep agreeing"
         else:
             needed = f"~{c.seeds_needed} seeds would resolve it if they keep splitting {side} of {n}"
-        return f"not resolved with {n} seed{'s' if n != 1 else ''}: {needed}"
+        tied = ""
+        if c.n_tied:
+            tied = (f"; {c.n_tied} of {n} seed{'s' if n != 1 else ''} crossed within the same evals "
+                    "as the baseline (brackets straddle 1): evaluating more often "
+                    "(training.eval_every_epochs) would tell them apart")
+        return f"not resolved with {n} seed{'s' if n != 1 else ''}: {needed}{tied}"
 
     def as_json(self) -> dict[str, Any]:
         """The arms.json object (docs/design.md §4): intervals as [lo, hi], null where
@@ -171,6 +176,7 @@ class ArmSummary:
         out["resolved_vs_baseline"] = bool(c is not None and c.direction != "unresolved")
         out["direction_vs_baseline"] = None if c is None else c.direction
         out["seeds_needed"] = None if c is None else c.seeds_needed
+        out["n_tied_within_evals"] = 0 if c is None else c.n_tied
         out["verdict"] = self.verdict()
         out["decision"] = self.answer
         out[EQUIVALENCE_MARGIN_PARAM] = self.margin
