@@ -53,21 +53,36 @@ CURVE_METRICS = ("train_loss", "lr", "momentum", "samples_seen", "epoch", "wall_
 
 #: the trial's training time: the loop's final report carries it, the summary logs it
 TRAIN_SECONDS_METRIC = "train_seconds"
+#: where the target was crossed, on each clock (docs/design.md §1.4; absent unless interpolated)
+UPDATES_TO_TARGET_METRIC = "updates_to_target"
+SAMPLES_TO_TARGET_METRIC = "samples_to_target"
+EPOCHS_TO_TARGET_METRIC = "epochs_to_target"
+SECONDS_TO_TARGET_METRIC = "seconds_to_target"
+#: the last and the lowest finite dev loss
+FINAL_DEV_LOSS_METRIC = "final_dev_loss"
+BEST_DEV_LOSS_METRIC = "best_dev_loss"
+#: baseline / trial on the updates clock, and that over the batch ratio
+SPEEDUP_METRIC = "speedup_vs_baseline"
+SCALING_EFFICIENCY_METRIC = "scaling_efficiency"
 #: metrics logged once at the end of a trial, at step 0 (only those that are defined)
 SUMMARY_METRICS = (
-    "updates_to_target",
-    "samples_to_target",
-    "epochs_to_target",
-    "seconds_to_target",
-    "final_dev_loss",
-    "best_dev_loss",
-    "speedup_vs_baseline",
-    "scaling_efficiency",
+    UPDATES_TO_TARGET_METRIC,
+    SAMPLES_TO_TARGET_METRIC,
+    EPOCHS_TO_TARGET_METRIC,
+    SECONDS_TO_TARGET_METRIC,
+    FINAL_DEV_LOSS_METRIC,
+    BEST_DEV_LOSS_METRIC,
+    SPEEDUP_METRIC,
+    SCALING_EFFICIENCY_METRIC,
     TRAIN_SECONDS_METRIC,
 )
 #: the evals around each crossing, logged with the summary (hi absent when never reached)
-BRACKETS = ("updates_to_target_lo", "updates_to_target_hi", "epochs_to_target_lo",
-            "epochs_to_target_hi")
+UPDATES_TO_TARGET_LO_METRIC = "updates_to_target_lo"
+UPDATES_TO_TARGET_HI_METRIC = "updates_to_target_hi"
+EPOCHS_TO_TARGET_LO_METRIC = "epochs_to_target_lo"
+EPOCHS_TO_TARGET_HI_METRIC = "epochs_to_target_hi"
+BRACKETS = (UPDATES_TO_TARGET_LO_METRIC, UPDATES_TO_TARGET_HI_METRIC, EPOCHS_TO_TARGET_LO_METRIC,
+            EPOCHS_TO_TARGET_HI_METRIC)
 #: the absolute target a trial was measured against, logged with its summary
 TARGET_METRIC = TARGET_VALUE_PARAM
 

@@ -61,8 +61,9 @@ class RayCluster:
 
     def __init__(self, base: Path, *, head_cpus: int = 2, worker_cpus: int = 2,
                  private_dir: Path | None = None, path: str | None = None,
-                 nodes: int = 2) -> None:
+                 nodes: int = 2, extra_env: dict[str, str] | None = None) -> None:
         self.base = base
+        self.extra_env = extra_env or {}  # the nodes' environment beyond cli_env's
         # the nodes' PATH; None: this venv's bin first, as if the user had activated it
         self.path = path
         self.nodes = nodes  # 1: the head alone
@@ -98,7 +99,8 @@ class RayCluster:
         token mode."""
         venv_bin = str(Path(sys.executable).parent)
         env = cli_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_file),
-                      PATH=self.path or f"{venv_bin}:{os.environ.get('PATH', '')}", **extra)
+                      PATH=self.path or f"{venv_bin}:{os.environ.get('PATH', '')}",
+                      **{**self.extra_env, **extra})
         if self.path is not None:  # nothing else may point at the venv either
             for var in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"):
                 env.pop(var, None)

@@ -77,10 +77,33 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
 SLOW_TIMEOUT_S = 900
 
 
+#: A Ray on default settings takes fixed ports (the dashboard agent's 52365; the Ray Client
+#: servers' 23000-24000), so two at once on this host clash. The tests that start one carry the
+#: ``local_ray`` marker and are put in one xdist group: under ``--dist loadgroup``
+#: (scripts/test.sh) one worker runs them one after another while the others run everything
+#: else, whose clusters (tests/cluster_helpers.py; the worker's ``ray_head`` and ``ray_head4``,
+#: which in-process tests join through ``ray_cluster``) take free ports of their own.
+LOCAL_RAY_GROUP = "local_ray"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("slow") and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+        if item.get_closest_marker("local_ray"):
+            item.add_marker(pytest.mark.xdist_group(LOCAL_RAY_GROUP))
+        elif item.get_closest_marker("slow") and _uses_a_module_fixture(item):
+            # a module's cluster or sweep is made once, on the worker that runs its tests
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)  # pytest's fixture closure of the test
+    if info is None:
+        return False
+    return any(defs and defs[-1].scope == "module" and defs[-1].baseid.startswith(item.nodeid.split("::")[0])
+               for defs in (info.name2fixturedefs.get(n, ()) for n in info.names_closure))
 
 
 @pytest.fixture
@@ -108,35 +131,62 @@ class RayHead:
         return {"RAY_AUTH_TOKEN": self.token}
 
 
+def _head(tmp_path_factory: pytest.TempPathFactory, name: str, cpus: int) -> Iterator[RayHead]:
+    from tests.cluster_helpers import RayCluster
+    from tests.helpers import ROOT
+
+    # PYTHONPATH: the trials' workers import the tests' own workloads (tests.gated_workload, ...),
+    # as a user's cluster has their workload's package installed
+    head = RayCluster(tmp_path_factory.mktemp(name), head_cpus=cpus, nodes=1,
+                      extra_env={"PYTHONPATH": str(ROOT)})
+    try:
+        head.start()
+        yield RayHead(head.gcs_address, head.token)
+    finally:
+        head.stop()
+    assert not head.leftover_pids(), f"processes of the session's {name} outlived it"
+
+
 @pytest.fixture(scope="session")
 def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayHead]:
     """One Ray head for the session's CLI sweeps whose subject is the sweep, not Ray's start-up
     (each local Ray costs seconds to start). As many CPUs as a local ``run`` gives itself
     (os.cpu_count()), so the trials are placed as they would be without --address. Its own
     ports and temp dir (tests/cluster_helpers.py): never another Ray on this host, never
-    ``ray stop``."""
-    from tests.cluster_helpers import RayCluster
+    ``ray stop``. One per xdist worker."""
+    yield from _head(tmp_path_factory, "ray_head", os.cpu_count() or 2)
 
-    head = RayCluster(tmp_path_factory.mktemp("ray_head"), head_cpus=os.cpu_count() or 2, nodes=1)
-    try:
-        head.start()
-        yield RayHead(head.gcs_address, head.token)
-    finally:
-        head.stop()
-    assert not head.leftover_pids(), "processes of the session's Ray head outlived it"
+
+@pytest.fixture(scope="session")
+def ray_head4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayHead]:
+    """A head of 4 CPUs for the in-process Ray tests (``ray_cluster``): real DDP groups of up to
+    4 workers, one CPU each. One per xdist worker that runs such a test."""
+    yield from _head(tmp_path_factory, "ray_head4", 4)
 
 
 @pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    """A local Ray of 4 CPUs for the module's tests, shut down after them."""
+def ray_cluster(ray_head4: RayHead) -> Iterator[None]:
+    """This process joins a Ray of 4 CPUs (``ray_head4``, ports of its own) for the module's
+    tests, and leaves it after them: its actors and workers end with the connection."""
     import ray
 
-    # address="local": our own cluster, never one somebody else started on this machine
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
+    from scalesweep.orchestrator.launch.ray_auth import enable_token_auth
+
+    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    os.environ.pop("RAY_AUTH_MODE", None)
+    os.environ["RAY_AUTH_TOKEN"] = ray_head4.token
+    enable_token_auth(ray_head4.address)  # token mode for this process, as `run --address` does
+    ray.init(address=ray_head4.address, log_to_driver=False)
     try:
         yield
     finally:
         ray.shutdown()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        ray._raylet.Config.initialize("")  # Ray's config reads the auth mode back (off again)
 
 
 # --- MLflow's own tracking server, in this process, with a switch --------------------------

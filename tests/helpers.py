@@ -8,8 +8,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,10 +44,19 @@ def cli(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> str:
     return out
 
 
+#: ports a Ray on default settings takes (the dashboard agent's, the Ray Client server's and
+#: the specific servers it starts per client): a cluster of a test on another xdist worker must
+#: not hold one of them when a local Ray starts
+RAY_DEFAULT_PORTS = frozenset({52365, 10001, *range(23000, 24001)})
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in RAY_DEFAULT_PORTS:
+            return port
 
 
 def wait_http(url: str, timeout: float = 60.0) -> None:
@@ -60,6 +70,17 @@ def wait_http(url: str, timeout: float = 60.0) -> None:
                 raise TimeoutError(f"{url} did not answer in {timeout} s") from None
             time.sleep(0.5)
 
+
+
+def wait_for(what: str, condition: Callable[[], bool], driver: subprocess.Popen[Any],
+             deadline_s: float) -> None:
+    """Poll ``condition`` until it holds; fail at once if the sweep ``driver`` exits first, or
+    after ``deadline_s`` (a hang guard only)."""
+    deadline = time.monotonic() + deadline_s
+    while not condition():
+        assert driver.poll() is None, f"the sweep driver exited while waiting for {what}"
+        assert time.monotonic() < deadline, f"no {what} in {deadline_s} s"
+        time.sleep(0.3)
 
 class MlflowServer:
     """A real `mlflow server` on 127.0.0.1, stopped by its own pid."""

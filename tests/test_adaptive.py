@@ -69,6 +69,20 @@ def test_next_round_adds_seeds_to_undecided_arms_and_their_baseline_only(unseede
     assert adaptive.next_round(plan, first, dict.fromkeys(arms, "equivalent")) == []
 
 
+def test_first_seed_moves_the_whole_block_of_seeds(unseeded: Path) -> None:
+    # another block of seeds, another independent draw of the study: the rounds count seeds
+    # from first_seed on, exactly as from 0
+    plan = _plan(*ADAPTIVE, "replicates.first_seed=10", path=unseeded)
+    assert sorted({r.seed for r in plan.rows}) == list(range(10, 16))
+    first = adaptive.first_round(plan)
+    assert sorted({r.seed for r in first}) == [10, 11, 12]
+    arms = {r.arm for r in first}
+    base = next(r.arm for r in first if plan.baseline_for(r) is r)
+    decisions = {a: ("baseline" if a == base else "not resolved") for a in arms}
+    assert {r.seed for r in adaptive.next_round(plan, first, decisions)} == {13}
+    assert "adaptive seeds: every arm runs seeds 10-12 first" in format_plan(plan)
+
+
 def test_a_fixed_sweep_is_one_round_at_the_nominal_confidence() -> None:
     plan = _plan("axes.seed=[0,1,2,3,4]")
     assert adaptive.first_round(plan) == plan.rows

@@ -24,7 +24,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.helpers import cli_env, scalesweep
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.local_ray]
 DEADLINE_S = 600
 
 SWEEP = """\

@@ -1,17 +1,28 @@
 """Arms (scalesweep.science.stats.arms) and time to quality (scalesweep.science.stats.levels) on
 hand-made curves: the decision at the target, the ratio at every level, the conditioning check,
-the arms.json fields and the table `run` prints."""
+the arms.json fields, the texts the tables show and the table `run` prints."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 
 from scalesweep.orchestrator.tracking.summary_table import format_arms
 from scalesweep.science.stats import levels as L
-from scalesweep.science.stats.arms import Rules, TrialCrossing, levels_text, median_text, summarize_arms
+from scalesweep.science.stats.arms import (
+    ArmSummary,
+    Rules,
+    TrialCrossing,
+    conditioning_text,
+    interval_text,
+    levels_text,
+    median_text,
+    summarize_arms,
+)
 from scalesweep.science.stats.convergence import EvalPoint, locate
+from scalesweep.science.stats.replicates import Estimate, MedianInterval
 
 #: evals every tenth of an epoch (updates = 10 per epoch)
 EPOCHS = [0.1 * i for i in range(1, 61)]
@@ -39,10 +50,14 @@ BASE = [1.0, 1.02, 0.98, 1.01, 0.99]
 RULES = Rules(levels=(0.5, 1.0, 2.0), margin=0.10)
 
 
-def _arms(other: list[float], target: float = 1.5) -> dict[str, dict[str, Any]]:
+def _summaries(other: list[float], target: float = 1.5) -> dict[str, ArmSummary]:
     trials = _trials("base", BASE, target) + _trials("other", other, target)
-    out = summarize_arms(trials, {"base": "base", "other": "base"}, RULES)
-    return {a.arm: a.as_json() for a in out}
+    out = summarize_arms(trials, {"base": "base", "other": "base"}, RULES, {"other": {"world_size": 4}})
+    return {a.arm: a for a in out}
+
+
+def _arms(other: list[float], target: float = 1.5) -> dict[str, dict[str, Any]]:
+    return {name: a.as_json() for name, a in _summaries(other, target).items()}
 
 
 def test_a_uniformly_slower_arm_is_slower_at_the_target_and_every_level() -> None:
@@ -58,7 +73,8 @@ def test_a_uniformly_slower_arm_is_slower_at_the_target_and_every_level() -> Non
     best = L.baseline_best([_curve(_decaying(s)) for s in BASE], "min")
     assert best is not None
     assert [lv["target"] for lv in levels] == pytest.approx([best * 1.5, best * 2.0, best * 3.0])
-    assert levels_text(other) == "slower at 0.5, 1, 2"
+    assert other["axes"] == {"world_size": 4} and arms["base"]["axes"] == {}
+    assert levels_text(_summaries([1.3, 1.32, 1.28, 1.31, 1.29])["other"]) == "slower at 0.5, 1, 2"
 
 
 def test_the_same_curves_are_equivalent() -> None:
@@ -74,17 +90,47 @@ def test_mixed_seeds_are_not_resolved_and_say_so() -> None:
     other = _arms([1.3, 0.8, 1.28, 0.75, 1.29])["other"]
     assert other["decision"] == "not resolved"
     assert other["verdict"].startswith("not resolved with 5 seeds")
+    assert other["n_tied_within_evals"] == 0 and "evaluating more often" not in other["verdict"]
+
+
+def test_crossings_within_one_eval_of_the_baseline_ask_for_more_evals() -> None:
+    other = _arms([1.3, 1.32, 1.28, 1.01, 1.0])["other"]
+    assert other["decision"] == "not resolved"
+    assert other["n_tied_within_evals"] == 2
+    assert "2 of 5 seeds crossed within the same evals" in other["verdict"]
+    assert "training.eval_every_epochs" in other["verdict"]
 
 
 def test_a_range_median_is_shown_with_its_two_ends() -> None:
-    arm = {"x_median": None, "x_median_kind": "range", "x_median_bounds": [1.25, 1.3]}
-    assert median_text(arm, "x") == "1.25–1.3"
-    assert median_text({"x_median": 1.2, "x_median_kind": "at_least"}, "x") == "≥ 1.2"
+    def median(lo: float, hi: float, n: int = 2) -> MedianInterval:
+        return MedianInterval(n, Estimate(lo, hi), None, None, None)
+
+    assert median_text(median(1.25, 1.3)) == "1.25–1.3"
+    assert median_text(median(1.2, math.inf)) == "≥ 1.2"
+    assert median_text(median(0.0, 1.0)) == "≤ 1"
+    assert median_text(median(math.inf, math.inf)) == "never"
+    assert median_text(median(0.0, math.inf, n=0)) == median_text(None) == "—"
+
+
+def test_an_interval_reads_never_for_an_unbounded_end() -> None:
+    def interval(ci: tuple[float, float] | None) -> MedianInterval:
+        return MedianInterval(3, Estimate(1.0, 1.0), ci, 0.75, None)
+
+    assert interval_text(interval((4.0, 4.5))) == "[4, 4.5]"
+    assert interval_text(interval((6.0, math.inf))) == "[6, never]"
+    assert interval_text(interval(None)) == interval_text(None) == "n/a"
+
+
+def test_the_baseline_arm_shows_no_levels_and_the_answer_baseline() -> None:
+    arms = _summaries([1.3, 1.32, 1.28, 1.31, 1.29])
+    assert (arms["base"].answer, levels_text(arms["base"])) == ("baseline", "")
+    assert (arms["other"].answer, arms["other"].confidence) == ("slower", 0.9)
+    undecided = summarize_arms(_trials("lone", [1.0], 1.5), {"lone": "elsewhere"})[0]
+    assert (undecided.answer, levels_text(undecided), undecided.epochs_ratio) == ("not resolved", "", None)
 
 
 def test_the_run_table_shows_decisions_levels_and_the_margin() -> None:
-    arms = _arms([1.3, 1.32, 1.28, 1.31, 1.29])
-    text = format_arms(list(arms.values()))
+    text = format_arms(list(_summaries([1.3, 1.32, 1.28, 1.31, 1.29]).values()))
     header, base, other = text.splitlines()[:3]
     assert "decision" in header and "decided at levels" in header
     assert "baseline" in base and "slower" in other and "slower at 0.5, 1, 2" in other
@@ -132,9 +178,11 @@ def test_the_baseline_arm_carries_the_conditioning_warning_into_the_table() -> N
     trials = [TrialCrossing("base", s, locate(c, target, "min"), c) for s, c in enumerate(curves)]
     trials += [TrialCrossing("other", s, locate(c, target, "min"), c) for s, c in enumerate(curves)]
     rules = Rules(levels=(0.02, 0.5, 1.0), target=target)
-    arms = [a.as_json() for a in summarize_arms(trials, {"base": "base", "other": "base"}, rules)]
+    summaries = summarize_arms(trials, {"base": "base", "other": "base"}, rules)
+    arms = [a.as_json() for a in summaries]
     cond = arms[0]["conditioning"]
     assert cond["ok"] is False and cond["suggested_level"] == 0.5 and "conditioning" not in arms[1]
-    text = format_arms(arms)
+    assert conditioning_text(summaries[1]) is None
+    text = format_arms(summaries)
     assert text.splitlines()[-1].startswith(f"warning: the target {target:.4g} sits where the baseline")
     assert "level 0.5 is well conditioned" in text

@@ -18,7 +18,10 @@ import pytest
 from benchmarks._common import Column, Report, Table
 from tests.helpers import ROOT, cli_env
 
-SCRIPTS = ["loop_efficiency", "logging_cost", "backends", "overhead", "scale", "fusion", "study_wall"]
+SCRIPTS = ["loop_efficiency", "logging_cost", "backends", "overhead", "scale", "fusion", "study_wall",
+           "adaptive_cost"]
+#: the quick modes that start a local Ray (in process, or through `scalesweep run`)
+LOCAL_RAY = {"backends", "overhead", "scale", "study_wall", "adaptive_cost"}
 
 
 def check_results(out: Path, name: str) -> dict:
@@ -65,7 +68,8 @@ def test_report_writes_markdown_and_json(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)  # the quick mode's own subprocess bound
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.local_ray] if n in LOCAL_RAY else [])
+                                  for n in SCRIPTS])
 def test_quick_mode_produces_sane_tables(name: str, tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", f"benchmarks.{name}", "--quick", "--out", str(tmp_path)],

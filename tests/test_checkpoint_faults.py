@@ -19,7 +19,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.helpers import ROOT, SWEEPS, cli_env, scalesweep
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.local_ray]
 DEADLINE_S = 600
 #: one trial (every lr rule is the same trial at the reference world size), checkpoints every
 #: 40 updates (64 updates an epoch, an eval every 32): the trial is held at its 5th eval

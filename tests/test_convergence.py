@@ -10,7 +10,6 @@ import pytest
 from scalesweep.science.stats.convergence import (
     Crossing,
     EvalPoint,
-    Summary,
     best_value,
     first_crossing,
     locate,
@@ -18,7 +17,6 @@ from scalesweep.science.stats.convergence import (
     scaling_efficiency,
     smooth,
     speedup,
-    summarize,
 )
 
 
@@ -225,73 +223,6 @@ def test_speedup_undefined_cases() -> None:
     assert speedup(Crossing(0.0, 0.0, 0.0, 0.0), c) is None
 
 
-def test_summarize_reached() -> None:
-    base = first_crossing(make_curve([4.0, 3.0, 2.0, 1.0], every=400), 2.5)  # 600 updates
-    assert base is not None and base.updates_to_target == 600.0
-    s = summarize(
-        make_curve([4.0, 3.0, 2.0, 2.25]),
-        2.5,
-        baseline=base,
-        global_batch=256,
-        baseline_global_batch=64,
-    )
-    assert s == Summary(
-        updates_to_target=150.0,
-        samples_to_target=9600.0,
-        epochs_to_target=0.75,
-        seconds_to_target=15.0,
-        final_dev_loss=2.25,
-        best_dev_loss=2.0,
-        speedup_vs_baseline=4.0,
-        scaling_efficiency=1.0,
-        crossing="interpolated",
-        updates_to_target_lo=100.0,  # the evals around the crossing
-        updates_to_target_hi=200.0,
-        epochs_to_target_lo=0.5,
-        epochs_to_target_hi=1.0,
-    )
-    assert set(s.as_dict()) == {
-        "crossing", "updates_to_target_lo", "updates_to_target_hi", "epochs_to_target_lo",
-        "epochs_to_target_hi",
-        "updates_to_target",
-        "samples_to_target",
-        "epochs_to_target",
-        "seconds_to_target",
-        "final_dev_loss",
-        "best_dev_loss",
-        "speedup_vs_baseline",
-        "scaling_efficiency",
-    }
-
-
-def test_summarize_never_reached_and_diverged() -> None:
-    base = Crossing(100.0, 6400.0, 0.5, 10.0)
-    s = summarize(make_curve([4.0, 3.5, math.nan]), 2.0, baseline=base)
-    assert s.as_dict() == {
-        "updates_to_target": None,
-        "samples_to_target": None,
-        "epochs_to_target": None,
-        "seconds_to_target": None,
-        "final_dev_loss": None,  # diverged: NaN is not valid JSON
-        "best_dev_loss": 3.5,
-        "speedup_vs_baseline": None,
-        "scaling_efficiency": None,
-        "crossing": "never",
-        "updates_to_target_lo": 200.0,  # after the last eval, if ever
-        "updates_to_target_hi": None,
-        "epochs_to_target_lo": 1.0,
-        "epochs_to_target_hi": None,
-    }
-
-
-def test_summarize_max_metric_takes_losses_separately() -> None:
-    acc = make_curve([0.1, 0.5, 0.9])
-    s = summarize(acc, 0.7, "max", dev_loss=[3.0, 2.0, 2.5])
-    assert s.updates_to_target == pytest.approx(150.0)
-    assert (s.final_dev_loss, s.best_dev_loss) == (2.5, 2.0)
-    assert s.speedup_vs_baseline is None and s.scaling_efficiency is None
-
-
 # -- brackets: where the evals allow the crossing to be (issue: crossings the evals cannot resolve)
 
 
@@ -319,13 +250,3 @@ def test_locate_never_is_after_the_last_eval() -> None:
     assert where.kind == "never" and where.at is None
     assert where.bracket("epochs") == (LOSS[-1].epoch, math.inf)
     assert locate([], 1.0).bracket("updates") == (0.0, math.inf)
-
-
-def test_summary_at_first_eval_has_no_plain_number_and_no_speedup() -> None:
-    base = Crossing(600.0, 38400.0, 3.0, 60.0)
-    s = summarize(make_curve([3.0, 2.0, 1.5, 1.0])[1:], 2.5, baseline=base, global_batch=256,
-                  baseline_global_batch=64)
-    assert s.crossing == "at_first_eval"
-    assert s.epochs_to_target is None and s.updates_to_target is None
-    assert (s.updates_to_target_lo, s.updates_to_target_hi) == (0.0, 100.0)  # "<= 100"
-    assert s.speedup_vs_baseline is None and s.scaling_efficiency is None  # unresolved

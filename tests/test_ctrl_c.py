@@ -14,26 +14,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.helpers import ROOT, SWEEPS, cli_env, scalesweep
+from tests.helpers import ROOT, SWEEPS, cli_env, scalesweep, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.local_ray]
 DEADLINE_S = 600
 SETS = ["--set", "training.epochs=40", "--set", "resources.max_concurrent_trials=1",
         "--set", "training.checkpoint_every=40"]
-
-
-def _wait_for(what: str, condition: Callable[[], bool], driver: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert driver.poll() is None, f"the sweep driver exited while waiting for {what}"
-        assert time.monotonic() < deadline, f"no {what} in {DEADLINE_S} s"
-        time.sleep(0.3)
 
 
 def _runs(db: Path) -> list[object]:
@@ -58,8 +49,8 @@ def test_ctrl_c_leaves_a_sweep_that_resume_finishes(tmp_path: Path, presses: int
         stderr=subprocess.STDOUT, text=True, start_new_session=True)
     db = tmp_path / "mlflow.db"
     try:
-        _wait_for("trial held at the gate", (gate / "waiting").exists, driver)
-        _wait_for("the first trial finished in MLflow", lambda: _completed(db) >= 1, driver)
+        wait_for("trial held at the gate", (gate / "waiting").exists, driver, DEADLINE_S)
+        wait_for("the first trial finished in MLflow", lambda: _completed(db) >= 1, driver, DEADLINE_S)
         for _ in range(presses):
             os.killpg(driver.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
             time.sleep(0.5 if presses > 1 else 0)

@@ -58,7 +58,7 @@ def _files() -> set[str]:
 def test_graph_sees_every_module() -> None:
     graph = _graph()
     assert set(graph) == _files() and len(graph) > 60
-    assert "scalesweep.science.stats.convergence" in graph["scalesweep.dashboards.convergence_table"]
+    assert "scalesweep.science.stats.trial_summary" in graph["scalesweep.dashboards.convergence_table"]
     assert "scalesweep.trainables.loop" in graph["scalesweep.orchestrator.launch.trial_driver"]
 
 

@@ -18,18 +18,6 @@ CHECKED = {v for k, v in vars(mlflow_names).items()
            if k.endswith(("_TAG", "_PARAM", "_KEY", "_METRIC")) and isinstance(v, str) and k != "ERROR_TAG"}
 # ("error" is also the key of the cluster probes' JSON, nothing of MLflow's)
 CHECKED |= {*mlflow_names.SUMMARY_METRICS, *mlflow_names.BRACKETS, mlflow_names.TARGET_METRIC}
-#: TEMPORARY (issue #24 item 2): files others are rewriting while the contract lands; their
-#: literals are replaced at the merge and this set is emptied then
-ALLOWLIST = {
-    "science/stats/arms.py",
-    "dashboards/convergence_table.py",
-    "dashboards/arms_table.py",
-    "dashboards/arm_figures.py",
-    "dashboards/report.py",
-    "dashboards/advice.py",
-    "orchestrator/tracking/summary.py",
-    "orchestrator/tracking/summary_table.py",
-}
 KEY_METHODS = ("get", "pop", "setdefault")
 
 
@@ -49,7 +37,7 @@ def _key_literals(tree: ast.AST) -> list[tuple[int, str]]:
 
 def _offenders(source: dict[str, str]) -> list[str]:
     return [f"{rel}:{line}: {name!r}" for rel, text in sorted(source.items())
-            if rel != "mlflow_names.py" and rel not in ALLOWLIST
+            if rel != "mlflow_names.py"
             for line, name in _key_literals(ast.parse(text))]
 
 
@@ -67,10 +55,6 @@ def test_a_planted_literal_is_caught() -> None:
     source = _package()
     source["orchestrator/tracking/tracker.py"] += '\nTAGS = {"crossing": 1}\nX = TAGS.get("status")\n'
     assert [o.split(": ")[1] for o in _offenders(source)] == ["'crossing'", "'status'"]
-
-
-def test_the_allowlist_names_real_files() -> None:
-    assert set(_package()) >= ALLOWLIST
 
 
 def test_a_real_loop_report_loses_nothing_to_the_trackers_filter() -> None:

@@ -21,7 +21,7 @@ import pytest
 
 from tests.helpers import SWEEPS, cli_env, free_port, scalesweep
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.local_ray]
 RAY = str(Path(sys.executable).parent / "ray")
 DEADLINE_S = 120
 

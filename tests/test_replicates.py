@@ -160,6 +160,16 @@ def test_a_bracket_straddling_one_counts_against_resolution() -> None:
     c = compare(trial, base)
     assert c.n_above == 4 and c.direction == "unresolved"
     assert c.seeds_needed is not None and c.seeds_needed > 5
+    assert c.n_tied == 1  # seed 4: both crossings measured, the eval grid leaves it open
+
+
+def test_only_measured_crossings_that_straddle_one_are_grid_ties() -> None:
+    base = {0: value(8.0), 1: value(8.0), 2: NEVER, 3: observe("at_first_eval", before=0.0, at=0.5)}
+    trial = {0: value(8.2), 1: value(12.0), 2: NEVER, 3: observe("at_first_eval", before=0.0, at=0.5)}
+    c = compare(trial, base)
+    # 0: tied within the grid; 1: clearly above; 2: both never (no information, not the
+    # grid's fault); 3: both at the first eval (a bound, no estimate)
+    assert (c.n_above, c.n_below, c.n_tied) == (1, 0, 1)
 
 
 def test_seeds_needed_follows_the_sign_test() -> None:

@@ -13,28 +13,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.helpers import ROOT, SWEEPS, cli_env, scalesweep
+from tests.helpers import ROOT, SWEEPS, cli_env, scalesweep, wait_for
 
 # the wait for the first trial (DEADLINE_S) and the resume (600 s) bound it
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.slow, pytest.mark.local_ray, pytest.mark.timeout(1200)]
 SETS = ["--set", "training.epochs=40", "--set", "resources.max_concurrent_trials=1",
         "--set", "training.checkpoint_every=40"]
 #: a hang guard only: each wait below ends as soon as its condition holds
 DEADLINE_S = 600
-
-
-def _wait_for(what: str, condition: Callable[[], bool], driver: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert driver.poll() is None, f"the sweep driver exited while waiting for {what}"
-        assert time.monotonic() < deadline, f"no {what} in {DEADLINE_S} s"
-        time.sleep(0.3)
 
 
 def _completed_children(db: Path) -> int:
@@ -59,8 +50,8 @@ def test_resume_finishes_only_unfinished_trials_without_duplicates(tmp_path: Pat
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     db = tmp_path / "mlflow.db"
     try:
-        _wait_for("trial held at the gate", (gate / "waiting").exists, driver)
-        _wait_for("finished first trial in MLflow", lambda: _completed_children(db) >= 1, driver)
+        wait_for("trial held at the gate", (gate / "waiting").exists, driver, DEADLINE_S)
+        wait_for("finished first trial in MLflow", lambda: _completed_children(db) >= 1, driver, DEADLINE_S)
         os.kill(driver.pid, signal.SIGKILL)
     finally:
         if driver.poll() is None:

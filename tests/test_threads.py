@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import ray
 import torch
@@ -12,16 +10,6 @@ import torch
 from scalesweep.orchestrator.launch import trial_driver
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    # address="local": our own cluster, never one somebody else started on this machine
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 @ray.remote
@@ -32,6 +20,7 @@ def _threads() -> tuple[int, int]:
 
 @pytest.mark.parametrize("cpus", [1, 2])
 def test_threads_follow_the_cpus_ray_assigns(ray_cluster: None, cpus: int) -> None:
+    # ray_cluster (tests/conftest.py): a 4-CPU Ray of the worker's own
     # an environment that asks for fewer threads (or more) than the reservation is overridden
     for env in ("1", "8"):
         task = _threads.options(num_cpus=cpus, runtime_env={"env_vars": {"OMP_NUM_THREADS": env}})

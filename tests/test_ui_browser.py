@@ -36,6 +36,7 @@ from scalesweep.orchestrator.tracking.ui import (
     view_tag,
     view_tag_value,
 )
+from tests.conftest import RayHead
 from tests.helpers import SCALESWEEP
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +68,7 @@ GROUPS_JS = """(title) => {
   const gd = card && card.querySelector('.js-plotly-plot');
   if (!gd || !gd.data || !gd.layout) return null;
   const has = t => (t.y || []).some(v => typeof v === 'number');
-  return {names: [...new Set(gd.data.filter(has).map(t => t.name))],
+  return {names: [...new Set(gd.data.filter(has).map(t => t.name))], xaxis: gd.layout.xaxis.title.text,
           lines: gd.data.filter(t => has(t) && !t.fill && t.hoverinfo !== 'skip')
                         .map(t => ({color: (t.marker || {}).color, x: t.x, y: t.y})),
           bands: gd.data.filter(t => has(t) && t.fill === 'tozeroy')
@@ -189,11 +190,12 @@ def chromium() -> str:
 
 
 @pytest.fixture(scope="module")
-def study(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Study:
+def study(chromium: str, tmp_path_factory: pytest.TempPathFactory, ray_head: RayHead) -> Study:
     from mlflow.tracking import MlflowClient
 
     cwd = tmp_path_factory.mktemp("ui")
-    proc = subprocess.Popen([*_scalesweep(), "run", str(SMOKE)], cwd=cwd, env=_env(),
+    proc = subprocess.Popen([*_scalesweep(), "run", str(SMOKE), *ray_head.args()], cwd=cwd,
+                            env={**_env(), **ray_head.env()},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
@@ -251,9 +253,21 @@ def browser(chromium: str) -> Iterator[Any]:
             b.close()
 
 
+#: upper bounds on a page load and on a wait with no bound of its own: generous, since a loaded
+#: 2-core CI box runs the MLflow server, chromium and other tests' sweeps at once
+PAGE_TIMEOUT_MS = 180_000
+
+
+def _context(browser: Any) -> Any:
+    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+    ctx.set_default_timeout(PAGE_TIMEOUT_MS)
+    ctx.set_default_navigation_timeout(PAGE_TIMEOUT_MS)
+    return ctx
+
+
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+    ctx = _context(browser)
     try:
         yield ctx.new_page()
     finally:
@@ -270,7 +284,7 @@ def _open(page: Any, url: str, lines: int = len(TRIALS)) -> dict[str, Any]:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     page.goto(url)
-    page.locator(f'{CARD} h4[title="dev_loss"]').wait_for(timeout=90_000)
+    page.locator(f'{CARD} h4[title="dev_loss"]').wait_for(timeout=PAGE_TIMEOUT_MS)
     with contextlib.suppress(PlaywrightTimeout):  # then the caller's assert names what is missing
         page.wait_for_function(f"(t) => {{ const c = ({CHART_JS})(t); "
                                f"return c && c.names.length >= {lines}; }}",
@@ -284,7 +298,7 @@ def _open_groups(page: Any, url: str, groups: int) -> dict[str, Any]:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     page.goto(url)
-    page.locator(f'{CARD} h4[title="dev_loss"]').wait_for(timeout=90_000)
+    page.locator(f'{CARD} h4[title="dev_loss"]').wait_for(timeout=PAGE_TIMEOUT_MS)
     with contextlib.suppress(PlaywrightTimeout):
         page.wait_for_function(f"(t) => {{ const c = ({GROUPS_JS})(t); "
                                f"return c && c.lines.length >= {groups}; }}",
@@ -334,10 +348,13 @@ def test_trials_view_lands_on_one_dev_loss_line_per_trial(study: Study, ui_base:
     for name, run_id in study.trials.items():
         link = page.locator(f'a[href*="/runs/{run_id}"]').first
         assert link.is_visible() and link.inner_text().strip() == name
-    # the dev_loss chart: one line per trial, nothing else drawn, x-axis in optimizer updates
+    # the dev_loss chart: one line per trial, nothing else drawn, against epoch (the view's
+    # x-axis): each line's x values are the trial's logged epoch at each evaluation
     assert page.locator(f'{CARD} h4[title="dev_loss"]').is_visible()
     assert sorted(chart["names"]) == sorted(TRIALS)
-    assert chart["xaxis"] == "Step"
+    assert chart["xaxis"] == "epoch"
+    for name, run_id in study.trials.items():
+        assert sorted(chart["x"][name]) == pytest.approx(_epochs_at_dev_evals(study, run_id))
     assert len(set(chart["colors"].values())) == len(TRIALS)  # told apart at a glance
 
 
@@ -350,27 +367,27 @@ def test_plain_url_without_the_saved_view_still_draws_every_trial(study: Study, 
 
 
 @pytest.mark.slow
-def test_chart_configure_dialog_puts_epoch_on_the_x_axis(study: Study, ui_base: str,
-                                                         page: Any) -> None:
+def test_chart_configure_dialog_puts_the_update_count_back_on_the_x_axis(
+        study: Study, ui_base: str, page: Any) -> None:
     _open(page, runs_url(ui_base, study.experiment_id, TRIALS_VIEW_ID))
     card = page.locator(CARD).filter(has=page.locator('h4[title="dev_loss"]')).first
     card.get_by_test_id("experiment-view-compare-runs-card-menu").click()
     page.get_by_role("menuitem", name="Configure").click()
     dialog = page.get_by_role("dialog")
-    dialog.get_by_role("radio", name="Metric").check()
-    dialog.get_by_role("combobox").first.click()  # "Select metric"
-    page.keyboard.type("epoch")
-    option = page.locator('.du-bois-light-select-item-option[title="epoch"]')
-    option.click()
-    _shot(page, "ui_configure_dialog_epoch.png")
+    dialog.get_by_role("radio", name="Step").check()
+    _shot(page, "ui_configure_dialog_step.png")
     dialog.get_by_role("button", name="Save changes").click()
-    page.wait_for_function(f"(t) => {{ const c = ({CHART_JS})(t); return c && c.xaxis === 'epoch'; }}",
+    page.wait_for_function(f"(t) => {{ const c = ({CHART_JS})(t); return c && c.xaxis === 'Step'; }}",
                            arg="dev_loss", timeout=30_000)
     chart = page.evaluate(CHART_JS, "dev_loss")
-    _shot(page, "ui_runs_chart_epoch.png")
+    _shot(page, "ui_runs_chart_step.png")
     assert sorted(chart["names"]) == sorted(TRIALS)
-    for name, run_id in study.trials.items():  # each line's x is the trial's epoch at each eval
-        assert sorted(chart["x"][name]) == pytest.approx(_epochs_at_dev_evals(study, run_id))
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(study.uri)
+    for name, run_id in study.trials.items():  # each line's x is the update of each eval
+        steps = sorted(m.step for m in client.get_metric_history(run_id, "dev_loss"))
+        assert sorted(chart["x"][name]) == pytest.approx(steps)
 
 
 @pytest.mark.slow
@@ -410,8 +427,8 @@ def test_saved_view_charts_every_trial_beyond_the_first_ten_rows(study: Study, u
     for k, name in enumerate(sorted(names)):
         run_id = client.create_run(eid, run_name=name, tags={
             "scalesweep.role": "trial", "mlflow.parentRunId": parent}).info.run_id
-        client.log_batch(run_id, metrics=[Metric("dev_loss", 1.0 / (step + k), now, step)
-                                          for step in range(1, 11)])
+        client.log_batch(run_id, metrics=[m for step in range(1, 11) for m in (
+            Metric("dev_loss", 1.0 / (step + k), now, step), Metric("epoch", step / 4, now, step))])
         client.set_terminated(run_id)
     client.set_terminated(parent)
     view = ensure_view(study.uri, eid)
@@ -421,7 +438,7 @@ def test_saved_view_charts_every_trial_beyond_the_first_ten_rows(study: Study, u
     assert sorted(chart["names"]) == sorted(names)
     assert len(set(chart["colors"].values())) == len(names)
     # the plain URL (no view; a fresh browser) hits MLflow's cap: the parent and 9 trials
-    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+    ctx = _context(browser)
     try:
         plain = _open(ctx.new_page(), runs_url(ui_base, eid, view=None), lines=9)
     finally:
@@ -461,8 +478,10 @@ def test_url_lands_on_one_line_per_arm_with_its_band_and_one_click_gives_every_t
             run_id = client.create_run(eid, run_name=name, tags={
                 "scalesweep.role": "trial", "mlflow.parentRunId": parent}).info.run_id
             client.log_batch(run_id, params=[Param("arm", arm), Param("seed", str(seed))],
-                             metrics=[Metric("dev_loss", _arm_loss(scale, step), now, step)
-                                      for step in STEPS])
+                             # epoch as trials log it: the views chart against it
+                             metrics=[m for step in STEPS for m in (
+                                 Metric("dev_loss", _arm_loss(scale, step), now, step),
+                                 Metric("epoch", step / 4, now, step))])
             client.set_terminated(run_id)
             trials.append(name)
     client.set_terminated(parent)
@@ -481,6 +500,8 @@ def test_url_lands_on_one_line_per_arm_with_its_band_and_one_click_gives_every_t
     assert sorted(chart["legend"]) == sorted([*ARMS, "Unassigned"])  # the parent has no arm
     assert len(chart["lines"]) == len(ARMS) < len(trials)
     assert len(chart["bands"]) == len(ARMS)
+    assert chart["xaxis"] == "epoch"  # per epoch: world sizes side by side, not squeezed left
+    assert all(line["x"] == pytest.approx([s / 4 for s in STEPS]) for line in chart["lines"])
     expect = {arm: [sum(_arm_loss(c, step) for c in seeds.values()) / len(seeds)
                     for step in STEPS] for arm, seeds in ARMS.items()}
     seen = {}

@@ -17,7 +17,7 @@ import pytest
 from tests.helpers import ROOT, cli_env
 
 # two pip installs of up to 900 s each bound it
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.slow, pytest.mark.local_ray, pytest.mark.timeout(1800)]
 
 #: what the wheel's tests need from the repository besides the code (no scalesweep/ among them)
 NEEDED = ("tests", "sweeps", "recipes", "examples", "pyproject.toml")

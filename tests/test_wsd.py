@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from scalesweep.errors import ScalesweepError
 from scalesweep.science import scaling
 from scalesweep.science import schedules as S
 from tests.helpers import cli
@@ -482,6 +483,9 @@ def test_auto_is_refused_where_it_cannot_be_filled_or_leaves_no_room() -> None:
                        r"<= total_steps - decay_steps \(5\)"):
         _apply({"type": "wsd", "warmup_steps": 8, "decay_steps": 20, "total_steps": "auto"},
                "fixed", 32, run_updates=25)
+    # one of ours (a caller catches ScalesweepError) and still a ValueError (the planner's)
+    assert issubclass(scaling.AutoTotalError, ScalesweepError)
+    assert issubclass(scaling.AutoTotalError, ValueError)
 
 
 def test_plan_names_the_total_when_auto_leaves_no_room(

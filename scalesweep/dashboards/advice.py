@@ -1,8 +1,9 @@
 """`scalesweep advise`: what a finished study says about the critical batch and the rules to use.
 
-Reads the study from MLflow (:func:`scalesweep.dashboards.mlflow_data.load_study`), takes updates to
-target from the convergence table the report shows (logged summaries, else computed from the
-history the same way), and fits S = S_min (1 + B_crit / B) with :mod:`scalesweep.science.stats.batch_fit`:
+Reads the study from MLflow (:func:`scalesweep.dashboards.mlflow_data.load_study`), takes updates
+to target from the trials' summaries the report shows
+(:func:`scalesweep.dashboards.convergence_table.study_trials`: the driver's computation, on the
+logged history), and fits S = S_min (1 + B_crit / B) with :mod:`scalesweep.science.stats.batch_fit`:
 
 * an *arm* is an lr rule × warmup rule; at each global batch its value is its best
   hyperparameter setting (free axes such as ``optimizer.lr``), each setting the median of its
@@ -23,8 +24,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from scalesweep.dashboards.convergence_table import convergence_table
+from scalesweep.dashboards.convergence_table import StudyTrial, study_trials
 from scalesweep.dashboards.mlflow_data import Study, load_study
+from scalesweep.mlflow_names import STATUS_TAG
 from scalesweep.science.stats.batch_fit import Arm, Fit, Recommendation, judge, recommend
 
 BEST = "best per batch"
@@ -68,12 +70,13 @@ class Advice:
         return updates * self.target_batch / self.samples_per_epoch
 
 
-def advise(study: Study, world_size: int | None = None, table: pd.DataFrame | None = None) -> Advice:
-    """The advice for ``world_size`` (default: the largest measured); ``table``: the study's
-    :func:`convergence_table` if the caller has it already (the report does)."""
+def advise(study: Study, world_size: int | None = None,
+           summaries: Sequence[StudyTrial] | None = None) -> Advice:
+    """The advice for ``world_size`` (default: the largest measured); ``summaries``: the
+    study's :func:`study_trials` if the caller has them already (the report does)."""
     if world_size is not None and world_size < 1:
         raise ValueError(f"world_size must be at least 1, but got {world_size=}")
-    trials = _trials(study, convergence_table(study) if table is None else table)
+    trials = _trials(study_trials(study) if summaries is None else summaries)
     if trials.empty:
         raise ValueError(f"study {study.experiment_name!r} has no trials with a known, fixed "
                          "global batch (batch-ramp trials are left out of the batch fit)")
@@ -116,31 +119,31 @@ def _target(study: Study) -> str:
     return f"{study.target_metric} {sign} {value:.4g}" if value is not None else "not set"
 
 
-def _trials(study: Study, table: pd.DataFrame) -> pd.DataFrame:
+def _trials(trials: Sequence[StudyTrial]) -> pd.DataFrame:
     """One row per trial: its arm, global batch and updates to target (NaN: never)."""
-    params = study.trials.set_index("run_id")
     rows = []
-    for row in table.to_dict("records"):
-        p = params.loc[row["run_id"]]
-        batch = _number(row.get("global_batch"))
+    for t in trials:
+        p = t.run
+        batch = _number(p.get("global_batch"))
         if batch is None or _ramped(p.get("batch_ramp")):
             # the fit S = S_min (1 + B_crit / B) is over constant batches; a ramp's updates to
             # target were made at several (its global_batch param is only the last)
             continue
         config = tuple(
-            (k, str(p[k])) for k in sorted(params.columns)
+            (k, str(p[k])) for k in sorted(p)
             if k.startswith(("optimizer.", "scheduler.")) and not pd.isna(p[k])
         )  # fmt: skip
         per_worker, accum = _number(p.get("per_worker_batch")), _number(p.get("accum_grad"))
+        world_size = int(p["world_size"])  # type: ignore[call-overload]
         rows.append({
-            "rule": str(row["scaling_rule"]), "warmup": str(row["warmup_rule"]),
-            "world_size": int(row["world_size"]), "global_batch": batch,
+            "rule": str(p.get("scaling_rule")), "warmup": str(p.get("warmup_rule")),
+            "world_size": world_size, "global_batch": batch,
             "reference_global_batch": _number(p.get("reference_global_batch")),
             "samples_per_worker": int(per_worker * (accum or 1)) if per_worker
-            else int(batch // row["world_size"]),
+            else int(batch // world_size),
             "updates_per_epoch": _number(p.get("updates_per_epoch")) or math.nan,
-            "updates": _number(row["updates_to_target"]),
-            "config": config, "run_id": row["run_id"], "status": row["status"],
+            "updates": _number(t.summary.updates_to_target),
+            "config": config, "run_id": t.run_id, STATUS_TAG: p.get(STATUS_TAG),
         })  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -205,7 +208,7 @@ def _late_noise_scale(study: Study, trials: pd.DataFrame) -> tuple[float | None,
     hist = study.history
     if "noise_scale" not in hist:
         return None, 0, 0
-    ok = set(trials.loc[~trials["status"].isin(["diverged", "failed"]), "run_id"])
+    ok = set(trials.loc[~trials[STATUS_TAG].isin(["diverged", "failed"]), "run_id"])
     values: list[float] = []
     used = 0
     for _, rows in hist[hist["run_id"].isin(ok)].groupby("run_id"):

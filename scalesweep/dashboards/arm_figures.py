@@ -11,6 +11,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from scalesweep.mlflow_names import ARM_PARAM
+from scalesweep.science.stats.arms import ArmSummary
+from scalesweep.science.stats.trial_summary import TrialSummary
+
 WARMUP_STYLES = ("-", "--", ":", "-.")
 
 
@@ -22,47 +26,48 @@ def _finite(x: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def plot_epochs_to_target(arms: Sequence[dict[str, Any]], table: pd.DataFrame) -> Figure:
+def _nan(x: float | None) -> float:
+    return math.nan if x is None else x
+
+
+def plot_epochs_to_target(arms: Sequence[ArmSummary], trials: Sequence[TrialSummary]) -> Figure:
     """Per arm: each seed's epochs to target (dot; "▼" = reached by the first eval, plotted at
-    that eval; "never" = above the plot's top), the median (bar) and its interval (whisker)."""
+    that eval; "never" = above the plot's top), the median (bar) and its interval (whisker).
+    ``trials``: the seeds, in the order they are drawn within each arm."""
     fig = Figure(figsize=(max(6.0, 0.9 * len(arms) + 2), 5.0), layout="constrained")
     ax = fig.add_subplot()
-    reached = [_finite(v) for v in table["epochs_to_target_hi"]] + [
-        _finite(v) for v in table["epochs_to_target"]]
-    lasts = [_finite(v) for v in table["epochs_to_target_lo"]]
-    top = max([v for v in reached + lasts if v is not None] or [1.0]) * 1.12
+    ends = [v for t in trials for v in (t.epochs_to_target_hi, t.epochs_to_target, t.epochs_to_target_lo)]
+    top = max([v for v in map(_finite, ends) if v is not None] or [1.0]) * 1.12
     for i, arm in enumerate(arms):
-        rows = table[table["arm"] == arm["arm"]]
-        for j, (_, t) in enumerate(rows.iterrows()):
-            x = i + (j - (len(rows) - 1) / 2) * 0.08
-            kind = t["crossing"]
-            if kind == "interpolated":
-                ax.plot(x, t["epochs_to_target"], "o", color="tab:blue", markersize=5)
-            elif kind == "at_first_eval":
-                ax.plot(x, t["epochs_to_target_hi"], "v", color="tab:purple", markersize=6)
+        seeds = [t for t in trials if t.arm == arm.arm]
+        for j, t in enumerate(seeds):
+            x = i + (j - (len(seeds) - 1) / 2) * 0.08
+            if t.crossing == "interpolated":
+                ax.plot(x, _nan(t.epochs_to_target), "o", color="tab:blue", markersize=5)
+            elif t.crossing == "at_first_eval":
+                ax.plot(x, _nan(t.epochs_to_target_hi), "v", color="tab:purple", markersize=6)
             else:
                 ax.plot(x, top, "x", color="tab:red", markersize=6)
-        med = arm.get("epochs_to_target_median")
-        ci = arm.get("epochs_to_target_ci")
-        if ci is not None:
-            lo = ci[0] if ci[0] is not None else 0.0
-            hi = ci[1] if ci[1] is not None else top
+        mi = arm.medians["epochs"]
+        med = mi.median.value
+        if mi.ci is not None:
+            lo, hi = _finite(mi.ci[0]), _finite(mi.ci[1])
+            lo, hi = 0.0 if lo is None else lo, top if hi is None else hi
             ax.vlines(i + 0.25, lo, hi, color="black", linewidth=1.5)
             ax.hlines([lo, hi], i + 0.21, i + 0.29, color="black", linewidth=1.5)
-        kind = arm.get("epochs_to_target_median_kind")
+        kind = mi.median.kind if mi.n else None
         label = "never" if kind == "never" else ("—" if med is None else
                                                   ("≤ " if kind == "at_most" else "") + f"{med:.3g}")
         if med is not None:
             ax.hlines(med, i - 0.3, i + 0.3, color="tab:orange", linewidth=2.5)
-        ax.annotate(f"{label}\n{arm['n_reached']}/{arm['n_seeds']}", (i, top), ha="center",
+        ax.annotate(f"{label}\n{arm.n_reached}/{arm.n_seeds}", (i, top), ha="center",
                     va="bottom", fontsize="x-small")
     ax.axhline(top, color="tab:red", linewidth=0.6, linestyle=":")
     ax.text(len(arms) - 0.5, top, " never", color="tab:red", va="center", fontsize="x-small")
-    ax.set_xticks(range(len(arms)), [a["arm"].replace("-", "\n", 2) for a in arms], fontsize="x-small")
+    ax.set_xticks(range(len(arms)), [a.arm.replace("-", "\n", 2) for a in arms], fontsize="x-small")
     ax.set_ylim(0, top * 1.12)
     ax.set_ylabel("epochs to target")
-    cover = next((a.get("epochs_to_target_ci_coverage") for a in arms
-                  if a.get("epochs_to_target_ci_coverage")), None)
+    cover = next((c for a in arms if (c := a.medians["epochs"].coverage)), None)
     ax.set_title("epochs to target per arm: seeds (dots; ▼ reached by the first eval; × never),\n"
                  f"median (orange), interval (black{f', {cover:.0%} coverage' if cover else ''})",
                  fontsize="small")
@@ -76,11 +81,11 @@ def plot_dev_loss_by_arm(history: pd.DataFrame, table: pd.DataFrame, x: str = "e
     line style by warmup rule. Seeds are aligned on the update they were evaluated at."""
     fig = Figure(figsize=(8.5, 5.0), layout="constrained")
     ax = fig.add_subplot()
-    arms = list(dict.fromkeys(table["arm"]))
+    arms = list(dict.fromkeys(table[ARM_PARAM]))
     warmups = list(dict.fromkeys(str(w) for w in table["warmup_rule"]))
     colors = [f"C{i % 10}" for i in range(len(arms))]
     for arm, color in zip(arms, colors, strict=True):
-        rows = table[table["arm"] == arm]
+        rows = table[table[ARM_PARAM] == arm]
         runs = set(rows["run_id"])
         warm = str(rows["warmup_rule"].iloc[0])
         h = history[history["run_id"].isin(runs) & history[y].notna()]
@@ -114,14 +119,14 @@ DECISION_MARKERS = {"slower": ("^", "tab:red"), "faster": ("v", "tab:green"),
                     "equivalent": ("s", "tab:blue"), "not resolved": ("o", "tab:gray")}
 
 
-def plot_ratio_by_level(arms: Sequence[dict[str, Any]]) -> Figure:
+def plot_ratio_by_level(arms: Sequence[ArmSummary]) -> Figure:
     """Per arm, the paired epochs ratio against the baseline arm at every target loss (time
     to quality): the median with its interval, the marker saying the decision there; the
     equivalence band shaded around 1."""
     fig = Figure(figsize=(8.5, 5.0), layout="constrained")
     ax = fig.add_subplot()
-    others = [a for a in arms if a.get("ratio_by_target")]
-    margin = next((a.get("equivalence_margin") for a in others if a.get("equivalence_margin")), None)
+    others = [a for a in arms if a.levels]
+    margin = next((a.margin for a in others if a.margin), None)
     if margin:
         ax.axhspan(1 / (1 + margin), 1 + margin, color="tab:blue", alpha=0.08,
                    label=f"equivalent (margin {margin:g})")
@@ -129,19 +134,19 @@ def plot_ratio_by_level(arms: Sequence[dict[str, Any]]) -> Figure:
     tops: list[float] = []
     for i, arm in enumerate(others):
         color = f"C{i % 10}"
-        pts = [lv for lv in arm["ratio_by_target"] if lv.get("target") is not None]
-        xs = [lv["target"] * (1 + 0.012 * (i - len(others) / 2)) for lv in pts]  # dodge
-        meds = [_finite(lv.get("ratio_median")) for lv in pts]
+        pts = [(lv, lv.target) for lv in arm.levels if lv.target is not None]
+        xs = [target * (1 + 0.012 * (i - len(others) / 2)) for _, target in pts]  # dodge
+        meds = [_finite(lv.ratios.median.value) if lv.ratios and lv.ratios.n else None for lv, _ in pts]
         ax.plot([x for x, m in zip(xs, meds, strict=True) if m is not None],
-                [m for m in meds if m is not None], "-", color=color, linewidth=1, label=arm["arm"])
-        for x, lv, med in zip(xs, pts, meds, strict=True):
-            ci = lv.get("ratio_ci") or [None, None]
+                [m for m in meds if m is not None], "-", color=color, linewidth=1, label=arm.arm)
+        for x, (lv, _), med in zip(xs, pts, meds, strict=True):
+            ci = (None, None) if lv.ratios is None or lv.ratios.ci is None else lv.ratios.ci
             lo, hi = _finite(ci[0]), _finite(ci[1])
             if lo is not None or hi is not None:
                 tops += [v for v in (lo, hi) if v is not None]
                 ax.vlines(x, lo if lo is not None else 0.0, hi if hi is not None else 10.0,
                           color=color, linewidth=1.2, alpha=0.7)
-            marker, edge = DECISION_MARKERS.get(lv.get("decision", ""), ("o", "tab:gray"))
+            marker, edge = DECISION_MARKERS.get(lv.decision, ("o", "tab:gray"))
             if med is not None:
                 tops.append(med)
                 ax.plot(x, med, marker, color=color, markeredgecolor=edge, markeredgewidth=1.5,

@@ -1,8 +1,11 @@
 """The convergence report of one sweep: a table, figures, the scaling advice, and one
 self-contained HTML page.
 
-Reads MLflow (through :mod:`scalesweep.dashboards.mlflow_data`) and the pure math only; the table is
-:func:`scalesweep.dashboards.convergence_table.convergence_table`, the advice
+Reads MLflow (through :mod:`scalesweep.dashboards.mlflow_data`) and the pure math only: every
+trial's summary is :func:`scalesweep.dashboards.convergence_table.study_trials` (the driver's
+computation on the logged history), the table
+:func:`scalesweep.dashboards.convergence_table.convergence_table`, the arms
+:func:`scalesweep.dashboards.arms_table.arm_summaries`, the advice
 :func:`scalesweep.dashboards.advice.advise` (the text ``scalesweep advise`` prints).
 """
 
@@ -17,7 +20,6 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,10 +29,18 @@ from scalesweep.dashboards import advice as scaling_advice
 from scalesweep.dashboards.arm_figures import plot_dev_loss_by_arm, plot_ratio_by_level
 from scalesweep.dashboards.arm_figures import plot_epochs_to_target as plot_arms_epochs_to_target
 from scalesweep.dashboards.arms_table import arm_summaries, arms_frame
-from scalesweep.dashboards.convergence_table import PROJECTED, convergence_table
+from scalesweep.dashboards.convergence_table import PROJECTED, StudyTrial, convergence_table, study_trials
 from scalesweep.dashboards.mlflow_data import Projection, Study, load_study
-from scalesweep.science.stats.arms import conditioning_text, interval_text, levels_text, median_text
-from scalesweep.science.stats.replicates import CONFIDENCE, METHOD
+from scalesweep.mlflow_names import EPOCHS_TO_TARGET_METRIC, TRIAL_NAME_TAG
+from scalesweep.science.stats.arms import (
+    ArmSummary,
+    conditioning_text,
+    interval_text,
+    levels_text,
+    median_text,
+    ratios,
+)
+from scalesweep.science.stats.replicates import CONFIDENCE, METHOD, MedianInterval
 
 __all__ = ["PROJECTED", "ReportPaths", "build_report", "convergence_table"]
 
@@ -66,9 +76,9 @@ def plot_curves(
     """``y`` against ``x`` (any history column, ``step`` = updates), one line per trial."""
     fig = Figure(figsize=(8, 4.8), layout="constrained")
     ax = fig.add_subplot()
-    names = list(order) or sorted(history["trial_name"].unique())
+    names = list(order) or sorted(history[TRIAL_NAME_TAG].unique())
     for name in names:
-        rows = history[history["trial_name"] == name]
+        rows = history[history[TRIAL_NAME_TAG] == name]
         if y not in rows or x not in rows:
             continue
         rows = rows[rows[y].notna() & rows[x].notna()].sort_values(x)
@@ -93,20 +103,24 @@ def plot_curves(
     return fig
 
 
-def plot_projected_time(arms: Sequence[dict[str, Any]], projection: Projection) -> Figure:
+def _value_median(mi: MedianInterval) -> float | None:
+    """A median that is a plain value (not a bound, not never), else None."""
+    return mi.median.value if mi.n and mi.median.kind == "value" else None
+
+
+def plot_projected_time(arms: Sequence[ArmSummary], projection: Projection) -> Figure:
     """Per arm, the median measured seconds to target (this run's machine) beside the projected
     time to target on the projection's cluster: median epochs to target × its seconds per
     epoch at the arm's world size (hours, or minutes below two hours); "never" where half or
     more seeds never reached the target."""
     fig = Figure(figsize=(max(8.0, 1.2 * len(arms) + 3), 4.8), layout="constrained")
-    labels = [a["arm"].replace("-", "\n", 2) for a in arms]
+    labels = [a.arm.replace("-", "\n", 2) for a in arms]
     measured, projected = [], []
     for a in arms:
-        kind = a.get("epochs_to_target_median_kind")
-        per_epoch = projection.seconds_per_epoch.get(int(a.get("axes", {}).get("world_size", 0)))
-        epochs = a.get("epochs_to_target_median") if kind == "value" else None
+        per_epoch = projection.seconds_per_epoch.get(int(a.axes.get("world_size", 0)))
+        epochs = _value_median(a.medians["epochs"])
         projected.append(math.nan if epochs is None or per_epoch is None else epochs * per_epoch)
-        sec = a.get("seconds_to_target_median") if a.get("seconds_to_target_median_kind") == "value" else None
+        sec = _value_median(a.medians["seconds"])
         measured.append(math.nan if sec is None else float(sec))
     longest = max([v for v in projected if math.isfinite(v)] or [0.0])
     unit, unit_name = (3600.0, "hours") if longest >= 7200 else (60.0, "minutes")
@@ -120,7 +134,7 @@ def plot_projected_time(arms: Sequence[dict[str, Any]], projection: Projection) 
         bars = ax.bar(range(len(arms)), [0.0 if not math.isfinite(v) else v / scale for v in values],
                       color=color)
         for bar, v, a in zip(bars, values, arms, strict=True):
-            never = a.get("epochs_to_target_median_kind") == "never"
+            never = bool(a.medians["epochs"].n) and a.medians["epochs"].median.kind == "never"
             text = ("never" if never else "—") if not math.isfinite(v) else f"{v / scale:.3g}"
             ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                         ha="center", va="bottom", fontsize="small")
@@ -141,31 +155,33 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+#: the figure of each arm's seeds' epochs to target, named after that metric
+EPOCHS_FIGURE = EPOCHS_TO_TARGET_METRIC
 #: the figures of the answer, shown first (the rest are per trial)
-ARM_FIGURES = ("epochs_ratio_by_level", "dev_loss_by_arm_vs_epoch", "epochs_to_target",
+ARM_FIGURES = ("epochs_ratio_by_level", "dev_loss_by_arm_vs_epoch", EPOCHS_FIGURE,
                "projected_time_to_target")
 
 
-def report_figures(study: Study, table: pd.DataFrame, arms: Sequence[dict[str, Any]] = ()
-                   ) -> dict[str, Figure]:
+def report_figures(study: Study, table: pd.DataFrame, trials: Sequence[StudyTrial],
+                   arms: Sequence[ArmSummary] = ()) -> dict[str, Figure]:
     """Every figure of the report by file name, the arms' figures first."""
     if not arms:
-        arms = arm_summaries(study, table)
+        arms = arm_summaries(study, trials)
     out: dict[str, Figure] = {}
-    if any(a.get("ratio_by_target") for a in arms):
+    if any(a.levels for a in arms):
         out["epochs_ratio_by_level"] = plot_ratio_by_level(arms)
     out["dev_loss_by_arm_vs_epoch"] = plot_dev_loss_by_arm(
         study.history, table, target=study.target_value if study.target_metric == "dev_loss" else None)
-    out["epochs_to_target"] = plot_arms_epochs_to_target(arms, table)
+    out[EPOCHS_FIGURE] = plot_arms_epochs_to_target(arms, [t.summary for t in trials])
     projection = study.projection
     if projection is not None:
         out["projected_time_to_target"] = plot_projected_time(arms, projection)
-    out.update(_trial_figures(study, table))
+    out.update(_trial_figures(study, trials))
     return out
 
 
-def _trial_figures(study: Study, table: pd.DataFrame) -> dict[str, Figure]:
-    order = list(table["trial_name"])
+def _trial_figures(study: Study, trials: Sequence[StudyTrial]) -> dict[str, Figure]:
+    order = [t.summary.name for t in trials]
     target = study.target_value
     ys = list(dict.fromkeys(["dev_loss", study.target_metric]))
     out: dict[str, Figure] = {
@@ -194,18 +210,17 @@ def _cell(v: object) -> str:
     return str(v)
 
 
-def advice_text(study: Study, table: pd.DataFrame) -> str:
+def advice_text(study: Study, trials: Sequence[StudyTrial]) -> str:
     """``scalesweep advise``'s text for the largest measured world size, or why there is none."""
     try:
-        return scaling_advice.render(scaling_advice.advise(study, table=table))
+        return scaling_advice.render(scaling_advice.advise(study, summaries=trials))
     except ValueError as exc:  # e.g. no trial with a known global batch
         return f"no advice: {exc}"
 
 
-def first_eval_note(table: pd.DataFrame) -> str:
+def first_eval_note(trials: Sequence[StudyTrial]) -> str:
     """Names the trials whose crossing lies before their first evaluation, and what to do."""
-    first = [str(n) for n, c in zip(table["trial_name"], table["crossing"], strict=True)
-             if c == "at_first_eval"]
+    first = [t.summary.name for t in trials if t.summary.crossing == "at_first_eval"]
     if not first:
         return ""
     return (f"<p><b>{len(first)} trial(s) reached the target at their first evaluation</b> "
@@ -214,26 +229,24 @@ def first_eval_note(table: pd.DataFrame) -> str:
             "often (<code>training.eval_every_epochs</code>) or set a harder target.</p>")
 
 
-def arms_html(arms: Sequence[dict[str, Any]]) -> str:
+def arms_html(arms: Sequence[ArmSummary]) -> str:
     """The answer: each arm's decision, seeds, median and interval, the levels it is decided
     at, and its verdict in words."""
     if not arms:
         return "<p>No arms.</p>"
     e = html.escape
 
-    def cells(a: dict[str, Any]) -> list[str]:
-        return [a["arm"], f"{a['n_reached']}/{a['n_seeds']}",
-                median_text(a, "epochs_to_target"), interval_text(a.get("epochs_to_target_ci")),
-                median_text(a, "updates_to_target"),
-                median_text(a, "epochs_ratio_vs_baseline"),
-                interval_text(a.get("epochs_ratio_vs_baseline_ci")),
-                median_text(a, "speedup_vs_baseline"), interval_text(a.get("speedup_vs_baseline_ci"))]
+    def cells(a: ArmSummary) -> list[str]:
+        epochs, ratio, speedup = a.medians["epochs"], ratios(a.epochs_ratio), ratios(a.speedup)
+        return [a.arm, f"{a.n_reached}/{a.n_seeds}", median_text(epochs), interval_text(epochs),
+                median_text(a.medians["updates"]), median_text(ratio), interval_text(ratio),
+                median_text(speedup), interval_text(speedup)]
 
     rows = "\n".join(
-        "<tr>" + f"<td><b>{e(a.get('decision', ''))}</b></td>"
+        "<tr>" + f"<td><b>{e(a.answer)}</b></td>"
         + "".join(f"<td>{e(c)}</td>" for c in cells(a))
         + f"<td style='text-align:left'>{e(levels_text(a))}</td>"
-        + f"<td style='text-align:left'>{e(a.get('verdict', ''))}</td></tr>"
+        + f"<td style='text-align:left'>{e(a.verdict())}</td></tr>"
         for a in arms)
     return f"""<div class="wide"><table class="trials"><tr><th>decision</th><th>arm</th>
 <th>seeds reached</th><th>epochs to target (median)</th><th>interval</th>
@@ -242,8 +255,8 @@ def arms_html(arms: Sequence[dict[str, Any]]) -> str:
 {rows}</table></div>"""
 
 
-def render_html(study: Study, table: pd.DataFrame, pngs: dict[str, bytes], advice: str = "",
-                arms: Sequence[dict[str, Any]] = ()) -> str:
+def render_html(study: Study, table: pd.DataFrame, trials: Sequence[StudyTrial], pngs: dict[str, bytes],
+                advice: str = "", arms: Sequence[ArmSummary] = ()) -> str:
     """One page, no external resources: images inline as base64, styles inline."""
     target = study.target_value
     sign = "≤" if study.target_mode == "min" else "≥"
@@ -277,7 +290,7 @@ def render_html(study: Study, table: pd.DataFrame, pngs: dict[str, bytes], advic
             "</figcaption></figure>" for name in names if name in pngs)
 
     warnings = "".join(f"<p class='warn'>{e(w)}</p>" for a in arms if (w := conditioning_text(a)))
-    margin = next((a.get("equivalence_margin") for a in arms if a.get("equivalence_margin")), None)
+    margin = next((a.margin for a in arms if a.margin), None)
     band = ("" if margin is None else f" inside [{1 / (1 + margin):.3g}, {1 + margin:.3g}] "
             f"(<code>target.equivalence_margin</code> {margin:g})")
     return f"""<!DOCTYPE html>
@@ -315,7 +328,7 @@ the crossing lies before the first evaluation). A rerun on another CPU is anothe
 2019); speedup_by_epochs is the same on the epoch clock; scaling efficiency is the updates
 speedup over the global-batch ratio (1 = perfect). Trials that never reached the target show
 "—" and are listed last.</p>
-{first_eval_note(table)}
+{first_eval_note(trials)}
 {about_projection}
 <div class="wide">{body}</div>
 {figures([n for n in pngs if n not in ARM_FIGURES])}
@@ -341,9 +354,10 @@ def build_report(
     study = load_study(tracking_uri, experiment=experiment, parent_run_id=parent_run_id)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    table = convergence_table(study)
-    arms = arm_summaries(study, table)
-    pngs = {name: _png(fig) for name, fig in report_figures(study, table, arms).items()}
+    trials = study_trials(study)
+    table = convergence_table(study, trials)
+    arms = arm_summaries(study, trials)
+    pngs = {name: _png(fig) for name, fig in report_figures(study, table, trials, arms).items()}
     paths = ReportPaths(
         out_dir=out,
         html=out / "report.html",
@@ -358,9 +372,9 @@ def build_report(
         paths.figures[name].write_bytes(png)
     table.to_csv(paths.csv, index=False)
     table.to_json(paths.json, orient="records", indent=2)
-    paths.arms_json.write_text(json.dumps(arms, indent=1), encoding="utf-8")
+    paths.arms_json.write_text(json.dumps([a.as_json() for a in arms], indent=1), encoding="utf-8")
     arms_frame(arms).to_csv(paths.arms_csv, index=False)
-    advice = advice_text(study, table)
+    advice = advice_text(study, trials)
     paths.advice.write_text(advice + "\n", encoding="utf-8")
-    paths.html.write_text(render_html(study, table, pngs, advice, arms), encoding="utf-8")
+    paths.html.write_text(render_html(study, table, trials, pngs, advice, arms), encoding="utf-8")
     return paths

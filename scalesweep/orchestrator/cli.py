@@ -187,8 +187,8 @@ def _finish(outcome: Any) -> int:
     from scalesweep.orchestrator.tracking.summary_table import format_arms, format_summary
     from scalesweep.orchestrator.tracking.ui import ui_hint
 
-    print(format_summary(outcome.trials))
-    if any(a["n_seeds"] > 1 for a in outcome.arms) or len(outcome.arms) < len(outcome.trials):
+    print(format_summary(outcome.summaries, outcome.statuses))
+    if any(a.n_seeds > 1 for a in outcome.arms) or len(outcome.arms) < len(outcome.trials):
         print("\n" + format_arms(outcome.arms))
     out_dir = os.path.join("reports", outcome.experiment)
     if not outcome.tracking_closed:  # the report reads MLflow, which did not answer just now

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any, Literal
 
+from scalesweep.errors import ScalesweepError
 from scalesweep.science.schedules import SCHEDULE_TYPES, canonical_name, validate
 
 __all__ = ["SCALING_RULES", "AutoTotalError", "ScalingRule", "WarmupRule", "adam_hyperparameters",
@@ -117,7 +118,7 @@ def _fmt(x: Any) -> str:
     return "null" if x is None else f"{x:.6g}" if isinstance(x, float) else str(x)
 
 
-class AutoTotalError(ValueError):
+class AutoTotalError(ScalesweepError, ValueError):
     """A schedule total given as ``auto`` that this run cannot fill in: ``field`` names it."""
 
     def __init__(self, field: str, rule: str) -> None:

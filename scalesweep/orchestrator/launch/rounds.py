@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalesweep.mlflow_names import ARM_PARAM
 from scalesweep.orchestrator.launch import tune
 from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
@@ -60,4 +59,4 @@ class Rounds:
         return self.callback
 
     def decisions(self) -> dict[str, str]:
-        return {a[ARM_PARAM]: a["decision"] for a in arm_summaries(self.plan, self.curves, self.in_play)}
+        return {a.arm: a.answer for a in arm_summaries(self.plan, self.curves, self.in_play)}

@@ -18,18 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scalesweep.mlflow_names import (
-    BASELINE_ARM_PARAM,
-    BASELINE_TRIAL_PARAM,
-    BRACKETS,
-    CROSSING_TAG,
-    ERROR_TAG,
-    STATUS_TAG,
-    STEP_KEY,
-    SUMMARY_METRICS,
-    SWEEP_FILE_TAG,
-    TARGET_VALUE_PARAM,
-)
+from scalesweep.mlflow_names import ERROR_TAG, STATUS_TAG, STEP_KEY, SWEEP_FILE_TAG
 from scalesweep.orchestrator.launch import sweep_lock
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.spec.errors import InputError, Problem
@@ -51,6 +40,8 @@ from scalesweep.orchestrator.tracking.tracker import (
     fail_fast,
     is_outage,
 )
+from scalesweep.science.stats.arms import ArmSummary
+from scalesweep.science.stats.trial_summary import TrialSummary
 
 if TYPE_CHECKING:
     from scalesweep.orchestrator.tracking.callback import SweepCallback  # imports Ray Tune
@@ -66,14 +57,22 @@ class Outcome:
     experiment: str
     sweep_dir: Path
     tracking_uri: str
+    #: the summary JSON (docs/design.md §4.4): one object per trial that ran
     trials: list[dict[str, Any]] = field(default_factory=list)
-    arms: list[dict[str, Any]] = field(default_factory=list)
+    #: the summaries of those trials, and their arms
+    summaries: list[TrialSummary] = field(default_factory=list)
+    arms: list[ArmSummary] = field(default_factory=list)
     #: False when MLflow did not answer at the end: the runs are open until `resume`
     tracking_closed: bool = True
 
     @property
     def exit_code(self) -> int:
         return 1 if any(t[STATUS_TAG] == "failed" for t in self.trials) else 0
+
+    @property
+    def statuses(self) -> dict[str, str]:
+        """Trial name -> its final status."""
+        return {t["name"]: t[STATUS_TAG] for t in self.trials}
 
 
 
@@ -259,6 +258,7 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
                             run_ids, callback.run_for)
     outcome = Outcome(parent_run_id=parent_id, experiment=plan.sweep.spec.name,
                       sweep_dir=sweep_dir, tracking_uri=uri, trials=trials,
+                      summaries=[summaries[row.name] for row in in_play],
                       arms=arm_summaries(plan, curves, in_play))
     try:
         close_runs(tracker, parent_id, trials, summaries, logged, done, callback.run_for)
@@ -360,7 +360,7 @@ def _run_trials(plan: Plan, done: dict[str, str], sweep_dir: Path, tracker: Swee
     return callback, rounds.in_play
 
 
-def _trial_results(in_play: list[PlanRow], summaries: dict[str, dict[str, Any]], statuses: dict[str, str],
+def _trial_results(in_play: list[PlanRow], summaries: dict[str, TrialSummary], statuses: dict[str, str],
                    errors: dict[str, str], run_ids: dict[str, str],
                    run_for: Callable[[str], str | None]) -> list[dict[str, Any]]:
     """One dict per trial that ran: its row, final status, run and summary (summary.json)."""
@@ -369,14 +369,11 @@ def _trial_results(in_play: list[PlanRow], summaries: dict[str, dict[str, Any]],
         status = statuses.get(row.name, "failed")
         if status == "running":
             status = "failed"
-        s = summaries[row.name]
         trials.append({**row.to_json(), STATUS_TAG: status,
                        # a run still waiting for MLflow is made now, its evals with it; None
                        # while the server does not answer
                        "mlflow_run_id": run_ids.get(row.name) or run_for(row.name),
-                       **{k: s.get(k) for k in (*SUMMARY_METRICS, CROSSING_TAG, *BRACKETS,
-                                                TARGET_VALUE_PARAM, BASELINE_TRIAL_PARAM,
-                                                BASELINE_ARM_PARAM)},
+                       **summaries[row.name].as_json(),
                        ERROR_TAG: errors.get(row.name)})
     return trials
 
@@ -396,7 +393,8 @@ def _write_results(outcome: Outcome, summary_json: str | None) -> None:
         Path(summary_json).parent.mkdir(parents=True, exist_ok=True)
         Path(summary_json).write_text(json.dumps(outcome.trials, indent=1, default=str))
     (outcome.sweep_dir / "summary.json").write_text(json.dumps(outcome.trials, indent=1, default=str))
-    (outcome.sweep_dir / "arms.json").write_text(json.dumps(outcome.arms, indent=1, default=str))
+    arms = [a.as_json() for a in outcome.arms]
+    (outcome.sweep_dir / "arms.json").write_text(json.dumps(arms, indent=1, default=str))
 
 
 def _checkpoint_report(checkpoint: str) -> dict[str, Any] | None:

@@ -1,11 +1,11 @@
 """Which trials of a sweep run in which round (docs/design.md §4, "Adaptive seeds").
 
 A sweep without ``replicates`` is one round of every trial, read at the nominal confidence.
-With ``replicates: {min, max, step}`` the plan holds every arm at seeds 0 .. max − 1, and
-the launcher runs it in rounds: first every arm's seeds below ``min``; after each round, an
-arm whose decision against its baseline arm is still ``not resolved`` gets its seeds up to the
-next look, and so does its baseline arm (the pairs need both); an arm that is decided stops
-(racing). Every look reads its interval at the design's per-look confidence
+With ``replicates: {min, max, step, first_seed}`` the plan holds every arm at ``max`` seeds
+from ``first_seed`` on, and the launcher runs it in rounds: first every arm's first ``min``;
+after each round, an arm whose decision against its baseline arm is still ``not resolved``
+gets its seeds up to the next look, and so does its baseline arm (the pairs need both); an
+arm that is decided stops (racing). Every look reads its interval at the design's per-look confidence
 (:mod:`scalesweep.science.stats.sequential`), so stopping early keeps the error rate.
 
 The rounds are a function of the finished trials alone, so ``resume`` replays them: the
@@ -30,10 +30,10 @@ def design(plan: Plan) -> sequential.Design:
 
 
 def first_round(plan: Plan) -> list[PlanRow]:
-    if plan.sweep.spec.replicates is None:
+    rep = plan.sweep.spec.replicates
+    if rep is None:
         return list(plan.rows)
-    first = plan.sweep.spec.replicates.min
-    return [r for r in plan.rows if r.seed < first]
+    return [r for r in plan.rows if r.seed < rep.first_seed + rep.min]
 
 
 def _baseline_arms(plan: Plan) -> dict[str, str | None]:
@@ -47,7 +47,8 @@ def _baseline_arms(plan: Plan) -> dict[str, str | None]:
 def next_round(plan: Plan, in_play: Sequence[PlanRow], decisions: Mapping[str, str]) -> list[PlanRow]:
     """The trials to add after a round: each undecided arm's seeds up to its next look, and
     its baseline arm's too; nothing when every arm is decided or at ``max``."""
-    if plan.sweep.spec.replicates is None:
+    rep = plan.sweep.spec.replicates
+    if rep is None:
         return []
     looks = design(plan).looks
     seeds: dict[str, int] = {}
@@ -64,7 +65,8 @@ def next_round(plan: Plan, in_play: Sequence[PlanRow], decisions: Mapping[str, s
             want[arm] = max(want.get(arm, 0), later[0])
             want[base] = max(want.get(base, 0), later[0])
     running = {r.name for r in in_play}
-    return [r for r in plan.rows if r.arm in want and r.seed < want[r.arm] and r.name not in running]
+    return [r for r in plan.rows
+            if r.arm in want and r.seed < rep.first_seed + want[r.arm] and r.name not in running]
 
 
 def describe(plan: Plan) -> str | None:
@@ -77,8 +79,8 @@ def describe(plan: Plan) -> str | None:
         return (f"warning: adaptive seeds with at most {rep.max} seeds: no look can decide anything "
                 f"(even {rep.max} seeds that all agree fall short of {d.confidence:.0%} over "
                 f"{len(d.looks)} looks), so every arm runs all {rep.max}; raise replicates.max")
-    return (f"adaptive seeds: every arm runs seeds 0-{rep.min - 1} first; arms not yet decided "
-            f"against their baseline (and the baseline) get more at looks {list(d.looks)}, up to "
-            f"{rep.max}; each interval read at {d.per_look:.4g} confidence so that stopping early "
-            f"keeps the error rate at most {1 - d.confidence:.0%} ({sequential.METHOD}); the "
-            f"plan lists every trial that may run")
+    return (f"adaptive seeds: every arm runs seeds {rep.first_seed}-{rep.first_seed + rep.min - 1} "
+            f"first; arms not yet decided against their baseline (and the baseline) get more at "
+            f"looks {list(d.looks)}, up to {rep.max}; each interval read at {d.per_look:.4g} "
+            f"confidence so that stopping early keeps the error rate at most "
+            f"{1 - d.confidence:.0%} ({sequential.METHOD}); the plan lists every trial that may run")

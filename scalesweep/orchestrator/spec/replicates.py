@@ -17,7 +17,7 @@ def problems(spec: SweepSpec) -> list[Problem]:
     if "seed" in spec.axes.model_fields_set:
         out.append(Problem("axes.seed", spec.axes.seed, "give seeds by hand or adaptive replicates "
                            f"(replicates: {{min: {rep.min}, max: {rep.max}}}), not both: replicates "
-                           "runs seeds 0, 1, ... itself"))
+                           "runs seeds first_seed, first_seed + 1, ... itself"))
     if spec.search.type != "grid":
         out.append(Problem("search.type", spec.search.type, "adaptive replicates need a grid search "
                            "(every arm with the same seeds, paired by seed number)"))
@@ -28,9 +28,10 @@ def problems(spec: SweepSpec) -> list[Problem]:
 
 
 def expand(spec: SweepSpec) -> SweepSpec:
-    """The spec with every seed adaptive replicates may run (0 .. max - 1) on the seed axis;
-    the launcher decides which of them run."""
-    if spec.replicates is None:
+    """The spec with every seed adaptive replicates may run (first_seed .. first_seed + max - 1)
+    on the seed axis; the launcher decides which of them run."""
+    rep = spec.replicates
+    if rep is None:
         return spec
-    axes = spec.axes.model_copy(update={"seed": list(range(spec.replicates.max))})
+    axes = spec.axes.model_copy(update={"seed": list(range(rep.first_seed, rep.first_seed + rep.max))})
     return spec.model_copy(update={"axes": axes})

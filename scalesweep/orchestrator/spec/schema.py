@@ -225,12 +225,14 @@ class ProjectionSpec(BaseModel):
 class ReplicatesSpec(BaseModel):
     """Seeds added where they decide (docs/design.md §4, "Adaptive seeds"): every arm runs
     ``min`` seeds, then arms still not resolved against the baseline (and the baseline) get
-    ``step`` more at a time, up to ``max``."""
+    ``step`` more at a time, up to ``max``. The seeds are ``first_seed``, ``first_seed`` + 1, ...:
+    another block of seeds is another independent draw of the whole study."""
 
     model_config = STRICT
     min: int = Field(ge=2)
     max: int = Field(ge=2)
     step: int = Field(default=1, ge=1)
+    first_seed: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _ordered(self) -> ReplicatesSpec:

@@ -1,26 +1,39 @@
-"""Per-trial convergence summaries: the fields of the summary JSON and the MLflow summaries."""
+"""The driver's summaries: each trial's curve and plan row handed to the pure summary
+(:mod:`scalesweep.science.stats.trial_summary`, the code the report and `advise` run too), and
+its seeds' arms (:mod:`scalesweep.science.stats.arms`)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scalesweep.mlflow_names import BRACKETS, SUMMARY_METRICS
+from scalesweep.mlflow_names import STEP_KEY, TRAIN_SECONDS_METRIC
 from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
 from scalesweep.orchestrator.spec.load import metric_mode
 from scalesweep.science.stats import arms
 from scalesweep.science.stats import convergence as conv
+from scalesweep.science.stats.trial_summary import Reading, TrialEvals, TrialSummary, summarize_trial
 
 
 def points(curve: Sequence[Mapping[str, Any]], metric: str) -> list[conv.EvalPoint]:
     return [
-        conv.EvalPoint(update=float(r["update"]), samples_seen=float(r["samples_seen"]),
-                       epoch=float(r["epoch"]), wall_s=float(r["wall_s"]),
-                       value=float(r[metric]))
+        conv.EvalPoint(update=float(r[STEP_KEY]), samples_seen=float(r["samples_seen"]),
+                       epoch=float(r["epoch"]), wall_s=float(r["wall_s"]), value=float(r[metric]))
         for r in curve if r.get(metric) is not None
     ]
+
+
+def _evals(row: PlanRow, curve: Sequence[Mapping[str, Any]], metric: str) -> TrialEvals:
+    """What the trial reported: its evals of the target metric, its dev losses, and the loop's
+    training time (its last report's; else that report's wall clock)."""
+    last = curve[-1] if curve else {}
+    return TrialEvals(
+        name=row.name, arm=row.arm, seed=row.seed, global_batch=row.global_batch,
+        curve=tuple(points(curve, metric)),
+        dev_loss=tuple(float(r["dev_loss"]) for r in curve if r.get("dev_loss") is not None),
+        train_seconds=last.get(TRAIN_SECONDS_METRIC, last.get("wall_s")),
+    )
 
 
 def _baseline_arm_rows(plan: Plan, base: PlanRow) -> list[PlanRow]:
@@ -54,62 +67,32 @@ def targets(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
     return out
 
 
-def summarize(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
-              ) -> dict[str, dict[str, Any]]:
-    """Trial name -> summary fields (None when never reached / not applicable)."""
+def summarize(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, TrialSummary]:
+    """Trial name -> its summary, for every row of the plan (a trial that has not run has no
+    evals: no crossing, never a made-up one)."""
     spec = plan.sweep.spec.target
-    mode = metric_mode(plan.sweep)
-    out: dict[str, dict[str, Any]] = {}
-    resolved = targets(plan, curves)
-    for row in plan.rows:
-        curve = curves.get(row.name, [])
-        target, base = resolved[row.name]
-        pts = points(curve, spec.metric)
-        dev = [float(r["dev_loss"]) for r in curve if r.get("dev_loss") is not None]
-        summary: dict[str, Any] = dict.fromkeys((*SUMMARY_METRICS, *BRACKETS, "crossing"))
-        if target is not None and pts:
-            base_crossing = None
-            if base is not None:
-                base_crossing = conv.locate(points(curves.get(base.name, []), spec.metric),
-                                            target, mode, spec.smoothing).crossing
-            s = conv.summarize(pts, target, mode, baseline=base_crossing,
-                               smoothing=spec.smoothing, global_batch=row.global_batch,
-                               baseline_global_batch=base.global_batch if base else None,
-                               dev_loss=dev or None)
-            summary.update(s.as_dict())
-        elif dev:
-            finite = [v for v in dev if math.isfinite(v)]
-            summary["final_dev_loss"] = dev[-1] if math.isfinite(dev[-1]) else None
-            summary["best_dev_loss"] = min(finite) if finite else None
-        last = curve[-1] if curve else {}
-        summary["train_seconds"] = last.get("train_seconds", last.get("wall_s"))
-        summary["target_value"] = target
-        summary["baseline_trial"] = base.name if base else None
-        summary["arm"] = row.arm
-        summary["baseline_arm"] = base.arm if base else None
-        out[row.name] = summary
+    reading = Reading(metric_mode(plan.sweep), spec.smoothing)
+    evals = {row.name: _evals(row, curves.get(row.name, []), spec.metric) for row in plan.rows}
+    out = {}
+    for name, (target, base) in targets(plan, curves).items():
+        out[name] = summarize_trial(evals[name], target, None if base is None else evals[base.name], reading)
     return out
 
 
 def arm_summaries(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]],
-                  rows: Sequence[PlanRow] | None = None) -> list[dict[str, Any]]:
-    """One arms.json object per arm: its seeds' medians and intervals, and the paired
-    comparison with its baseline arm (:mod:`scalesweep.science.stats.arms`), each interval at
-    the design's per-look confidence. ``rows``: the trials that ran (an adaptive sweep runs
-    only some of its plan), by default all."""
+                  rows: Sequence[PlanRow] | None = None) -> list[arms.ArmSummary]:
+    """One summary per arm: its seeds' medians and intervals, and the paired comparison with
+    its baseline arm (:mod:`scalesweep.science.stats.arms`), each interval at the design's
+    per-look confidence. ``rows``: the trials that ran (an adaptive sweep runs only some of
+    its plan), by default all."""
     spec = plan.sweep.spec.target
-    mode = metric_mode(plan.sweep)
-    trials, baseline_arm, axes = [], {}, {}
-    resolved = targets(plan, curves)
-    for row in plan.rows if rows is None else rows:
-        target, base = resolved[row.name]
-        pts = points(curves.get(row.name, []), spec.metric)
-        located = conv.locate(pts, target, mode, spec.smoothing) if target is not None and pts else None
-        trials.append(arms.TrialCrossing(row.arm, row.seed, located, pts))
-        baseline_arm[row.arm] = base.arm if base else None
-        axes[row.arm] = {k: v for k, v in row.axes.items() if k != "seed"}
-    headline = {target for target, _ in resolved.values()}
+    summaries = summarize(plan, curves)
+    ran = [summaries[row.name] for row in (plan.rows if rows is None else rows)]
+    axes = {row.arm: {k: v for k, v in row.axes.items() if k != "seed"}
+            for row in (plan.rows if rows is None else rows)}
+    headline = {s.target_value for s in summaries.values()}
     single = next(iter(headline)) if len(headline) == 1 and not spec.per_seed else None
     rules = arms.Rules(confidence=adaptive.design(plan).per_look, margin=spec.equivalence_margin,
-                       levels=tuple(spec.levels), mode=mode, smoothing=spec.smoothing, target=single)
-    return [a.as_json(axes[a.arm]) for a in arms.summarize_arms(trials, baseline_arm, rules)]
+                       levels=tuple(spec.levels), mode=metric_mode(plan.sweep), smoothing=spec.smoothing,
+                       target=single)
+    return arms.summarize_arms(ran, {s.arm: s.baseline_arm for s in ran}, rules, axes)

@@ -4,19 +4,25 @@ line per arm (its seeds' median and interval, and the comparison with the baseli
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
-from scalesweep.science.stats.arms import conditioning_text, interval_text, levels_text, median_text
+from scalesweep.science.stats.arms import (
+    ArmSummary,
+    conditioning_text,
+    interval_text,
+    levels_text,
+    median_text,
+    ratios,
+)
+from scalesweep.science.stats.replicates import METHOD
+from scalesweep.science.stats.trial_summary import TrialSummary
 
-COLUMNS = (("trial", "name"), ("status", "status"), ("epochs→target", "epochs_to_target"),
-           ("updates→target", "updates_to_target"), ("speedup", "speedup_vs_baseline"),
-           ("best dev_loss", "best_dev_loss"), ("train s", "train_seconds"))
+HEADER = ("trial", "status", "epochs→target", "updates→target", "speedup", "best dev_loss", "train s")
 FIRST_EVAL_ADVICE = ("evaluate more often (training.eval_every_epochs) or set a harder target: "
                      "a crossing before the first evaluation is a bound, not a measurement")
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     if value is None:
         return "—"
     if isinstance(value, float):
@@ -24,14 +30,13 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _crossing_cell(t: dict[str, Any], key: str) -> str:
+def _crossing_cell(s: TrialSummary, value: float | None, hi: float | None) -> str:
     """epochs/updates to target as the evals allow: a value, "≤ x" at the first eval, "never"."""
-    kind = t.get("crossing")
-    if kind == "at_first_eval":
-        return f"≤ {_cell(t.get(f'{key}_hi'))}"
-    if kind == "never":
+    if s.crossing == "at_first_eval":
+        return f"≤ {_cell(hi)}"
+    if s.crossing == "never":
         return "never"
-    return _cell(t.get(key))
+    return _cell(value)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -42,50 +47,49 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def format_summary(trials: Sequence[dict[str, Any]]) -> str:
-    def key(t: dict[str, Any]) -> tuple[int, float]:
-        e = t.get("epochs_to_target")
-        if e is None and t.get("crossing") == "at_first_eval":
-            e = t.get("epochs_to_target_hi")
-        return (0, float(e)) if e is not None else (1, 0.0)
+def _fastest_first(s: TrialSummary) -> tuple[int, float]:
+    e = s.epochs_to_target
+    if e is None and s.crossing == "at_first_eval":
+        e = s.epochs_to_target_hi
+    return (0, float(e)) if e is not None else (1, 0.0)
 
-    rows = []
-    for t in sorted(trials, key=key):
-        row = [_cell(t.get(k)) for _, k in COLUMNS]
-        row[2] = _crossing_cell(t, "epochs_to_target")
-        row[3] = _crossing_cell(t, "updates_to_target")
-        rows.append(row)
-    text = _table([h for h, _ in COLUMNS], rows)
-    first = [t["name"] for t in trials if t.get("crossing") == "at_first_eval"]
+
+def _row(s: TrialSummary, status: str) -> list[str]:
+    return [s.name, status, _crossing_cell(s, s.epochs_to_target, s.epochs_to_target_hi),
+            _crossing_cell(s, s.updates_to_target, s.updates_to_target_hi),
+            _cell(s.speedup_vs_baseline), _cell(s.best_dev_loss), _cell(s.train_seconds)]
+
+
+def format_summary(trials: Sequence[TrialSummary], statuses: Mapping[str, str]) -> str:
+    """One line per trial, fastest to target first (a bound at the first eval by its bound,
+    never reached last); ``statuses``: trial name -> its final status."""
+    text = _table(HEADER, [_row(s, statuses[s.name]) for s in sorted(trials, key=_fastest_first)])
+    first = [s.name for s in trials if s.crossing == "at_first_eval"]
     if first:
         text += (f"\n{len(first)} trial(s) reached the target at their first evaluation "
                  f"({', '.join(first)}): {FIRST_EVAL_ADVICE}")
     return text
 
 
-def format_arms(arms: Sequence[dict[str, Any]]) -> str:
+def format_arms(arms: Sequence[ArmSummary]) -> str:
     """Per arm: seeds reached / run, median epochs to target [interval], the epochs ratio to the
     baseline arm (paired by seed) [interval], the decision at the target and the levels at
     which it is decided; then each arm's verdict in words."""
     if not arms:
         return ""
-    coverage = next((a.get("epochs_to_target_ci_coverage") for a in arms
-                     if a.get("epochs_to_target_ci_coverage")), None)
+    coverage = next((c for a in arms if (c := a.medians["epochs"].coverage)), None)
     header = ["arm", "reached", "epochs→target (median)", "interval", "epochs ratio vs baseline",
               "interval", "decision", "decided at levels"]
-    rows = [[a["arm"], f"{a['n_reached']}/{a['n_seeds']}", median_text(a, "epochs_to_target"),
-             interval_text(a.get("epochs_to_target_ci")), median_text(a, "epochs_ratio_vs_baseline"),
-             interval_text(a.get("epochs_ratio_vs_baseline_ci")), a.get("decision", ""),
-             levels_text(a) if a.get("decision") != "baseline" else ""]
+    rows = [[a.arm, f"{a.n_reached}/{a.n_seeds}", median_text(a.medians["epochs"]),
+             interval_text(a.medians["epochs"]), median_text(ratios(a.epochs_ratio)),
+             interval_text(ratios(a.epochs_ratio)), a.answer, levels_text(a)]
             for a in arms]
-    margin = arms[0].get("equivalence_margin")
-    note = (f"intervals: {arms[0].get('method', '')}; coverage {coverage:.0%} at these seeds "
-            f"(nominal {arms[0].get('confidence', 0.9):.0%})" if coverage else
+    margin = arms[0].margin
+    note = (f"intervals: {METHOD}; coverage {coverage:.0%} at these seeds "
+            f"(nominal {arms[0].confidence:.0%})" if coverage else
             "intervals: n/a with one seed per arm")
-    if margin is not None:
-        note += (f"; equivalent = the ratio's interval inside [{1 / (1 + margin):.3g}, {1 + margin:.3g}] "
-                 f"(target.equivalence_margin {margin:g}); levels: targets best × (1 + level)")
+    note += (f"; equivalent = the ratio's interval inside [{1 / (1 + margin):.3g}, {1 + margin:.3g}] "
+             f"(target.equivalence_margin {margin:g}); levels: targets best × (1 + level)")
     warnings = [w for a in arms if (w := conditioning_text(a))]
-    verdicts = "\n".join(f"  {a['arm']}: {a['verdict']}" for a in arms if a.get("verdict") != "baseline")
+    verdicts = "\n".join(f"  {a.arm}: {a.verdict()}" for a in arms if not a.is_baseline)
     return "\n".join([_table(header, rows), note, *([verdicts] if verdicts else []), *warnings])
-

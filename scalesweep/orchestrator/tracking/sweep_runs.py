@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,6 @@ from scalesweep.mlflow_names import (
     ARM_PARAM,
     BASELINE_ARM_PARAM,
     BASELINE_TRIAL_PARAM,
-    BRACKETS,
     CROSSING_TAG,
     DECISION_CONFIDENCE_PARAM,
     EQUIVALENCE_MARGIN_PARAM,
@@ -36,6 +35,7 @@ from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
 from scalesweep.orchestrator.spec.load import Sweep
 from scalesweep.orchestrator.tracking.tracker import SweepTracker, fail_fast
+from scalesweep.science.stats.trial_summary import TrialSummary
 
 #: where the metrics MLflow never accepted are kept, in the sweep directory
 UNSENT = "unsent_metrics.jsonl"
@@ -118,7 +118,7 @@ def spool_unsent(tracker: SweepTracker, sweep_dir: Path) -> None:
 
 
 def close_runs(tracker: SweepTracker, parent_id: str, trials: list[dict[str, Any]],
-               summaries: dict[str, dict[str, Any]], logged: dict[str, set[str]],
+               summaries: Mapping[str, TrialSummary], logged: dict[str, set[str]],
                done: dict[str, str], run_for: Callable[[str], str | None]) -> None:
     """Summary metrics, final tags and statuses: what the end of a sweep writes to MLflow.
     Fails fast (is_outage) where the server does not answer. ``run_for``: a trial's run, made
@@ -138,7 +138,7 @@ def close_runs(tracker: SweepTracker, parent_id: str, trials: list[dict[str, Any
     _end_runs(tracker, parent_id, trials, done)
 
 
-def _log_trial_end(tracker: SweepTracker, t: dict[str, Any], s: dict[str, Any],
+def _log_trial_end(tracker: SweepTracker, t: dict[str, Any], s: TrialSummary,
                    logged: dict[str, set[str]], done: dict[str, str],
                    run_for: Callable[[str], str | None]) -> None:
     """One trial's summary metrics (those its run lacks) and, unless it had finished before,
@@ -149,13 +149,12 @@ def _log_trial_end(tracker: SweepTracker, t: dict[str, Any], s: dict[str, Any],
         raise ConnectionError(f"no MLflow run for trial {name} yet")
     # summaries only where missing: a resumed sweep never logs a step twice
     have = logged.get(name, set())
-    tracker.add_summary(run_id, {k: s.get(k) for k in (*SUMMARY_METRICS, *BRACKETS,
-                                                       TARGET_VALUE_PARAM) if k not in have})
+    tracker.add_summary(run_id, {k: v for k, v in s.metrics().items() if k not in have})
     if name in done:
         return
     tags = {STATUS_TAG: t[STATUS_TAG]}
-    if s.get(CROSSING_TAG):
-        tags[CROSSING_TAG] = s[CROSSING_TAG]
+    if s.crossing:
+        tags[CROSSING_TAG] = s.crossing
     if t[ERROR_TAG]:
         tags[ERROR_TAG] = t[ERROR_TAG]
     tracker.set_tags(run_id, tags)

@@ -23,12 +23,16 @@ mlflow/server/js/src/experiment-tracking/components/experiment-page; see docs/ml
   each step) and, behind it, a band from the group's min to its max at each step, whatever
   the function.
 
+- the x-axis of every line chart is the workspace setting ``globalLineChartConfig``
+  (``{"xAxisKey": "metric", "selectedXAxisMetricKey": "epoch"}`` charts against the logged
+  ``epoch``); a saved view carries it too.
+
 So ``ensure_view`` writes two saved views per study, *one line per arm* (grouped by the param
 ``arm``, the trial's settings minus its seed: a line per arm, band = min-max over its seeds)
 and *one line per trial* (and gives the trials distinct colours: MLflow's hash of the run id
-often paints two trials alike), and the URL opens the first, or the second for a study logged
-before trials had an ``arm`` param. Where the views cannot be written, the plain URL (chart
-view, flat, sorted by name) still charts 9 trials.
+often paints two trials alike), both charting against ``epoch``, and the URL opens the first,
+or the second for a study logged before trials had an ``arm`` param. Where the views cannot be
+written, the plain URL (chart view, flat, sorted by name) still charts 9 trials.
 """
 
 from __future__ import annotations
@@ -54,11 +58,17 @@ VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 #: the MLflow param that names a trial's arm (its settings minus the seed; scalesweep.orchestrator.launch.run)
 #: sorting by run name (anything but start time) lists the child runs flat, next to their parent
 ORDER_BY = "tags.`mlflow.runName`"
+#: the x-axis of every line chart (the workspace setting, which a saved view carries): going
+#: from N to M workers changes the updates per epoch, so trials of different world sizes are
+#: compared per epoch; against the update count the larger world sizes are squeezed left
+EPOCH_X_AXIS: dict[str, Any] = {"xAxisKey": "metric", "selectedXAxisMetricKey": "epoch",
+                                "lineSmoothness": 0}
 TRIALS_VIEW_STATE: dict[str, Any] = {
     "searchFilter": "",
     "orderByKey": ORDER_BY,
     "orderByAsc": True,
     "runsHiddenMode": "SHOW_ALL",  # chart every run, not only the first 10 rows
+    "globalLineChartConfig": EPOCH_X_AXIS,
 }
 #: the line is the arm's mean over its seeds at each step; MLflow draws the min-max band of the
 #: group behind its line whatever the aggregate function ("min", "max" or "average")
@@ -194,8 +204,8 @@ SHOWS = {
     TRIALS_VIEW_ID: "one dev_loss line per trial",
     None: "one dev_loss line per trial",
 }
-PER_EPOCH = ("to compare per epoch: the gear beside 'Search metric charts' > X-axis > Metric > "
-             "epoch")
+PER_EPOCH = ("x-axis: epoch; per optimizer update instead: the gear beside 'Search metric "
+             "charts' > X-axis > Step")
 
 
 def ui_hint(uri: str, experiment: str, port: int = 5000) -> str:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from scalesweep.mlflow_names import ARM_PARAM, BASELINE_ARM_PARAM, EQUIVALENCE_MARGIN_PARAM, SPEEDUP_METRIC
 from scalesweep.science.stats.convergence import (
     Axis,
     EvalPoint,
@@ -47,9 +48,26 @@ from scalesweep.science.stats.replicates import (
 ARM_CLOCKS: tuple[Axis, ...] = ("epochs", "updates", "samples", "seconds")
 
 
+class SeedCrossing(Protocol):
+    """One trial as an arm sees it: :class:`TrialCrossing`, or a
+    :class:`~scalesweep.science.stats.trial_summary.TrialSummary`."""
+
+    @property
+    def arm(self) -> str: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def located(self) -> Located | None: ...  # None: no target could be resolved, or no evals
+
+    @property
+    def curve(self) -> Sequence[EvalPoint]: ...  # its evals of the target metric (the levels)
+
+
 @dataclass(frozen=True)
 class TrialCrossing:
-    """One trial as an arm sees it."""
+    """One trial as an arm sees it, on its own."""
 
     arm: str
     seed: int
@@ -73,31 +91,44 @@ class Rules:
     target: float | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class ArmSummary:
     arm: str
     baseline_arm: str | None
     n_seeds: int
     n_reached: int  # interpolated crossings (a crossing at the first eval is a bound: not counted)
     n_at_first_eval: int
-    medians: dict[str, MedianInterval] = field(default_factory=dict)  # clock -> median
+    medians: Mapping[Axis, MedianInterval]  # clock -> median, in ARM_CLOCKS order
     #: per-seed epochs ratio trial / baseline (>1: slower per epoch than the baseline arm)
     epochs_ratio: Comparison | None = None
     #: per-seed updates speedup baseline / trial (Shallue et al.; >1: fewer updates)
     speedup: Comparison | None = None
-    #: the answer at the headline target (docs/design.md §4, "Decisions")
+    #: the answer at the headline target (docs/design.md §4, "Decisions"); None: no comparison
     decision: Decision | None = None
     margin: float = DEFAULT_MARGIN
     #: the paired epochs ratio at every level of time to quality
-    levels: list[LevelRatio] = field(default_factory=list)
+    levels: tuple[LevelRatio, ...] = ()
     #: the baseline arm only: how well the headline target pins its crossing down, and the
     #: lowest level that would be well conditioned
     conditioning: Conditioning | None = None
     suggested_level: float | None = None
+    #: the settings that make the arm (its axes but the seed), as arms.json lists them
+    axes: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def is_baseline(self) -> bool:
         return self.baseline_arm == self.arm
+
+    @property
+    def answer(self) -> str:
+        """arms.json's ``decision``: ``baseline`` for the baseline arm, else the decision
+        (``not resolved`` without a comparison)."""
+        return BASELINE if self.is_baseline else (self.decision or "not resolved")
+
+    @property
+    def confidence(self) -> float:
+        """The confidence the comparison was read at (the nominal one without a comparison)."""
+        return CONFIDENCE if self.epochs_ratio is None else self.epochs_ratio.confidence
 
     def verdict(self) -> str:
         """One line on the per-epoch comparison with the baseline arm, resolved or not."""
@@ -118,18 +149,23 @@ class ArmSummary:
             needed = f"~{c.seeds_needed} seeds would resolve it if they keep agreeing"
         else:
             needed = f"~{c.seeds_needed} seeds would resolve it if they keep splitting {side} of {n}"
-        return f"not resolved with {n} seed{'s' if n != 1 else ''}: {needed}"
+        tied = ""
+        if c.n_tied:
+            tied = (f"; {c.n_tied} of {n} seed{'s' if n != 1 else ''} crossed within the same evals "
+                    "as the baseline (brackets straddle 1): evaluating more often "
+                    "(training.eval_every_epochs) would tell them apart")
+        return f"not resolved with {n} seed{'s' if n != 1 else ''}: {needed}{tied}"
 
-    def as_json(self, axes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def as_json(self) -> dict[str, Any]:
         """The arms.json object (docs/design.md §4): intervals as [lo, hi], null where
         infinite or undefined; ``*_median_kind`` says how to read a median that is a bound."""
-        out: dict[str, Any] = {"arm": self.arm, "axes": dict(axes or {}),
-                               "baseline_arm": self.baseline_arm, "n_seeds": self.n_seeds,
+        out: dict[str, Any] = {ARM_PARAM: self.arm, "axes": dict(self.axes),
+                               BASELINE_ARM_PARAM: self.baseline_arm, "n_seeds": self.n_seeds,
                                "n_reached": self.n_reached, "n_at_first_eval": self.n_at_first_eval}
         for clock, mi in self.medians.items():
             out.update(_median_json(f"{clock}_to_target", mi))
         for name, comp in (("epochs_ratio_vs_baseline", self.epochs_ratio),
-                           ("speedup_vs_baseline", self.speedup)):
+                           (SPEEDUP_METRIC, self.speedup)):
             if comp is None:
                 out.update({f"{name}_median": None, f"{name}_median_kind": None,
                             f"{name}_ci": None, f"{name}_n_paired": 0})
@@ -140,10 +176,11 @@ class ArmSummary:
         out["resolved_vs_baseline"] = bool(c is not None and c.direction != "unresolved")
         out["direction_vs_baseline"] = None if c is None else c.direction
         out["seeds_needed"] = None if c is None else c.seeds_needed
+        out["n_tied_within_evals"] = 0 if c is None else c.n_tied
         out["verdict"] = self.verdict()
-        out["decision"] = BASELINE if self.is_baseline else (self.decision or "not resolved")
-        out["equivalence_margin"] = self.margin
-        out["confidence"] = CONFIDENCE if c is None else c.confidence
+        out["decision"] = self.answer
+        out[EQUIVALENCE_MARGIN_PARAM] = self.margin
+        out["confidence"] = self.confidence
         out["method"] = METHOD
         out["ratio_by_target"] = [lv.as_json() for lv in self.levels]
         if (cond := self.conditioning) is not None:
@@ -160,54 +197,47 @@ class ArmSummary:
         return out
 
 
-def median_text(arm: Mapping[str, Any], name: str) -> str:
-    """An arms.json median as people read it: "4.32", "≤ 1", "≥ 1.39", "1.25–1.3" (between
-    two seeds' brackets), "never", "unknown"."""
-    value, kind = arm.get(f"{name}_median"), arm.get(f"{name}_median_kind")
-    if kind == "range":
-        bounds = arm.get(f"{name}_median_bounds") or [None, None]
-        if None in bounds:
-            return "range"
-        return f"{bounds[0]:.3g}–{bounds[1]:.3g}"
-    if kind in (None, "never", "unknown"):
-        return kind or "—"
-    prefix = {"at_most": "≤ ", "at_least": "≥ "}.get(kind, "")
-    return f"{prefix}{value:.3g}"
+def median_text(mi: MedianInterval | None) -> str:
+    """A median as people read it: "4.32", "≤ 1", "≥ 1.39", "1.25–1.3" (between two seeds'
+    brackets), "never", "unknown"; "—" without observations."""
+    return "—" if mi is None or mi.n == 0 else mi.median.text()
 
 
-def levels_text(arm: Mapping[str, Any]) -> str:
+def levels_text(arm: ArmSummary) -> str:
     """Where an arm is decided along its levels: "slower at 0.5, 1, 2; equivalent at 0.1"."""
-    by: dict[str, list[str]] = {}
-    for lv in arm.get("ratio_by_target") or []:
-        if lv.get("decision") not in (None, "not resolved"):
-            by.setdefault(lv["decision"], []).append(f"{lv['level']:g}")
-    if not arm.get("ratio_by_target") or arm.get("decision") == BASELINE:
+    if not arm.levels or arm.is_baseline:
         return ""
+    by = arm.decided_levels()
     if not by:
         return "none"
-    return "; ".join(f"{d} at {', '.join(ls)}" for d, ls in by.items())
+    return "; ".join(f"{d} at {', '.join(f'{x:g}' for x in xs)}" for d, xs in by.items())
 
 
-def conditioning_text(arm: Mapping[str, Any]) -> str | None:
-    """The baseline arm's warning (from its arms.json object) when the headline target sits
-    where its curve is flat, naming a level that does not."""
-    c = arm.get("conditioning")
-    if not c or c.get("ok"):
+def conditioning_text(arm: ArmSummary) -> str | None:
+    """The baseline arm's warning when the headline target sits where its curve is flat,
+    naming a level that does not."""
+    c = arm.conditioning
+    if c is None or c.ok:
         return None
-    level = c.get("suggested_level")
+    level = arm.suggested_level
     better = ("no level of target.levels is better conditioned" if level is None
               else f"level {level:g} is well conditioned (target.levels)")
-    return (f"warning: the target {c['target']:.4g} sits where the baseline arm's curve is flat: it "
-            f"changes by {c['drop']:.3g} across the crossing's evals, less than its seeds' spread "
-            f"there ({c['spread']:.3g}), so the crossing is mostly noise; {better}")
+    return (f"warning: the target {c.target:.4g} sits where the baseline arm's curve is flat: it "
+            f"changes by {c.drop:.3g} across the crossing's evals, less than its seeds' spread "
+            f"there ({c.spread:.3g}), so the crossing is mostly noise; {better}")
 
 
-def interval_text(ci: Sequence[float | None] | None) -> str:
-    """An arms.json interval: "[4, 4.5]", "[6, never]", or "n/a" (one seed)."""
-    if ci is None:
+def interval_text(mi: MedianInterval | None) -> str:
+    """A median's interval: "[4, 4.5]", "[6, never]", or "n/a" (one seed)."""
+    if mi is None or mi.ci is None:
         return "n/a"
-    lo, hi = ci
+    lo, hi = _finite(mi.ci[0]), _finite(mi.ci[1])
     return f"[{'—' if lo is None else f'{lo:.3g}'}, {'never' if hi is None else f'{hi:.3g}'}]"
+
+
+def ratios(comparison: Comparison | None) -> MedianInterval | None:
+    """A paired comparison's ratios (None without a comparison)."""
+    return None if comparison is None else comparison.ratios
 
 
 def _finite(x: float) -> float | None:
@@ -225,7 +255,7 @@ def _median_json(name: str, mi: MedianInterval) -> dict[str, Any]:
     }
 
 
-def _observations(trials: Sequence[TrialCrossing], clock: Axis) -> dict[int, Observation]:
+def _observations(trials: Sequence[SeedCrossing], clock: Axis) -> dict[int, Observation]:
     """Seed -> observation on ``clock`` (seeds whose crossing that clock did not record are
     left out of that clock's median only)."""
     out = {}
@@ -236,54 +266,63 @@ def _observations(trials: Sequence[TrialCrossing], clock: Axis) -> dict[int, Obs
     return out
 
 
-def summarize_arms(trials: Sequence[TrialCrossing], baseline_arm: Mapping[str, str | None],
-                   rules: Rules | None = None) -> list[ArmSummary]:
+def summarize_arms(trials: Sequence[SeedCrossing], baseline_arm: Mapping[str, str | None],
+                   rules: Rules | None = None, axes: Mapping[str, Mapping[str, Any]] | None = None
+                   ) -> list[ArmSummary]:
     """One summary per arm (in first-seen order). ``baseline_arm``: arm -> the arm its seeds
-    are paired with (itself for the baseline). A trial without a crossing (no target, no
-    evals) counts in ``n_seeds`` but has no observation: it is never silently reached."""
+    are paired with (itself for the baseline); ``axes``: arm -> its settings. A trial without
+    a crossing (no target, no evals) counts in ``n_seeds`` but has no observation: it is never
+    silently reached; one that never reached is +inf in every median, never dropped."""
     rules = rules or Rules()
-    by_arm: dict[str, list[TrialCrossing]] = {}
+    by_arm: dict[str, list[SeedCrossing]] = {}
     for t in trials:
         by_arm.setdefault(t.arm, []).append(t)
-    out = []
-    for arm, mine in by_arm.items():
-        base = baseline_arm.get(arm)
-        located = [t.located for t in mine if t.located is not None]
-        s = ArmSummary(arm=arm, baseline_arm=base, n_seeds=len(mine),
-                       n_reached=sum(loc.kind == "interpolated" for loc in located),
-                       n_at_first_eval=sum(loc.kind == "at_first_eval" for loc in located),
-                       margin=rules.margin)
-        s.medians = {c: median_interval(list(_observations(mine, c).values()), rules.confidence)
-                     for c in ARM_CLOCKS}
-        if base is not None and base != arm and base in by_arm:
-            s.epochs_ratio = compare(_observations(mine, "epochs"),
-                                     _observations(by_arm[base], "epochs"), rules.confidence)
-            s.speedup = compare(_observations(by_arm[base], "updates"),
-                                _observations(mine, "updates"), rules.confidence)
-            mi = s.epochs_ratio.ratios
-            s.decision = decide(mi.ci, mi.coverage is not None and mi.coverage >= rules.confidence,
-                                rules.margin)
-            s.levels = _levels(mine, by_arm[base], rules)
-        if base == arm and rules.target is not None:
-            _condition(s, mine, rules)
-        out.append(s)
-    return out
+    return [_arm(arm, mine, by_arm, baseline_arm.get(arm), rules, (axes or {}).get(arm, {}))
+            for arm, mine in by_arm.items()]
 
 
-def _condition(s: ArmSummary, mine: Sequence[TrialCrossing], rules: Rules) -> None:
+def _arm(arm: str, mine: Sequence[SeedCrossing], by_arm: Mapping[str, Sequence[SeedCrossing]],
+         base: str | None, rules: Rules, axes: Mapping[str, Any]) -> ArmSummary:
+    located = [t.located for t in mine if t.located is not None]
+    epochs_ratio = speedup = decision = None
+    levels: tuple[LevelRatio, ...] = ()
+    if base is not None and base != arm and base in by_arm:
+        epochs_ratio = compare(_observations(mine, "epochs"), _observations(by_arm[base], "epochs"),
+                               rules.confidence)
+        speedup = compare(_observations(by_arm[base], "updates"), _observations(mine, "updates"),
+                          rules.confidence)
+        mi = epochs_ratio.ratios
+        decision = decide(mi.ci, mi.coverage is not None and mi.coverage >= rules.confidence, rules.margin)
+        levels = tuple(_levels(mine, by_arm[base], rules))
+    cond, suggested = _condition(mine, rules) if base == arm and rules.target is not None else (None, None)
+    return ArmSummary(
+        arm=arm, baseline_arm=base, n_seeds=len(mine),
+        n_reached=sum(loc.kind == "interpolated" for loc in located),
+        n_at_first_eval=sum(loc.kind == "at_first_eval" for loc in located),
+        medians={c: median_interval(list(_observations(mine, c).values()), rules.confidence)
+                 for c in ARM_CLOCKS},
+        epochs_ratio=epochs_ratio, speedup=speedup, decision=decision, margin=rules.margin,
+        levels=levels, conditioning=cond, suggested_level=suggested, axes=dict(axes),
+    )  # fmt: skip
+
+
+def _condition(mine: Sequence[SeedCrossing], rules: Rules) -> tuple[Conditioning | None, float | None]:
+    """The baseline arm's conditioning at the headline target, and the lowest well-conditioned
+    level when the target is not."""
     assert rules.target is not None
     curves = _curves(mine)
-    s.conditioning = conditioning(curves, rules.target, rules.mode, rules.smoothing)
+    cond = conditioning(curves, rules.target, rules.mode, rules.smoothing)
     best = baseline_best(list(curves.values()), rules.mode, rules.smoothing)
-    if s.conditioning is not None and not s.conditioning.ok and best is not None and rules.levels:
-        s.suggested_level = well_conditioned_level(curves, best, rules.levels, rules.mode, rules.smoothing)
+    if cond is None or cond.ok or best is None or not rules.levels:
+        return cond, None
+    return cond, well_conditioned_level(curves, best, rules.levels, rules.mode, rules.smoothing)
 
 
-def _curves(trials: Sequence[TrialCrossing]) -> dict[int, Sequence[EvalPoint]]:
+def _curves(trials: Sequence[SeedCrossing]) -> dict[int, Sequence[EvalPoint]]:
     return {t.seed: t.curve for t in trials if t.curve}
 
 
-def _levels(mine: Sequence[TrialCrossing], base: Sequence[TrialCrossing], rules: Rules) -> list[LevelRatio]:
+def _levels(mine: Sequence[SeedCrossing], base: Sequence[SeedCrossing], rules: Rules) -> list[LevelRatio]:
     if not rules.levels:
         return []
     base_curves = _curves(base)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal
 
 from scalesweep.science.stats.replicates import CrossingKind, Observation, observe
@@ -67,34 +67,6 @@ class Crossing:
     def on(self, axis: Axis) -> float:
         _check_axis(axis)
         return float(getattr(self, f"{axis}_to_target"))
-
-
-@dataclass(frozen=True)
-class Summary:
-    """The docs/design.md §4.4 convergence fields of one trial; ``None`` where undefined.
-
-    ``*_to_target`` are set only for an ``interpolated`` crossing: a crossing at the first eval
-    is a bound (``*_to_target_hi``), not a measurement, and its speedups are unresolved (None).
-    The brackets ``*_to_target_lo``/``_hi`` hold the evals around the crossing (lo = 0 at the
-    first eval; hi None when never reached: lo is then the last eval).
-    """
-
-    updates_to_target: float | None
-    samples_to_target: float | None
-    epochs_to_target: float | None
-    seconds_to_target: float | None
-    final_dev_loss: float | None
-    best_dev_loss: float | None
-    speedup_vs_baseline: float | None
-    scaling_efficiency: float | None
-    crossing: CrossingKind | None = None
-    updates_to_target_lo: float | None = None
-    updates_to_target_hi: float | None = None
-    epochs_to_target_lo: float | None = None
-    epochs_to_target_hi: float | None = None
-
-    def as_dict(self) -> dict[str, float | str | None]:
-        return asdict(self)
 
 
 def _check_mode(mode: str) -> None:
@@ -288,50 +260,3 @@ def scaling_efficiency(
     if speedup is None:
         return None
     return speedup / (global_batch / baseline_global_batch)
-
-
-def summarize(
-    curve: Sequence[EvalPoint],
-    target: float,
-    mode: Mode = "min",
-    *,
-    baseline: Crossing | None = None,
-    smoothing: float = 0.0,
-    global_batch: float | None = None,
-    baseline_global_batch: float | None = None,
-    dev_loss: Sequence[float] | None = None,
-) -> Summary:
-    """The docs/design.md §4.4 summary of one trial against ``target``.
-
-    ``baseline`` is the baseline trial's crossing (``locate(...).crossing`` of its curve with
-    the same target and smoothing: None unless interpolated); ``speedup_vs_baseline`` is on the
-    updates clock, and only between two interpolated crossings. Efficiency needs both global
-    batches. ``final_dev_loss``/``best_dev_loss`` come from ``dev_loss`` when given,
-    else from the curve's raw values (the target metric is dev_loss in the usual study);
-    a non-finite final value (divergence) is reported as None so the summary stays valid JSON.
-    """
-    where = locate(curve, target, mode, smoothing)
-    crossing = where.crossing
-    losses = [p.value for p in curve] if dev_loss is None else [float(v) for v in dev_loss]
-    final = losses[-1] if losses and math.isfinite(losses[-1]) else None
-    up = speedup(crossing, baseline, "updates")
-    eff = None
-    if global_batch is not None and baseline_global_batch is not None:
-        eff = scaling_efficiency(up, global_batch, baseline_global_batch)
-    brackets: dict[str, float | None] = {}
-    for axis in ("updates", "epochs"):
-        lo, hi = where.bracket(axis)
-        brackets[f"{axis}_to_target_lo"] = lo if curve else None
-        brackets[f"{axis}_to_target_hi"] = hi if math.isfinite(hi) else None
-    return Summary(
-        updates_to_target=None if crossing is None else crossing.updates_to_target,
-        samples_to_target=None if crossing is None else crossing.samples_to_target,
-        epochs_to_target=None if crossing is None else crossing.epochs_to_target,
-        seconds_to_target=None if crossing is None else crossing.seconds_to_target,
-        final_dev_loss=final,
-        best_dev_loss=best_value(losses, "min"),
-        speedup_vs_baseline=up,
-        scaling_efficiency=eff,
-        crossing=where.kind if curve else None,
-        **brackets,
-    )

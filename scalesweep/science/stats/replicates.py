@@ -206,6 +206,9 @@ class Comparison:
     direction: Direction
     n_below: int  # seeds whose bracket lies wholly under 1
     n_above: int
+    #: seeds whose two crossings were both measured (between evals, not censored) and still
+    #: straddle 1: the eval grid, not the seed, leaves their direction open
+    n_tied: int
     #: for an unresolved comparison, about how many seeds would resolve it if the seeds kept
     #: splitting as they do now; None when they show no direction at all
     seeds_needed: int | None
@@ -218,6 +221,7 @@ def compare(trial: Mapping[int, Observation], baseline: Mapping[int, Observation
     mi = median_interval(pairs, confidence)
     below = sum(o.hi < 1.0 for o in pairs)
     above = sum(o.lo > 1.0 for o in pairs)
+    tied = sum(_grid_tie(o) for o in pairs)
     direction: Direction = "unresolved"
     if mi.ci is not None and mi.coverage is not None and mi.coverage >= confidence:
         if mi.ci[1] < 1.0:
@@ -225,7 +229,14 @@ def compare(trial: Mapping[int, Observation], baseline: Mapping[int, Observation
         elif mi.ci[0] > 1.0:
             direction = "above"
     needed = None if direction != "unresolved" else seeds_needed(below, above, len(pairs), confidence)
-    return Comparison(mi, confidence, direction, below, above, needed)
+    return Comparison(mi, confidence, direction, below, above, tied, needed)
+
+
+def _grid_tie(pair: Observation) -> bool:
+    """Both crossings interpolated between evals (finite brackets, a point estimate), and the
+    ratio's bracket still holds 1: evals closer together could tell the two apart."""
+    return (0.0 < pair.lo <= 1.0 <= pair.hi < INF and pair.est_lo == pair.est_hi
+            and 0.0 < pair.est_lo < INF)
 
 
 def sign_test_rejects(k: int, n: int, confidence: float = CONFIDENCE) -> bool:
