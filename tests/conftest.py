@@ -98,6 +98,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On an xdist worker under --dist loadgroup, xdist puts each test's group into its node id
+    (``...@local_ray``), and the controller schedules by that. pytest 9.2 keeps node ids where
+    xdist 3.8 cannot write them, so the groups silently vanished and tests that start a Ray on
+    its default ports ran at once on two workers (constraints.txt pins pytest 9.1). Stop
+    instead of running a suite whose groups do not hold."""
+    if not session.config.getvalue("loadgroup"):
+        return
+    lost = [i.nodeid for i in session.items
+            if i.get_closest_marker("local_ray") and not i.nodeid.endswith(f"@{LOCAL_RAY_GROUP}")]
+    if lost:
+        raise pytest.UsageError(f"xdist did not put {len(lost)} local_ray test(s) in their group "
+                                f"(e.g. {lost[0]}): check the pytest and pytest-xdist pins")
+
+
 def _uses_a_module_fixture(item: pytest.Item) -> bool:
     info = getattr(item, "_fixtureinfo", None)  # pytest's fixture closure of the test
     if info is None:

@@ -19,6 +19,7 @@ from benchmarks._common import Column, Report, Table
 from tests.helpers import ROOT, cli_env
 
 SCRIPTS = ["loop_efficiency", "logging_cost", "backends", "overhead", "scale", "fusion", "study_wall",
+           "predict_backtest",
            "adaptive_cost"]
 #: the quick modes that start a local Ray (in process, or through `scalesweep run`)
 LOCAL_RAY = {"backends", "overhead", "scale", "study_wall", "adaptive_cost"}

@@ -204,14 +204,19 @@ def _arm_fit(arm: Arm) -> ArmFit:
 
 
 def _late_noise_scale(study: Study, trials: pd.DataFrame) -> tuple[float | None, int, int]:
-    """Median of noise_scale over the last half of every non-diverged trial's updates."""
+    ok = set(trials.loc[~trials[STATUS_TAG].isin(["diverged", "failed"]), "run_id"])
+    return late_noise_scale(study, ok)
+
+
+def late_noise_scale(study: Study, run_ids: set[str]) -> tuple[float | None, int, int]:
+    """Median of noise_scale over the last half of the updates of the trials ``run_ids`` (the
+    caller leaves diverged and failed ones out): (median, points, trials used)."""
     hist = study.history
     if "noise_scale" not in hist:
         return None, 0, 0
-    ok = set(trials.loc[~trials[STATUS_TAG].isin(["diverged", "failed"]), "run_id"])
     values: list[float] = []
     used = 0
-    for _, rows in hist[hist["run_id"].isin(ok)].groupby("run_id"):
+    for _, rows in hist[hist["run_id"].isin(run_ids)].groupby("run_id"):
         rows = rows[rows["noise_scale"].notna()]
         if rows.empty:
             continue

@@ -82,6 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: the largest in the study)")
     advise.add_argument("--tracking-uri")
 
+    pred = sub.add_parser("predict", help="epochs to target at a world size the study did not "
+                          "run, per lr rule, with an interval")
+    which = pred.add_mutually_exclusive_group(required=True)
+    which.add_argument("--experiment")
+    which.add_argument("--run-id")
+    pred.add_argument("--world-size", type=int, required=True, help="predict for this world size")
+    pred.add_argument("--json", action="store_true", help="one JSON object per lr rule, a list")
+    pred.add_argument("--tracking-uri")
+
     ui = sub.add_parser("ui", help="the MLflow UI on the default store, on 127.0.0.1")
     ui.add_argument("--tracking-uri")
     ui.add_argument("--port", type=int, default=5000)
@@ -230,6 +239,25 @@ def cmd_advise(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_predict(args: argparse.Namespace) -> int:
+    from scalesweep.dashboards.prediction import load_prediction, render
+    from scalesweep.science.stats.predict import PredictionRefused
+
+    if args.world_size < 1:
+        raise InputError("--world-size", [Problem("--world-size", args.world_size, "must be at least 1")])
+    try:
+        sp = load_prediction(tracking_uri(args.tracking_uri), experiment=args.experiment,
+                             parent_run_id=args.run_id, world_size=args.world_size)
+    except PredictionRefused as e:
+        raise InputError("predict", [Problem("--experiment" if args.experiment else "--run-id",
+                                             args.experiment or args.run_id, r) for r in e.reasons]) from e
+    if all(r.prediction is None for r in sp.rules):
+        raise InputError("predict", [Problem(f"lr rule {r.rule}", f"--world-size {args.world_size}", why)
+                                     for r in sp.rules for why in r.refused])
+    print(json.dumps([r.as_json() for r in sp.rules], indent=1) if args.json else render(sp))
+    return EXIT_OK
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     from scalesweep.orchestrator.tracking.ui import serve
 
@@ -237,7 +265,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"plan": cmd_plan, "lr": cmd_lr, "run": cmd_run, "submit": cmd_submit,
-            "resume": cmd_resume, "report": cmd_report, "advise": cmd_advise, "ui": cmd_ui}
+            "resume": cmd_resume, "report": cmd_report, "advise": cmd_advise, "predict": cmd_predict,
+            "ui": cmd_ui}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
