@@ -105,7 +105,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     xdist 3.8 cannot write them, so the groups silently vanished and tests that start a Ray on
     its default ports ran at once on two workers (constraints.txt pins pytest 9.1). Stop
     instead of running a suite whose groups do not hold."""
-    if not session.config.getvalue("loadgroup"):
+    if not getattr(session.config.option, "loadgroup", False):  # set on xdist workers only
         return
     lost = [i.nodeid for i in session.items
             if i.get_closest_marker("local_ray") and not i.nodeid.endswith(f"@{LOCAL_RAY_GROUP}")]

@@ -59,13 +59,17 @@ def free_port() -> int:
             return port
 
 
-def wait_http(url: str, timeout: float = 60.0) -> None:
+def wait_http(url: str, timeout: float = 60.0, proc: subprocess.Popen[Any] | None = None) -> None:
+    """Until ``url`` answers; a bound, not a speed check (a loaded 2-core box starts a server in
+    tens of seconds); ``proc``, the server's process, fails the wait at once if it ends."""
     end = time.monotonic() + timeout
     while True:
         try:
             with urllib.request.urlopen(url, timeout=2):
                 return
         except OSError:
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError(f"the server for {url} exited with {proc.returncode}") from None
             if time.monotonic() > end:
                 raise TimeoutError(f"{url} did not answer in {timeout} s") from None
             time.sleep(0.5)
@@ -102,7 +106,8 @@ class MlflowServer:
              "--port", str(self.port), "--backend-store-uri",
              f"sqlite:///{self.workdir / 'server.db'}", "--workers", "1"],
             cwd=self.workdir, stdout=log, stderr=log, env=cli_env(), start_new_session=True)
-        wait_http(f"{self.uri}/health", timeout=90)
+        # MLflow 3's server starts its job consumers too: minutes on a loaded 2-core box
+        wait_http(f"{self.uri}/health", timeout=240, proc=self.proc)
         return self
 
     def stop(self) -> None:

@@ -93,7 +93,8 @@ def test_an_adaptive_sweep_killed_between_rounds_resumes_its_rounds(tmp_path: Pa
     parent = next(r for r in runs if r.data.tags.get("scalesweep.role") == "parent")
     assert parent.info.status == "FINISHED"
     assert float(parent.data.params["decision_confidence"]) == 0.9
-    assert json.loads(parent.data.params["replicates"]) == {"min": 2, "max": 3, "step": 1}
+    assert json.loads(parent.data.params["replicates"]) == {"min": 2, "max": 3, "step": 1,
+                                                                     "first_seed": 0}
     assert parent.data.tags["machine.isa"] and parent.data.tags["machine.version.ray"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     names = sorted(c.info.run_name for c in children)

@@ -96,7 +96,8 @@ def test_plan_prints_a_table(cwd: Path, capsys: pytest.CaptureFixture[str]) -> N
 def test_set_world_size_and_backend(cwd: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """docs/design.md §4.1's own example, on the WeNet study (shrunk with a third --set to plan fast)."""
     rows = plan_json([WENET_SWEEP, "--set", "axes.world_size=[4]", "--set", "backend=ddp",
-                      "--set", "workload.options.train_size=512", "--set", "axes.seed=[0]",
+                      "--set", "workload.options.train_size=512", "--set", "replicates=null",
+                      "--set", "axes.seed=[0]",
                       "--set", "exclude=[{world_size: 4, warmup_rule: 19}]"], capsys)
     assert len(rows) == 1
     (row,) = rows

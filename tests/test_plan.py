@@ -36,14 +36,18 @@ def test_wenet_fixed_warmup_peaks_four_times_later_in_epochs() -> None:
     assert base.global_batch * 4 == fixed.global_batch
 
 
-def test_the_quick_start_study_is_four_arms_of_five_seeds() -> None:
+def test_the_quick_start_study_is_four_arms_of_adaptive_seeds() -> None:
+    from scalesweep.orchestrator.plan import adaptive
+
     plan = plan_of("wenet_4v16.yaml")
     arms: dict[str, list[int]] = {}
     for row in plan.rows:
         arms.setdefault(row.arm, []).append(row.trial.seed)
     assert sorted(arms) == ["ws16-warmup19-none", "ws16-warmup300-none", "ws16-warmup75-linear",
                             "ws4-warmup300-none"]
-    assert all(sorted(seeds) == [0, 1, 2, 3, 4] for seeds in arms.values())
+    # every seed that may run is planned; the first round is seeds 0-4 of every arm
+    assert all(sorted(seeds) == list(range(10)) for seeds in arms.values())
+    assert sorted({r.trial.seed for r in adaptive.first_round(plan)}) == [0, 1, 2, 3, 4]
 
 
 def test_identical_trials_are_merged_and_excludes_apply() -> None:
@@ -134,7 +138,7 @@ def test_plan_warns_when_a_trial_makes_too_few_evaluations() -> None:
 
 def test_narrowing_an_axis_on_the_command_line_leaves_the_files_excludes_as_notes() -> None:
     # `--set axes.world_size=[4]` to debug the study: its exclude entries for 16 exclude nothing
-    plan = plan_of("wenet_4v16.yaml", "axes.world_size=[4]", "axes.seed=[0]")
+    plan = plan_of("wenet_4v16.yaml", "axes.world_size=[4]", "replicates=null", "axes.seed=[0]")
     assert [r.name for r in plan.rows] == ["ws4-warmup300-none"]
     assert sum("names world_size=16, not among the axis values [4] given with --set" in n
                for n in plan.notes) == 3
@@ -150,7 +154,7 @@ def test_an_exclude_value_the_files_own_axes_lack_is_still_refused(tmp_path: Pat
         (ROOT / "recipes" / "wenet_conformer.yaml").read_text())
     (tmp_path / "typo.yaml").write_text(text)
     with pytest.raises(InputError) as err:
-        load_sweep(tmp_path / "typo.yaml", ["axes.seed=[0]"])
+        load_sweep(tmp_path / "typo.yaml", ["replicates=null", "axes.seed=[0]"])
     assert any(p.path == "exclude[1].world_size" and p.value == 61 for p in err.value.problems)
 
 

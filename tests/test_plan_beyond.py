@@ -23,7 +23,8 @@ def plan_of(name: str, *sets: str):  # type: ignore[no-untyped-def]
 
 
 def wenet(*sets: str):  # type: ignore[no-untyped-def]
-    return plan_of("wenet_4v16.yaml", "exclude=[]", "axes.warmup_rule=[fixed]", "axes.seed=[0]", *sets)
+    return plan_of("wenet_4v16.yaml", "exclude=[]", "axes.warmup_rule=[fixed]", "replicates=null",
+                   "axes.seed=[0]", *sets)
 
 
 # --- sqrt_adam ----------------------------------------------------------------------------
