@@ -47,6 +47,7 @@ def overrides(world: int, backend: str, updates: int, cpus_per_worker: float, qu
         f"baseline.world_size={world}",  # the one trial is its own baseline: a target to resolve
         "axes.warmup_rule=[fixed]",
         "axes.scaling_rule=[none]",
+        "replicates=null",  # one fixed seed, not the study's adaptive ones
         "axes.seed=[0]",
         "exclude=[]",
         f"backend={backend}",

@@ -30,7 +30,9 @@ SWEEP = ROOT / "sweeps" / "wenet_4v16.yaml"
 def run_study(fuse: str, seeds: int, quick: bool) -> dict[str, Any]:
     """One ``scalesweep run`` of the study in a fresh directory: wall seconds and trial seconds."""
     with tempfile.TemporaryDirectory(prefix=f"scalesweep-bench-{NAME}-") as tmp:
-        sets = [f"training.fuse={fuse}", f"axes.seed={list(range(seeds))}"]
+        # a fixed number of seeds (the study's own are adaptive: its wall time would depend on
+        # how many rounds the decisions take)
+        sets = [f"training.fuse={fuse}", "replicates=null", f"axes.seed={list(range(seeds))}"]
         if quick:  # seconds, not minutes: a fraction of an epoch of two arms
             sets += ["training.epochs=0.25", "training.eval_every_epochs=0.125",
                      "axes.world_size=[4]"]
