@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
+from scalesweep.orchestrator.launch.trial_driver import HEAD_NODE_RESOURCE, trial_resources
 from scalesweep.orchestrator.plan.cluster import ClusterInfo
 from scalesweep.orchestrator.plan.rows import make_plan
 from scalesweep.orchestrator.spec.load import load_sweep
@@ -26,9 +27,6 @@ from scalesweep.trainables import loop
 from scalesweep.trainables.world import LocalWorld
 from tests.cluster_helpers import RayCluster
 from tests.helpers import ROOT, SWEEPS, cli_env
-
-# the gate wait (300 s) and the driver's end (900 s) bound it
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 SETS = ["--set", "axes.world_size=[4]", "--set", "axes.scaling_rule=[none]",
         "--set", "training.dtype=float64", "--set", "training.eval_every_epochs=null",
@@ -38,6 +36,24 @@ SETS = ["--set", "axes.world_size=[4]", "--set", "axes.scaling_rule=[none]",
         "--set", "target={metric: dev_loss, value: 0.0}"]
 
 
+def test_an_elastic_trial_runs_its_driver_on_the_head_node_and_a_fixed_one_anywhere() -> None:
+    # Ray Train's controller and Ray's autoscaling coordinator follow the trial's process; on a
+    # node that is lost, elastic resizing would wait for the coordinator forever
+    (row,) = make_plan(load_sweep(str(SWEEPS / "smoke.yaml"),
+                                  [*SETS[1::2], "backend=ddp", "physical_workers=4",
+                                   "resources.elastic={min_workers: 2}"]),
+                       ClusterInfo(cpus=4, gpus=0, memory_gb=8, where="the test")).rows
+    assert row.trial.min_workers == 2
+    (bundle,) = trial_resources(row.trial, cpus_per_worker=1.0).bundles
+    assert bundle.get("CPU", 0) == 0 and 0 < bundle[HEAD_NODE_RESOURCE] < 1
+    fixed = row.trial.model_copy(update={"min_workers": None})
+    (bundle,) = trial_resources(fixed, cpus_per_worker=1.0).bundles
+    assert HEAD_NODE_RESOURCE not in bundle
+
+
+# the gate wait (300 s) and the driver's end (900 s) bound it
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
 def test_an_elastic_trial_goes_on_with_fewer_workers_and_ends_where_it_would_have(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the nodes' workers import tests.gated_workload: the cluster starts with this checkout on
@@ -67,7 +83,12 @@ def test_an_elastic_trial_goes_on_with_fewer_workers_and_ends_where_it_would_hav
             time.sleep(0.2)
         os.killpg(cluster.procs[1].pid, signal.SIGKILL)  # the second node and its 2 workers
         (gate / "release").touch()
-        out, _ = driver.communicate(timeout=900)
+        try:
+            out, _ = driver.communicate(timeout=900)
+        except subprocess.TimeoutExpired:
+            driver.kill()  # what it printed is the diagnosis
+            pytest.fail("the elastic sweep never ended after the node was lost:\n"
+                        + driver.communicate()[0][-6000:])
     finally:
         (gate / "release").touch()
         cluster.stop()

@@ -45,6 +45,13 @@ admit only as many trials at once as can hold their worker groups together:
 ``max_concurrent_trials <= floor(cluster CPUs / max over trials of P * cpus_per_worker)``
 (likewise GPUs and, on CPU clusters, memory: ~0.6 GiB per worker here, so a 16-worker CPU
 trial needs ~9-10 GiB), and must not start a trial whose group alone exceeds the cluster.
+
+An elastic ddp trial's process is pinned to the head node (Ray's ``node:__internal_head__``
+resource, as Ray Train pins its own state actor). Ray Train V2 places its controller on the
+node of the process that calls ``fit()``, and the controller places Ray's autoscaling
+coordinator, a detached actor pinned hard to that node, which elastic resizing asks for the
+resources it may use. Were that the node that is lost, the coordinator could never come back
+and the trial would wait for a resize decision forever, the one loss elasticity is for.
 """
 
 from __future__ import annotations
@@ -69,6 +76,9 @@ DEFAULT_CHECKPOINTS_TO_KEEP = 2
 #: a ddp driver's whole reservation. Tune refuses a trial whose resources are all zero, and a
 #: sliver of CPU would break the arithmetic above (4 CPUs could then host 3 workers, not 4).
 DRIVER_MEMORY_BYTES = 256 * 2**20
+#: Ray's own resource of the head node; a small share of it pins an actor there.
+HEAD_NODE_RESOURCE = "node:__internal_head__"
+HEAD_NODE_SHARE = 0.001
 
 
 def trainable(config: dict[str, Any]) -> None:
@@ -103,14 +113,18 @@ def trial_resources(
     """What the Tune trial itself reserves (for ``tune.with_resources``).
 
     simulate: one worker's share, since the trial's process does all the training.
-    ddp: memory only -- the worker group reserves its own resources (see module docs).
+    ddp: memory only -- the worker group reserves its own resources (see module docs); an
+    elastic one also a share of the head node, where it must run.
     """
     if trial.backend == "simulate":
         bundle = {"CPU": cpus_per_worker}
         if trial.use_gpu:
             bundle["GPU"] = gpus_per_worker
         return PlacementGroupFactory([bundle])
-    return PlacementGroupFactory([{"CPU": 0, "memory": DRIVER_MEMORY_BYTES}])
+    bundle: dict[str, float] = {"CPU": 0, "memory": DRIVER_MEMORY_BYTES}
+    if trial.min_workers is not None:  # elastic: on the node it must outlive (module docs)
+        bundle[HEAD_NODE_RESOURCE] = HEAD_NODE_SHARE
+    return PlacementGroupFactory([bundle])
 
 
 def worker_group_resources(
