@@ -116,12 +116,13 @@ def trial_resources(
     ddp: memory only -- the worker group reserves its own resources (see module docs); an
     elastic one also a share of the head node, where it must run.
     """
+    bundle: dict[str, float]
     if trial.backend == "simulate":
         bundle = {"CPU": cpus_per_worker}
         if trial.use_gpu:
             bundle["GPU"] = gpus_per_worker
         return PlacementGroupFactory([bundle])
-    bundle: dict[str, float] = {"CPU": 0, "memory": DRIVER_MEMORY_BYTES}
+    bundle = {"CPU": 0, "memory": DRIVER_MEMORY_BYTES}
     if trial.min_workers is not None:  # elastic: on the node it must outlive (module docs)
         bundle[HEAD_NODE_RESOURCE] = HEAD_NODE_SHARE
     return PlacementGroupFactory([bundle])
