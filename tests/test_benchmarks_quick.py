@@ -2,7 +2,10 @@
 
 Checks sanity, not targets: every table has rows, every timing, rate and ratio column is a
 finite number > 0, every difference column is finite, and the markdown and JSON agree on the
-tables. The quick modes start Ray (and an MLflow server), so they take minutes on 2 cores.
+tables. The quick modes that use Ray join the xdist worker's session Ray head (RAY_ADDRESS, as
+``scalesweep run`` would), instead of each starting a local Ray of its own: they run beside the
+other tests then, not in the ``local_ray`` group. ``benchmarks/README.md``'s own runs start their
+own Ray.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ from pathlib import Path
 import pytest
 
 from benchmarks._common import Column, Report, Table
+from tests.conftest import RayHead
 from tests.helpers import ROOT, cli_env
 
 SCRIPTS = ["loop_efficiency", "logging_cost", "backends", "overhead", "scale", "fusion", "study_wall",
            "predict_backtest",
            "adaptive_cost"]
-#: the quick modes that start a local Ray (in process, or through `scalesweep run`)
-LOCAL_RAY = {"backends", "overhead", "scale", "study_wall", "adaptive_cost"}
+#: the quick modes that use Ray (in process, or through `scalesweep run`)
+USES_RAY = {"backends", "overhead", "scale", "study_wall", "adaptive_cost"}
 
 
 def check_results(out: Path, name: str) -> dict:
@@ -69,13 +73,17 @@ def test_report_writes_markdown_and_json(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)  # the quick mode's own subprocess bound
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.local_ray] if n in LOCAL_RAY else [])
-                                  for n in SCRIPTS])
-def test_quick_mode_produces_sane_tables(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_quick_mode_produces_sane_tables(name: str, tmp_path: Path,
+                                         request: pytest.FixtureRequest) -> None:
+    ray_env: dict[str, str] = {}
+    if name in USES_RAY:
+        head: RayHead = request.getfixturevalue("ray_head")
+        ray_env = {"RAY_ADDRESS": head.address, **head.env()}
     proc = subprocess.run(
         [sys.executable, "-m", f"benchmarks.{name}", "--quick", "--out", str(tmp_path)],
         cwd=ROOT,
-        env=cli_env(),
+        env=cli_env(**ray_env),
         capture_output=True,
         text=True,
         timeout=1500,
