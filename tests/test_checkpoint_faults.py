@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.conftest import RayHead
 from tests.helpers import ROOT, SWEEPS, cli_env, scalesweep
 
-pytestmark = [pytest.mark.slow, pytest.mark.local_ray]
+pytestmark = [pytest.mark.slow]
 DEADLINE_S = 600
 #: one trial (every lr rule is the same trial at the reference world size), checkpoints every
 #: 40 updates (64 updates an epoch, an eval every 32): the trial is held at its 5th eval
@@ -42,6 +43,7 @@ def _steps_once(db: Path, run_id: str) -> list[int]:
     return steps
 
 
+@pytest.mark.local_ray  # the kill takes the sweep's own local Ray with it, as a user's would
 def test_a_torn_newest_checkpoint_is_passed_over_for_the_previous_one(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     gate.mkdir()
@@ -78,22 +80,27 @@ def test_a_torn_newest_checkpoint_is_passed_over_for_the_previous_one(tmp_path: 
     assert steps[-1] == 4 * 64 and {*range(32, 257, 32), *range(40, 257, 40)} <= set(steps)
 
 
-def test_resume_retry_failed_runs_a_failed_trial_again(tmp_path: Path) -> None:
+def test_resume_retry_failed_runs_a_failed_trial_again(tmp_path: Path, ray_head: RayHead) -> None:
+    # three CLI sweeps that all end by themselves: they share the session's Ray head
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return scalesweep(*args, *ray_head.args(), cwd=tmp_path, PYTHONPATH=str(ROOT),
+                          **ray_head.env())
+
     cause = tmp_path / "broken"
     cause.touch()
     workload = (f"workload={{name: 'tests.faulty_workload:make', options: {{fail_seed: 1, "
                 f"fail_while: '{cause}'}}}}")
     sets = [*ONE_TRIAL, "--set", "axes.seed=[0, 1]", "--set", "max_failures=0", "--set", workload]
-    first = scalesweep("run", str(SWEEPS / "smoke.yaml"), *sets, cwd=tmp_path, PYTHONPATH=str(ROOT))
+    first = cli("run", str(SWEEPS / "smoke.yaml"), *sets)
     assert first.returncode == 1, first.stdout + first.stderr
     before = _children(tmp_path / "mlflow.db", "smoke")
     assert before["ws2-warmup20-none-s1"].data.tags["status"] == "failed"  # type: ignore[attr-defined]
 
-    plain = scalesweep("resume", "smoke", cwd=tmp_path, PYTHONPATH=str(ROOT))
+    plain = cli("resume", "smoke")
     assert plain.returncode == 1 and "2 trials already finished" in plain.stdout  # not retried
 
     cause.unlink()  # the user fixes the cause
-    again = scalesweep("resume", "smoke", "--retry-failed", cwd=tmp_path, PYTHONPATH=str(ROOT))
+    again = cli("resume", "smoke", "--retry-failed")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "retrying 1 failed trial(s):" in again.stdout
     assert "ws2-warmup20-none-s1: RuntimeError" in again.stdout and "injected failure" in again.stdout
