@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.conftest import RayHead
 from tests.helpers import ROOT, SWEEPS, cli_env, scalesweep, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.local_ray]
@@ -38,7 +39,8 @@ def _completed(db: Path) -> int:
 
 
 @pytest.mark.parametrize("presses", [1, 2])
-def test_ctrl_c_leaves_a_sweep_that_resume_finishes(tmp_path: Path, presses: int) -> None:
+def test_ctrl_c_leaves_a_sweep_that_resume_finishes(tmp_path: Path, presses: int,
+                                                    ray_head: RayHead) -> None:
     gate = tmp_path / "gate"
     gate.mkdir()
     workload = (f"workload={{name: 'tests.gated_workload:make', options: {{gate_dir: '{gate}', "
@@ -70,8 +72,10 @@ def test_ctrl_c_leaves_a_sweep_that_resume_finishes(tmp_path: Path, presses: int
     # one finished, one held when Ctrl-C came (left running, not failed); none made for the rest
     assert statuses == ["completed", "running"], statuses
 
-    time.sleep(3)  # let the local Ray of the stopped driver go
-    done = scalesweep("resume", "smoke", cwd=tmp_path, PYTHONPATH=str(ROOT))
+    # the interrupted run had a local Ray of its own (the quick start's setting); the resume,
+    # whose subject is the state that run left, joins the session's head (no start-up)
+    done = scalesweep("resume", "smoke", *ray_head.args(), cwd=tmp_path, PYTHONPATH=str(ROOT),
+                      **ray_head.env())
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 trials already finished" in done.stdout
     client = MlflowClient(f"sqlite:///{db}")
