@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.conftest import RayHead
 from tests.helpers import ROOT, SWEEPS, cli_env, scalesweep, wait_for
 
 # the wait for the first trial (DEADLINE_S) and the resume (600 s) bound it
@@ -38,7 +39,8 @@ def _completed_children(db: Path) -> int:
     return len(client.search_runs([exp.experiment_id], "tags.status = 'completed'"))
 
 
-def test_resume_finishes_only_unfinished_trials_without_duplicates(tmp_path: Path) -> None:
+def test_resume_finishes_only_unfinished_trials_without_duplicates(tmp_path: Path,
+                                                                  ray_head: RayHead) -> None:
     gate = tmp_path / "gate"
     gate.mkdir()
     workload = (f"workload={{name: 'tests.gated_workload:make', options: {{gate_dir: '{gate}', "
@@ -67,7 +69,9 @@ def test_resume_finishes_only_unfinished_trials_without_duplicates(tmp_path: Pat
               if r.data.tags.get("status") == "completed"}
     assert before
 
-    proc = scalesweep("resume", "smoke", cwd=tmp_path, timeout=600, PYTHONPATH=str(ROOT))
+    # the killed run had a local Ray of its own; the resume joins the session's head (no start-up)
+    proc = scalesweep("resume", "smoke", *ray_head.args(), cwd=tmp_path, timeout=600,
+                      PYTHONPATH=str(ROOT), **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{len(before)} trials already finished" in proc.stdout
 
