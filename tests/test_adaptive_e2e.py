@@ -22,9 +22,12 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.conftest import RayHead
 from tests.helpers import cli_env, scalesweep
 
-pytestmark = [pytest.mark.slow, pytest.mark.local_ray]
+# both the killed run and the resume join the session's Ray head (no start-up each): the driver's
+# death ends the trials it owns there, as it ends a local Ray
+pytestmark = [pytest.mark.slow]
 DEADLINE_S = 600
 
 SWEEP = """\
@@ -45,10 +48,10 @@ axes:
 """
 
 
-def _run_until(line: str, cmd: list[str], cwd: Path) -> list[str]:
+def _run_until(line: str, cmd: list[str], cwd: Path, env: dict[str, str]) -> list[str]:
     """Start the driver in its own process group, read its stdout until ``line`` shows, then
-    SIGKILL the group (the driver and the local Ray it started); the lines read so far."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=cli_env(), stdout=subprocess.PIPE,
+    SIGKILL the group; the lines read so far."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=cli_env(**env), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     seen: list[str] = []
     deadline = time.monotonic() + DEADLINE_S
@@ -69,7 +72,8 @@ def _run_until(line: str, cmd: list[str], cwd: Path) -> list[str]:
     return seen
 
 
-def test_an_adaptive_sweep_killed_between_rounds_resumes_its_rounds(tmp_path: Path) -> None:
+def test_an_adaptive_sweep_killed_between_rounds_resumes_its_rounds(tmp_path: Path,
+                                                                    ray_head: RayHead) -> None:
     sweep = tmp_path / "adaptive.yaml"
     sweep.write_text(SWEEP, encoding="utf-8")
     plan = scalesweep("plan", str(sweep), cwd=tmp_path)
@@ -77,11 +81,11 @@ def test_an_adaptive_sweep_killed_between_rounds_resumes_its_rounds(tmp_path: Pa
     assert "no look can decide" in plan.stdout  # 2-3 seeds never reach 90 %: said up front
 
     seen = _run_until("adaptive seeds: 2 more trial(s)",
-                      [sys.executable, "-m", "scalesweep", "run", str(sweep)], tmp_path)
+                      [sys.executable, "-m", "scalesweep", "run", str(sweep), *ray_head.args()],
+                      tmp_path, ray_head.env())
     assert any("sweep adaptive-e2e: 6 trials" in s for s in seen)
-    time.sleep(3)  # let the orphaned local Ray notice its driver is gone
 
-    done = scalesweep("resume", "adaptive-e2e", cwd=tmp_path)
+    done = scalesweep("resume", "adaptive-e2e", *ray_head.args(), cwd=tmp_path, **ray_head.env())
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 trials already finished" in done.stdout
     assert "adaptive seeds: 2 more trial(s)" in done.stdout  # round 2, decided again from MLflow
