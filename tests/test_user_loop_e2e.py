@@ -101,19 +101,19 @@ optimizer: {type: sgd, lr: 0.1}
 training: {per_worker_batch: 8, max_updates: 24, eval_every: 4}
 max_failures: 0
 resources: {cpus_per_worker: 0.5}
-axes: {world_size: [1], seed: [0, 1, 2, 3, 4, 5]}
+axes: {world_size: [1], seed: [0, 1, 4]}
 """, encoding="utf-8")
     proc = scalesweep("run", str(sweep), "--summary-json", "s.json", *ray_head.args(),
                       cwd=tmp_path, **ray_head.env())
     assert proc.returncode == 1, proc.stdout + proc.stderr  # some trial failed
     trials = {t["seed"]: t for t in json.loads((tmp_path / "s.json").read_text())}
     loop = "train_loop tests.user_loops:by_seed"
+    # one loop per way a trial fails: it ends without a report (found on the worker), and a
+    # report breaks the contract (found on its way to MLflow). Every other broken report takes
+    # the second way; test_user_loop.py checks each one's message.
     expect = {
         1: "returned without ever calling ray.train.report",
-        2: "reported without 'update'",
-        3: "reported without 'dev_loss'",
         4: "reported update=4 after update=8: updates must increase",
-        5: "reported dev_loss=nan at update 8: every value must be finite",
     }
     assert trials[0]["status"] == "completed" and trials[0]["crossing"] == "interpolated"
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
