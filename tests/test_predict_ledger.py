@@ -145,3 +145,31 @@ def test_bad_arguments_are_refused_with_exit_2(store: Store, capsys: pytest.Capt
                                                argv: list[str], says: str) -> None:
     rc, _, err = _run(capsys, "predict", *argv, "--tracking-uri", store.uri)
     assert rc == 2 and says in err, err
+
+
+def test_the_report_shows_prediction_against_measurement(verified: Store, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "alpha"
+    rc, _, err = _run(capsys, "report", "--experiment", "alpha", "--out", str(out),
+                      "--tracking-uri", verified.uri)
+    assert rc == 0, err
+    page = (out / "report.html").read_text()
+    section = page[page.index("<h2>Predictions against measurements</h2>"):]
+    assert "1 of 2 verified intervals held the observed median (50%; nominal 90%)" in section
+    rows = section.split("<tr>")[2:]
+    assert len(rows) == 2
+    assert "<td>linear</td>" in rows[0] and "<td>19.5</td>" in rows[0] and "<b>hit</b>" in rows[0]
+    assert "<td>none</td>" in rows[1] and "never reached" in rows[1] and "<b>miss</b>" in rows[1]
+    beta = tmp_path / "beta"
+    assert _run(capsys, "report", "--experiment", "beta", "--out", str(beta),
+                "--tracking-uri", verified.uri)[0] == 0
+    assert "no prediction verified yet" in (beta / "report.html").read_text()
+
+
+def test_a_study_without_predictions_has_no_such_section(store: Store, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    _log(store.client, "gamma", STUDY[:3])
+    rc, _, err = _run(capsys, "report", "--experiment", "gamma", "--out", str(tmp_path),
+                      "--tracking-uri", store.uri)
+    assert rc == 0, err
+    assert "Predictions against measurements" not in (tmp_path / "report.html").read_text()
