@@ -67,8 +67,16 @@ WENET = [T(4, "none", "fixed", 1280.0), T(16, "none", "fixed", 1000.0),
          T(16, "linear", "scaled", 400.0), T(16, "linear", "fixed", None)]  # fmt: skip
 
 
+def _artifacts(client: MlflowClient) -> str | None:
+    """Artifacts beside a sqlite store (not ./mlruns in the directory pytest runs from)."""
+    uri = client.tracking_uri
+    return Path(uri.removeprefix("sqlite:///")).parent.joinpath("artifacts").as_uri() \
+        if uri.startswith("sqlite:///") else None
+
+
 def _log(client: MlflowClient, experiment: str, trials: list[T], *, noise: bool = True) -> str:
-    exp_id = client.create_experiment(experiment)
+    exp = client.get_experiment_by_name(experiment)  # another parent run in it: a later sweep
+    exp_id = exp.experiment_id if exp else client.create_experiment(experiment, _artifacts(client))
     parent = client.create_run(exp_id, run_name="sweep", tags={"scalesweep.role": "parent"})
     pid = parent.info.run_id
     client.log_batch(pid, params=[

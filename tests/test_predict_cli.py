@@ -11,7 +11,12 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from scalesweep.orchestrator.cli import main
-from tests.test_advice import DATASET, STUDY, T, _log
+from tests.test_advice import DATASET, STUDY, T, _log, _s
+
+#: base lr swept at three batches; the best one doubles with the batch (1e-3 at 64): lr* ∝ B
+LR_SWEEP = [T(ws, "linear", "scaled", _s(16 * ws) * (1.0 if lr == 1e-3 * ws / 4 else 1.3), seed=s, lr=lr)
+            for ws in (4, 8, 16) for lr in (5e-4 * ws / 4, 1e-3 * ws / 4, 2e-3 * ws / 4)
+            for s in range(2)]
 
 
 def law_epochs(batch: float) -> float:
@@ -25,6 +30,7 @@ def uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     _log(client, "scaling", STUDY)
     _log(client, "one-batch", [T(4, "none", "fixed", 1000.0 + s, seed=s) for s in range(3)], noise=False)
     _log(client, "one-batch-noise", [T(4, "none", "fixed", 1000.0 + s, seed=s) for s in range(3)])
+    _log(client, "lr-sweep", LR_SWEEP)
     yield uri
 
 
@@ -90,3 +96,31 @@ def test_one_batch_size_and_a_noise_scale_predict_with_the_noise_scale_range(
 def test_bad_arguments_exit_2(uri: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["predict", "--experiment", "scaling", "--world-size", "0", "--tracking-uri", uri]) == 2
     assert "--world-size = 0: must be at least 1" in capsys.readouterr().err
+
+
+def test_the_best_lr_at_m_follows_the_per_batch_best_lr(uri: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = _predict(uri, "lr-sweep", 32, capsys)
+    assert rc == 0, out
+    (linear,) = json.loads(out)
+    best = linear["best_lr"]
+    assert best["best_by_batch"] == {"64": 1e-3, "128": 2e-3, "256": 4e-3}
+    assert best["median"] == pytest.approx(8e-3) and best["exponent"] == pytest.approx(1.0)
+    # seeds agree and the line fits: the interval is the grid's half step (a factor sqrt 2)
+    # at each batch carried through the line's weights at 512 (-2/3, 1/3, 4/3 in log2 B)
+    assert best["ci"] == pytest.approx([8e-3 * 2 ** (-7 / 6), 8e-3 * 2 ** (7 / 6)])
+    assert "log-log" in best["method"] and best["note"] == ""
+    assert main(["predict", "--experiment", "lr-sweep", "--world-size", "32", "--no-record",
+                 "--tracking-uri", uri]) == 0
+    assert "best lr: 0.008 [" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("experiment", "says"), [
+    ("one-batch-noise", "best lr: the study did not sweep lr (no optimizer.lr axis"),
+    ("scaling", "best lr: lr was swept with a usable best at 1 batch size(s) (512)"),
+])
+def test_a_study_that_cannot_give_the_best_lr_says_so(
+        uri: str, capsys: pytest.CaptureFixture[str], experiment: str, says: str) -> None:
+    assert main(["predict", "--experiment", experiment, "--world-size", "16", "--no-record",
+                 "--tracking-uri", uri]) == 0
+    assert says in capsys.readouterr().out

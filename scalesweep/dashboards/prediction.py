@@ -22,6 +22,7 @@ from scalesweep.dashboards.advice import late_noise_scale
 from scalesweep.dashboards.convergence_table import StudyTrial, study_trials
 from scalesweep.dashboards.mlflow_data import Study, load_study
 from scalesweep.mlflow_names import STATUS_TAG
+from scalesweep.science.stats.best_lr import BestLr, BestLrUnknown, predict_best_lr
 from scalesweep.science.stats.predict import (
     MAX_FACTOR,
     BatchPoint,
@@ -73,6 +74,20 @@ class StudyPrediction:
     world_size: int
     noise_scale: float | None
     rules: list[RulePrediction]
+    #: the trials the prediction was made from
+    trial_run_ids: tuple[str, ...] = ()
+    best_lr: BestLr | None = None
+    #: why there is no best lr (the study did not sweep lr, ...); empty when there is one
+    best_lr_note: str = ""
+
+    def best_lr_json(self) -> dict[str, Any]:
+        b = self.best_lr
+        if b is None:
+            return {"median": None, "ci": None, "note": self.best_lr_note}
+        return {"median": b.median, "ci": list(b.ci), "confidence": b.confidence,
+                "exponent": b.exponent, "method": b.method, "note": self.best_lr_note,
+                "best_by_batch": {f"{k:g}": v for k, v in sorted(b.best_by_batch.items())},
+                "at_grid_edge": [f"{k:g}" for k in b.at_grid_edge]}
 
 
 def _num(x: object) -> float | None:
@@ -98,7 +113,12 @@ def _usable(t: StudyTrial) -> bool:
     return ramp in _RAMPED_OFF and _num(t.run.get("global_batch")) is not None
 
 
-def _points(trials: Sequence[StudyTrial], rule: str) -> list[BatchPoint]:
+def usable_trials(trials: Sequence[StudyTrial]) -> list[StudyTrial]:
+    """The trials at a fixed global batch (a ramp's ran at several)."""
+    return [t for t in trials if _usable(t)]
+
+
+def points_of_rule(trials: Sequence[StudyTrial], rule: str) -> list[BatchPoint]:
     """Per global batch, the seeds of the best setting of ``rule`` there."""
     by_batch: dict[float, dict[tuple[tuple[str, str], ...], list[float]]] = {}
     for t in trials:
@@ -122,7 +142,7 @@ def _points(trials: Sequence[StudyTrial], rule: str) -> list[BatchPoint]:
 
 
 def predict_study(study: Study, world_size: int, confidence: float = 0.90) -> StudyPrediction:
-    trials = [t for t in study_trials(study) if _usable(t)]
+    trials = usable_trials(study_trials(study))
     if not trials:
         raise PredictionRefused([f"study {study.experiment_name!r} has no trial with a fixed "
                                  "global batch"])
@@ -136,7 +156,7 @@ def predict_study(study: Study, world_size: int, confidence: float = 0.90) -> St
     rules = sorted({str(t.run.get("scaling_rule")) for t in trials})
     out = []
     for rule in rules:
-        points = _points(trials, rule)
+        points = points_of_rule(trials, rule)
         upe = samples / batch if math.isfinite(samples) else None
         measured = {p.batch: len(p.epochs) for p in points}
         try:
@@ -144,8 +164,47 @@ def predict_study(study: Study, world_size: int, confidence: float = 0.90) -> St
             out.append(RulePrediction(rule, world_size, batch, measured, pred, [], upe))
         except PredictionRefused as e:
             out.append(RulePrediction(rule, world_size, batch, measured, None, e.reasons, upe))
+    best, note = _best_lr(trials, batch, confidence)
     return StudyPrediction(study.experiment_name, study.parent_run_id, study.target_value,
-                           world_size, noise, out)
+                           world_size, noise, out, tuple(sorted(t.run_id for t in trials)),
+                           best, note)
+
+
+#: the axis that sweeps the lr (a trial's base lr: the optimizer's lr at the reference)
+LR_AXIS = "optimizer.lr"
+
+
+def lr_cells(trials: Sequence[StudyTrial]) -> dict[float, dict[float, list[float]]]:
+    """Per global batch and lr the trial used (after its rule scaled it), the seeds of the
+    best other setting (warmup, rule, free axes) with that lr."""
+    by: dict[tuple[float, float], dict[tuple[tuple[str, str], ...], list[float]]] = {}
+    for t in trials:
+        p = t.run
+        lr = _num(p.get("lr")) if _num(p.get("lr")) is not None else _num(p.get(LR_AXIS))
+        batch, epochs = _num(p["global_batch"]), _epochs(t)
+        if lr is None or batch is None or epochs is None or not epochs > 0:
+            continue
+        setting = tuple((k, str(p[k])) for k in sorted(p) if k in ("scaling_rule", "warmup_rule")
+                        or (k.startswith(("optimizer.", "scheduler.")) and k != LR_AXIS))
+        by.setdefault((batch, lr), {}).setdefault(setting, []).append(epochs)
+    cells: dict[float, dict[float, list[float]]] = {}
+    for (batch, lr), settings in sorted(by.items()):
+        cells.setdefault(batch, {})[lr] = min(settings.values(), key=statistics.median)
+    return cells
+
+
+def _best_lr(trials: Sequence[StudyTrial], batch: float,
+             confidence: float) -> tuple[BestLr | None, str]:
+    base_lrs = {_num(t.run.get(LR_AXIS)) for t in trials} - {None}
+    if len(base_lrs) < 2:
+        return None, f"the study did not sweep lr (no {LR_AXIS} axis with two values or more)"
+    try:
+        best = predict_best_lr(lr_cells(trials), batch, confidence=confidence)
+    except BestLrUnknown as e:
+        return None, str(e)
+    edges = ", ".join(f"{b:g}" for b in best.at_grid_edge)
+    return best, (f"the best lr lies at the edge of the lr grid at batch {edges}: the optimum "
+                  "may lie beyond it" if edges else "")
 
 
 def load_prediction(tracking_uri: str, *, experiment: str | None, parent_run_id: str | None,
@@ -167,6 +226,14 @@ def render(sp: StudyPrediction) -> str:
             continue
         lines.append(f"  {r.rule}: {p.median:.3g} epochs [{p.ci[0]:.3g}, {p.ci[1]:.3g}] "
                      f"({p.confidence:.0%}) at global batch {r.global_batch:g}, from {measured}")
+    b = sp.best_lr
+    if b is None:
+        lines.append(f"  best lr: {sp.best_lr_note}")
+    else:
+        lines.append(f"  best lr: {b.median:.3g} [{b.ci[0]:.3g}, {b.ci[1]:.3g}] ({b.confidence:.0%}), "
+                     f"lr* ~ B^{b.exponent:.2f} from the best lr at "
+                     + ", ".join(f"{k:g} ({v:.3g})" for k, v in sorted(b.best_by_batch.items()))
+                     + (f"; {sp.best_lr_note}" if sp.best_lr_note else ""))
     methods = {r.prediction.method for r in sp.rules if r.prediction is not None}
     lines.append(f"method: {', '.join(sorted(methods)) or '-'}; no prediction beyond "
                  f"{MAX_FACTOR:g}x the measured batches")

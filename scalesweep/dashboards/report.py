@@ -31,6 +31,8 @@ from scalesweep.dashboards.arm_figures import plot_epochs_to_target as plot_arms
 from scalesweep.dashboards.arms_table import arm_summaries, arms_frame
 from scalesweep.dashboards.convergence_table import PROJECTED, StudyTrial, convergence_table, study_trials
 from scalesweep.dashboards.mlflow_data import Projection, Study, load_study
+from scalesweep.dashboards.prediction_record import ledger_lines
+from scalesweep.dashboards.prediction_report import predictions_html
 from scalesweep.mlflow_names import EPOCHS_TO_TARGET_METRIC, TRIAL_NAME_TAG
 from scalesweep.science.stats.arms import (
     ArmSummary,
@@ -256,8 +258,9 @@ def arms_html(arms: Sequence[ArmSummary]) -> str:
 
 
 def render_html(study: Study, table: pd.DataFrame, trials: Sequence[StudyTrial], pngs: dict[str, bytes],
-                advice: str = "", arms: Sequence[ArmSummary] = ()) -> str:
-    """One page, no external resources: images inline as base64, styles inline."""
+                advice: str = "", arms: Sequence[ArmSummary] = (), predictions: str = "") -> str:
+    """One page, no external resources: images inline as base64, styles inline;
+    ``predictions``: the section of predictions_html, where any were recorded."""
     target = study.target_value
     sign = "≤" if study.target_mode == "min" else "≥"
     goal = "not set" if target is None else f"{study.target_metric} {sign} {target:g}"
@@ -339,6 +342,7 @@ fit S = S_min (1 + B_crit / B) of McCandlish et al. where the data support one, 
 gradient noise scale, and the lr and warmup rules to use. A fit needs the target reached at 3 or
 more global batches; with fewer, only measured world sizes get a recommendation.</p>
 <pre>{e(advice)}</pre>
+{predictions}
 </body></html>
 """
 
@@ -376,5 +380,7 @@ def build_report(
     arms_frame(arms).to_csv(paths.arms_csv, index=False)
     advice = advice_text(study, trials)
     paths.advice.write_text(advice + "\n", encoding="utf-8")
-    paths.html.write_text(render_html(study, table, trials, pngs, advice, arms), encoding="utf-8")
+    predicted = predictions_html(ledger_lines(tracking_uri, study.experiment_name))
+    paths.html.write_text(render_html(study, table, trials, pngs, advice, arms, predicted),
+                          encoding="utf-8")
     return paths

@@ -1,0 +1,204 @@
+"""Predictions kept in MLflow, read back and scored (docs/beyond.md, "Predict, then verify").
+
+`scalesweep predict` records each prediction on the study's parent run as the artifact
+``predictions/<id>.json`` (:func:`record_of` makes it). This module reads those back from every
+experiment (or one), and scores each against the trials its experiment holds at the predicted
+global batch, from any parent run (a verification sweep logs to the same experiment): per lr
+rule, the seeds of the best setting there, as the predictor takes its inputs. Reads only; the
+orchestrator writes (scalesweep/orchestrator/tracking/predictions.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlflow.tracking import MlflowClient
+
+from scalesweep.dashboards.convergence_table import StudyTrial, study_trials
+from scalesweep.dashboards.mlflow_data import load_study
+from scalesweep.dashboards.prediction import StudyPrediction, points_of_rule, usable_trials
+from scalesweep.mlflow_names import ROLE_TAG
+from scalesweep.science.stats.ledger import HitRate, Scored, is_hit, observed_median, running_hit_rate
+
+#: the parent run's artifact folder of recorded predictions; an outcome sits beside its record
+PREDICTIONS_DIR = "predictions"
+OUTCOME_SUFFIX = ".outcome.json"
+
+
+def record_of(sp: StudyPrediction, prediction_id: str, created: str) -> dict[str, Any]:
+    """The JSON recorded for one `scalesweep predict` (all rules, refused ones too)."""
+    rules = []
+    for r in sp.rules:
+        p = r.prediction
+        rules.append({
+            "rule": r.rule, "median": None if p is None else p.median,
+            "ci": None if p is None else list(p.ci), "confidence": None if p is None else p.confidence,
+            "method": None if p is None else p.method,
+            "measured_global_batches": {f"{b:g}": n for b, n in sorted(r.measured.items())},
+            "refused": r.refused,
+        })  # fmt: skip
+    return {
+        "id": prediction_id, "created": created, "experiment": sp.experiment,
+        "parent_run_id": sp.parent_run_id, "source_trial_run_ids": list(sp.trial_run_ids),
+        "world_size": sp.world_size, "global_batch": sp.rules[0].global_batch if sp.rules else None,
+        "target": sp.target, "noise_scale": sp.noise_scale, "rules": rules,
+        "best_lr": sp.best_lr_json(),
+    }  # fmt: skip
+
+
+def metric_key(world_size: int, rule: str, what: str) -> str:
+    """``predict.ws16.linear.epochs_median``: one metric per recorded number."""
+    return f"predict.ws{world_size}.{rule}.{what}"
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    rule: str
+    seeds: int
+    observed: float
+    run_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LedgerLine:
+    """One rule of one recorded prediction, scored when the experiment has trials there."""
+
+    experiment: str
+    parent_run_id: str
+    prediction_id: str
+    created: str
+    world_size: int
+    global_batch: float
+    rule: str
+    median: float
+    ci: tuple[float, float]
+    confidence: float
+    outcome: RuleOutcome | None
+
+    @property
+    def scored(self) -> Scored:
+        if self.outcome is None:
+            return Scored(self.confidence, None, None)
+        return Scored(self.confidence, self.outcome.observed, is_hit(self.outcome.observed, self.ci))
+
+    def as_json(self, rate: HitRate) -> dict[str, Any]:
+        s = self.scored
+        return {
+            "experiment": self.experiment, "parent_run_id": self.parent_run_id,
+            "prediction_id": self.prediction_id, "created": self.created,
+            "world_size": self.world_size, "global_batch": self.global_batch, "rule": self.rule,
+            "median": self.median, "ci": list(self.ci), "confidence": self.confidence,
+            "observed": None if s.observed is None or not math.isfinite(s.observed) else s.observed,
+            "observed_never": s.observed is not None and not math.isfinite(s.observed),
+            "observed_seeds": None if self.outcome is None else self.outcome.seeds,
+            "status": "pending" if s.hit is None else ("hit" if s.hit else "miss"),
+            "hit": s.hit, "running_verified": rate.verified, "running_hits": rate.hits,
+            "running_hit_rate": rate.rate, "running_nominal": rate.nominal,
+        }  # fmt: skip
+
+
+def _parents(client: MlflowClient, experiment_id: str) -> list[str]:
+    runs = client.search_runs([experiment_id], f"tags.`{ROLE_TAG}` = 'parent'",
+                              max_results=1000, order_by=["attributes.start_time ASC"])
+    return [r.info.run_id for r in runs]
+
+
+def records_on(client: MlflowClient, run_id: str) -> list[dict[str, Any]]:
+    """The predictions recorded on one parent run, oldest first."""
+    names = [a.path for a in client.list_artifacts(run_id, PREDICTIONS_DIR)
+             if a.path.endswith(".json") and not a.path.endswith(OUTCOME_SUFFIX)]
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            local = client.download_artifacts(run_id, name, tmp)
+            out.append(json.loads(Path(local).read_text(encoding="utf-8")))
+    return sorted(out, key=lambda r: (str(r["created"]), str(r["id"])))
+
+
+def experiment_trials(tracking_uri: str, experiment_id: str) -> list[StudyTrial]:
+    """Every fixed-batch trial of every parent run in the experiment."""
+    out: list[StudyTrial] = []
+    for pid in _parents(MlflowClient(tracking_uri), experiment_id):
+        out += usable_trials(study_trials(load_study(tracking_uri, parent_run_id=pid)))
+    return out
+
+
+def outcomes(trials: Sequence[StudyTrial], global_batch: float,
+             rules: Sequence[str]) -> dict[str, RuleOutcome]:
+    """Per rule, the observed median at ``global_batch`` (the best setting's seeds there)."""
+    at = [t for t in trials if _batch(t) == global_batch]
+    out = {}
+    for rule in rules:
+        points = [p for p in points_of_rule(at, rule) if p.batch == global_batch]
+        if points:
+            (p,) = points
+            ids = tuple(sorted(t.run_id for t in at if str(t.run.get("scaling_rule")) == rule))
+            out[rule] = RuleOutcome(rule, len(p.epochs), observed_median(p.epochs), ids)
+    return out
+
+
+def _batch(t: StudyTrial) -> float | None:
+    try:
+        return float(t.run["global_batch"])  # type: ignore[arg-type]
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
+def ledger_lines(tracking_uri: str, experiment: str | None = None) -> list[LedgerLine]:
+    """Every recorded prediction's rules (those it made: refused ones are not predictions), by
+    creation time, scored against the trials their experiment holds now."""
+    client = MlflowClient(tracking_uri)
+    if experiment is None:
+        exps = list(client.search_experiments(max_results=1000))
+    else:
+        one = client.get_experiment_by_name(experiment)
+        if one is None:
+            raise ValueError(f"no MLflow experiment named {experiment!r}")
+        exps = [one]
+    lines = []
+    for exp in exps:
+        records = [r for pid in _parents(client, exp.experiment_id) for r in records_on(client, pid)]
+        if not records:
+            continue
+        trials = experiment_trials(tracking_uri, exp.experiment_id)
+        for rec in records:
+            made = [r for r in rec["rules"] if r["median"] is not None]
+            found = outcomes(trials, float(rec["global_batch"]), [r["rule"] for r in made])
+            for r in made:
+                lines.append(LedgerLine(
+                    exp.name, str(rec["parent_run_id"]), str(rec["id"]), str(rec["created"]),
+                    int(rec["world_size"]), float(rec["global_batch"]), str(r["rule"]),
+                    float(r["median"]), (float(r["ci"][0]), float(r["ci"][1])),
+                    float(r["confidence"]), found.get(str(r["rule"]))))
+    return sorted(lines, key=lambda x: (x.created, x.prediction_id, x.rule))
+
+
+def render_ledger(lines: Sequence[LedgerLine]) -> str:
+    rates = running_hit_rate([x.scored for x in lines])
+    if not lines:
+        return "no predictions recorded"
+    rows = [("study", "M", "rule", "median", "interval", "observed", "status", "hit rate so far")]
+    for x, rate in zip(lines, rates, strict=True):
+        s = x.scored
+        observed = ("-" if s.observed is None else "never" if not math.isfinite(s.observed)
+                    else f"{s.observed:.3g}")
+        so_far = ("-" if rate.rate is None
+                  else f"{rate.hits}/{rate.verified} = {rate.rate:.3f} (nominal {rate.nominal:.2f})")
+        rows.append((x.experiment, str(x.world_size), x.rule, f"{x.median:.3g}",
+                     f"[{x.ci[0]:.3g}, {x.ci[1]:.3g}] ({x.confidence:.0%})", observed,
+                     "pending" if s.hit is None else "hit" if s.hit else "miss", so_far))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    text = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    last = rates[-1]
+    pending = sum(1 for x in lines if x.outcome is None)
+    text.append(f"hit rate: {last.hits}/{last.verified}"
+                + ("" if last.rate is None else f" = {last.rate:.3f} against nominal "
+                   f"{last.nominal:.2f}")
+                + f"; {pending} pending (not counted)")
+    return "\n".join(text)

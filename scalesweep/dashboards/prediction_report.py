@@ -1,0 +1,45 @@
+"""The report's "Predictions against measurements" section: every prediction recorded on a
+parent run of the study's experiment, each rule's interval beside the median later observed
+at that world size in the experiment (docs/beyond.md, "Predict, then verify")."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+
+from scalesweep.dashboards.prediction_record import LedgerLine
+from scalesweep.science.stats.ledger import running_hit_rate
+
+
+def predictions_html(lines: Sequence[LedgerLine]) -> str:
+    """The section, or "" when nothing was predicted for this experiment."""
+    if not lines:
+        return ""
+    e = html.escape
+    rows = []
+    for x in lines:
+        s = x.scored
+        observed = ("pending" if s.observed is None else "never reached"
+                    if not math.isfinite(s.observed) else f"{s.observed:.3g}")
+        seeds = "" if x.outcome is None else str(x.outcome.seeds)
+        status = "pending" if s.hit is None else "hit" if s.hit else "miss"
+        cells = [x.created[:19].replace("T", " "), str(x.world_size), f"{x.global_batch:g}", x.rule,
+                 f"{x.median:.3g}", f"[{x.ci[0]:.3g}, {x.ci[1]:.3g}]", f"{x.confidence:.0%}",
+                 observed, seeds]
+        rows.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells)
+                    + f"<td><b>{e(status)}</b></td></tr>")
+    last = running_hit_rate([x.scored for x in lines])[-1]
+    rate = ("no prediction verified yet" if last.rate is None else
+            f"{last.hits} of {last.verified} verified intervals held the observed median "
+            f"({last.rate:.0%}; nominal {last.nominal:.0%})")
+    return f"""<h2>Predictions against measurements</h2>
+<p>Each <code>scalesweep predict</code> recorded on this experiment's parent runs, per lr rule:
+the predicted epochs to target at world size M (median and interval), and the median the
+experiment's trials at that global batch measured since (the best setting's seeds, a seed that
+never reached counting as +infinity): a <b>hit</b> when the interval holds it. {e(rate)};
+pending predictions are not counted.</p>
+<div class="wide"><table class="trials"><tr><th>predicted (UTC)</th><th>world size M</th>
+<th>global batch</th><th>lr rule</th><th>epochs to target (predicted median)</th>
+<th>interval</th><th>confidence</th><th>observed median</th><th>seeds</th><th>outcome</th></tr>
+{chr(10).join(rows)}</table></div>"""

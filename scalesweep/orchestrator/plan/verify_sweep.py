@@ -1,0 +1,134 @@
+"""`scalesweep predict --verify OUT.yaml`: the smallest sweep that checks a prediction at M
+(docs/beyond.md, "Predict, then verify").
+
+The study's own sweep file, found the way `resume` finds it (the sweep directory's copy and
+the overrides it ran with; else the file the parent run's ``sweep_file`` tag names), narrowed to
+world size M plus the reference (and the baseline's), the lr rules to the predicted ones plus
+linear and sqrt, with adaptive seeds (the study's own ``replicates``, else ``DEFAULT_REPLICATES``;
+a fixed ``FIXED_SEEDS`` where the search cannot take them). Its target is the study's resolved
+value, so the verification is measured against the very target the prediction is for, and its
+name is the study's, so its trials log to the study's experiment, where `predict --ledger`
+scores the prediction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scalesweep.mlflow_names import SWEEP_FILE_TAG
+from scalesweep.orchestrator.spec.errors import InputError, Problem
+from scalesweep.orchestrator.spec.files import load_mapping
+from scalesweep.orchestrator.spec.load import apply_overrides, load_sweep, parse_overrides, recipe_candidates
+
+#: adaptive seeds where the study had none: three to start, more only where undecided
+DEFAULT_REPLICATES = {"min": 3, "max": 6}
+#: seeds where adaptive ones cannot run (random search, early stopping)
+FIXED_SEEDS = [0, 1, 2]
+#: every verification runs these lr rules besides the predicted ones (the two common answers)
+ALWAYS_RULES = ("linear", "sqrt")
+#: sweep directories keep these (scalesweep.orchestrator.launch.run writes them)
+STATE_FILE = "state.json"
+
+
+@dataclass(frozen=True)
+class StudySource:
+    """Where the study's sweep file was found, and the overrides it ran with."""
+
+    path: Path
+    overrides: list[str]
+    how: str
+
+
+def find_study_spec(parent_run_id: str, experiment: str, tags: dict[str, str],
+                    storage_roots: Sequence[Path]) -> StudySource:
+    """The sweep dir's copy (``<root>/<experiment>-<parent id[:8]>/state.json``), else the
+    tagged file; exit 2 naming both when neither is there."""
+    tagged = tags.get(SWEEP_FILE_TAG)
+    roots = list(storage_roots)
+    if tagged and Path(tagged).is_file():
+        own = load_mapping(tagged).get("storage_path")
+        if isinstance(own, str):
+            roots.insert(0, Path(own).resolve())
+    dirs = [r / f"{experiment}-{parent_run_id[:8]}" for r in roots]
+    for d in dirs:
+        if (d / STATE_FILE).is_file():
+            state = json.loads((d / STATE_FILE).read_text(encoding="utf-8"))
+            copy = Path(str(state[SWEEP_FILE_TAG]))
+            if copy.is_file():
+                return StudySource(copy, list(state.get("overrides", [])), f"sweep directory {d}")
+    if tagged and Path(tagged).is_file():
+        return StudySource(Path(tagged), [], f"the parent run's {SWEEP_FILE_TAG} tag")
+    raise InputError("predict --verify", [Problem(
+        f"parent run {parent_run_id} tag {SWEEP_FILE_TAG}", tagged,
+        "the study's sweep file is not there, and no sweep directory holds its copy ("
+        + ", ".join(str(d / STATE_FILE) for d in dirs) + "): run from where the study ran, or "
+        "set SCALESWEEP_STORAGE to its storage root")])
+
+
+def verification_spec(source: StudySource, *, experiment: str, world_size: int,
+                      rules: Sequence[str], target_value: float | None) -> dict[str, Any]:
+    """The sweep file (as a mapping) that checks the prediction at ``world_size``."""
+    data = load_mapping(source.path)
+    problems = apply_overrides(data, parse_overrides(source.overrides))
+    if problems:
+        raise InputError(str(source.path), problems)
+    study = load_sweep(source.path, source.overrides)
+    keep = {world_size}
+    if study.reference_world_size is not None:
+        keep.add(study.reference_world_size)
+    baseline = data.get("baseline")
+    if isinstance(baseline, dict) and isinstance(baseline.get("world_size"), int):
+        keep.add(baseline["world_size"])
+    wanted = set(rules) | set(ALWAYS_RULES)
+    if isinstance(baseline, dict) and isinstance(baseline.get("scaling_rule"), str):
+        wanted.add(baseline["scaling_rule"])  # the baseline trial must stay in the grid
+    axes = dict(data["axes"])
+    axes["world_size"] = sorted(keep)
+    axes["scaling_rule"] = sorted(wanted)
+    recipe = data.get("recipe")
+    if isinstance(recipe, str) and not Path(recipe).is_absolute():
+        found = next((p for p in recipe_candidates(recipe, source.path) if p.is_file()), None)
+        data["recipe"] = str((found or Path(recipe)).resolve())
+    search = data.get("search") or {}
+    adaptive = search.get("type", "grid") == "grid" and search.get("scheduler", "fifo") == "fifo"
+    if adaptive:
+        axes.pop("seed", None)
+        data["replicates"] = data.get("replicates") or dict(DEFAULT_REPLICATES)
+    else:
+        axes["seed"] = list(FIXED_SEEDS)
+        data.pop("replicates", None)
+    data["axes"] = axes
+    data["exclude"] = [e for e in data.get("exclude", []) if _inside(e, axes)]
+    if not data["exclude"]:
+        data.pop("exclude")
+    if target_value is not None:
+        target = dict(data.get("target") or {})
+        target.pop("relative_to_baseline", None)
+        target["value"] = target_value
+        data["target"] = target
+    data["name"] = experiment
+    data["description"] = (f"verification of `scalesweep predict` at world size {world_size} "
+                           f"(lr rules {', '.join(sorted(rules))}) for study {experiment}")
+    return data
+
+
+def _inside(entry: Any, axes: dict[str, Any]) -> bool:
+    """An exclude entry that names only values still on the axes (the rest exclude nothing)."""
+    if not isinstance(entry, dict):
+        return True
+    for key, value in entry.items():
+        values = axes.get(key)
+        if isinstance(values, list) and value not in values:
+            return False
+    return True
+
+
+def write_spec(data: dict[str, Any], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
