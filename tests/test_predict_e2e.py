@@ -40,7 +40,7 @@ def test_a_prediction_is_verified_by_its_own_verification_sweep(tmp_path: Path,
     lines = json.loads(ledger.stdout)
     assert {x["rule"] for x in lines} == set(predicted)
     for x in lines:
-        assert x["status"] != "pending" and x["observed_seeds"] == 2, x
+        assert x["result"] != "pending" and x["observed_seeds"] == 2, x
         inside = x["observed"] is not None and x["ci"][0] <= x["observed"] <= x["ci"][1]
         assert x["hit"] is inside
     assert lines[-1]["running_verified"] == len(predicted)

@@ -100,7 +100,7 @@ def test_the_ledger_across_two_studies_counts_hit_miss_and_pending(
     rc, out, err = _run(capsys, "predict", "--ledger", "--json", "--tracking-uri", verified.uri)
     assert rc == 0, err
     lines = json.loads(out)
-    got = [(x["experiment"], x["rule"], x["status"]) for x in lines]
+    got = [(x["experiment"], x["rule"], x["result"]) for x in lines]
     assert got == [("alpha", "linear", "hit"), ("alpha", "none", "miss"),
                    ("beta", "linear", "pending"), ("beta", "none", "pending")]
     lin = lines[0]
@@ -119,7 +119,7 @@ def test_the_ledger_text_and_one_experiment(verified: Store, capsys: pytest.Capt
     assert "never" in out and "pending" in out
     rc, out, _ = _run(capsys, "predict", "--ledger", "--experiment", "beta", "--json",
                       "--tracking-uri", verified.uri)
-    assert rc == 0 and {x["status"] for x in json.loads(out)} == {"pending"}
+    assert rc == 0 and {x["result"] for x in json.loads(out)} == {"pending"}
 
 
 def test_the_outcome_is_written_beside_the_prediction(verified: Store,

@@ -97,7 +97,7 @@ class LedgerLine:
             "observed": None if s.observed is None or not math.isfinite(s.observed) else s.observed,
             "observed_never": s.observed is not None and not math.isfinite(s.observed),
             "observed_seeds": None if self.outcome is None else self.outcome.seeds,
-            "status": "pending" if s.hit is None else ("hit" if s.hit else "miss"),
+            "result": "pending" if s.hit is None else ("hit" if s.hit else "miss"),
             "hit": s.hit, "running_verified": rate.verified, "running_hits": rate.hits,
             "running_hit_rate": rate.rate, "running_nominal": rate.nominal,
         }  # fmt: skip
@@ -183,7 +183,7 @@ def render_ledger(lines: Sequence[LedgerLine]) -> str:
     rates = running_hit_rate([x.scored for x in lines])
     if not lines:
         return "no predictions recorded"
-    rows = [("study", "M", "rule", "median", "interval", "observed", "status", "hit rate so far")]
+    rows = [("study", "M", "rule", "median", "interval", "observed", "result", "hit rate so far")]
     for x, rate in zip(lines, rates, strict=True):
         s = x.scored
         observed = ("-" if s.observed is None else "never" if not math.isfinite(s.observed)
