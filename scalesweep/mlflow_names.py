@@ -97,3 +97,11 @@ REPLICATES_PARAM = "replicates"
 #: parent-run tags of the driver's machine: cpu, isa, cpus, omp_num_threads, python and
 #: version.<package> for scalesweep, torch, ray and mlflow (orchestrator/tracking/machine.py)
 MACHINE_TAG_PREFIX = "machine."
+
+#: `scalesweep predict`'s record on the study's parent run (docs/beyond.md, "Keep score"): the
+#: artifact folder of its predictions/<id>.json, the suffix of each outcome written beside one,
+#: and its metrics, predict.ws<M>.<rule>.<what> (what: epochs_median, epochs_lo, epochs_hi,
+#: observed, hit; rule best_lr: median, lo, hi)
+PREDICTIONS_ARTIFACT_DIR = "predictions"
+PREDICTION_OUTCOME_SUFFIX = ".outcome.json"
+PREDICTION_METRIC_FORMAT = "predict.ws{world_size}.{rule}.{what}"

@@ -23,12 +23,17 @@ from mlflow.tracking import MlflowClient
 from scalesweep.dashboards.convergence_table import StudyTrial, study_trials
 from scalesweep.dashboards.mlflow_data import load_study
 from scalesweep.dashboards.prediction import StudyPrediction, points_of_rule, usable_trials
-from scalesweep.mlflow_names import ROLE_TAG
+from scalesweep.mlflow_names import (
+    PREDICTION_METRIC_FORMAT,
+    PREDICTION_OUTCOME_SUFFIX,
+    PREDICTIONS_ARTIFACT_DIR,
+    ROLE_TAG,
+)
 from scalesweep.science.stats.ledger import HitRate, Scored, is_hit, observed_median, running_hit_rate
 
 #: the parent run's artifact folder of recorded predictions; an outcome sits beside its record
-PREDICTIONS_DIR = "predictions"
-OUTCOME_SUFFIX = ".outcome.json"
+PREDICTIONS_DIR = PREDICTIONS_ARTIFACT_DIR
+OUTCOME_SUFFIX = PREDICTION_OUTCOME_SUFFIX
 
 
 def record_of(sp: StudyPrediction, prediction_id: str, created: str) -> dict[str, Any]:
@@ -54,7 +59,7 @@ def record_of(sp: StudyPrediction, prediction_id: str, created: str) -> dict[str
 
 def metric_key(world_size: int, rule: str, what: str) -> str:
     """``predict.ws16.linear.epochs_median``: one metric per recorded number."""
-    return f"predict.ws{world_size}.{rule}.{what}"
+    return PREDICTION_METRIC_FORMAT.format(world_size=world_size, rule=rule, what=what)
 
 
 @dataclass(frozen=True)
