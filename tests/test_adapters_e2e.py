@@ -70,3 +70,15 @@ def test_a_hf_trainer_script_is_swept(tmp_path: Path, ray_head: RayHead) -> None
     _check_trials(cwd, "examples.hf_trainer_loop:train_loop_per_worker", {1: 16, 2: 8})
     assert (cwd / "reports/hf-trainer/report.html").exists()
     assert "report: reports/hf-trainer/report.html" in stdout
+
+
+@pytest.mark.timeout(600)
+def test_a_lightning_script_is_swept(tmp_path: Path, ray_head: RayHead) -> None:
+    cwd, _ = _swept(tmp_path, ray_head, "lightning.yaml", "lightning_loop.py")
+    _check_trials(cwd, "examples.lightning_loop:train_loop_per_worker", {1: 16, 2: 8})
+    client = MlflowClient(f"sqlite:///{cwd / 'mlflow.db'}")
+    for t in json.loads((cwd / "s.json").read_text()):  # val_accuracy, logged by the module
+        accuracy = client.get_metric_history(t["mlflow_run_id"], "dev_accuracy")
+        assert len(accuracy) == t["total_updates"] // t["eval_every"]
+        assert all(0 <= m.value <= 1 for m in accuracy)
+    assert (cwd / "reports/lightning/report.html").exists()
