@@ -50,6 +50,23 @@ def test_what_would_change_the_plan_is_refused_by_name() -> None:
         hf.training_arguments({**config, "world_size": 2, "physical_workers": 1})
 
 
+def test_a_trainer_outside_the_trials_process_group_is_refused(tmp_path: Path) -> None:
+    # the ws2 trial's config in one process: the Trainer finds 1 rank, so each worker would
+    # train alone on half the planned global batch
+    config = trial_config("training.max_updates=4", world_size=2)
+    model = example.GPT2LMHeadModel(example.GPT2Config(
+        vocab_size=len(example.VOCAB), n_positions=example.BLOCK, n_embd=16, n_layer=1, n_head=2,
+        bos_token_id=None, eos_token_id=None))
+    trainer = Trainer(model=model, args=hf.training_arguments(config, output_dir=str(tmp_path)),
+                      train_dataset=example.CharBlocks(64, data_seed=1),
+                      eval_dataset=example.CharBlocks(8, data_seed=2),
+                      optimizers=hf.optimizers(model, config),
+                      callbacks=[hf.ReportCallback(config, send=loop_helpers.build_report)])
+    with pytest.raises(AdapterConfigError, match=r"the Hugging Face Trainer runs on 1 rank\(s\): "
+                                                 r"must be world_size \(2\)"):
+        trainer.train()
+
+
 class _OptimizerLr(TrainerCallback):
     """The lr the optimizer holds right after each of its steps (the Trainer steps the
     scheduler only after this event): what that update ran with."""

@@ -110,3 +110,13 @@ def test_a_validation_without_the_monitored_loss_is_refused_by_name() -> None:
         trainer.fit(example.SpiralClassifier(config),
                     DataLoader(example.make_spirals(512, data_seed=1), batch_size=32, drop_last=True),
                     DataLoader(example.make_spirals(64, data_seed=2), batch_size=64))
+
+
+def test_a_trainer_outside_the_trials_process_group_is_refused() -> None:
+    config = trial_config("training.max_updates=4", world_size=2)
+    report = lightning.ReportCallback(config, send=loop_helpers.build_report)
+    trainer = pl.Trainer(**lightning.trainer_arguments(config), callbacks=[report])
+    with pytest.raises(AdapterConfigError, match=r"the Lightning Trainer runs on 1 rank\(s\): "
+                                                 r"must be world_size \(2\)"):
+        trainer.fit(example.SpiralClassifier(config),
+                    DataLoader(example.make_spirals(512, data_seed=1), batch_size=32, drop_last=True))

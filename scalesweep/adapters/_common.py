@@ -24,6 +24,15 @@ def require_real_ranks(config: Mapping[str, Any], framework: str) -> None:
             "scalesweep.loop_helpers.VirtualRanks in a loop of your own)")
 
 
+def require_world(config: Mapping[str, Any], ranks: int, framework: str) -> None:
+    """The framework found as many ranks as the trial has: fewer (a process group it did not
+    join) would train each worker alone on a smaller global batch than planned."""
+    if ranks != int(config["world_size"]):
+        raise AdapterConfigError(
+            f"{framework} runs on {ranks} rank(s): must be world_size ({config['world_size']}); "
+            "run it in the trial's Ray Train workers, whose process group it joins")
+
+
 class LrRecord:
     """The lr each update ran with, by 1-based update, read off the optimizer just before its
     step (the framework steps the scheduler after it)."""

@@ -12,8 +12,9 @@ Face Trainer"). Three pieces, for a ``train_loop`` that builds a plain ``Trainer
 
 Under Ray Train's ``TorchTrainer`` the process group is already initialised (gloo on CPU, nccl
 on GPU) and RANK / WORLD_SIZE / LOCAL_RANK are set; the Trainer (through accelerate) joins that
-group instead of starting its own, wraps the model in DDP and shards its DataLoaders by rank,
-so nothing Ray-specific is needed beyond the reports (``ray.train.huggingface.transformers.
+group instead of starting its own, wraps the model in DDP and shards its DataLoaders by rank
+(on CPU only with ``use_cpu=True``, which :func:`training_arguments` sets where no GPU is
+visible), so nothing Ray-specific is needed beyond the reports (``ray.train.huggingface.transformers.
 prepare_trainer`` only matters for Ray Data datasets).
 """
 
@@ -27,7 +28,7 @@ import torch
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from scalesweep import loop_helpers
-from scalesweep.adapters._common import AdapterConfigError, LrRecord, require_real_ranks
+from scalesweep.adapters._common import AdapterConfigError, LrRecord, require_real_ranks, require_world
 from scalesweep.trainables.loop import build_optimizer
 
 __all__ = ["ReportCallback", "lr_scheduler", "optimizers", "training_arguments"]
@@ -62,8 +63,12 @@ def training_arguments(config: Mapping[str, Any], output_dir: str | None = None,
         if key in planned:
             raise AdapterConfigError(f"training_arguments {key}={overrides[key]!r}: must not be "
                                      f"given, the trial's plan sets it ({planned[key]!r})")
-    defaults: dict[str, Any] = {"save_strategy": "no", "report_to": "none", "disable_tqdm": True,
-                                "logging_strategy": "no"}
+    defaults: dict[str, Any] = {
+        "save_strategy": "no", "report_to": "none", "disable_tqdm": True, "logging_strategy": "no",
+        # accelerate takes RANK/WORLD_SIZE as a CPU process group only when told the run is on
+        # CPU; otherwise a CPU worker trains alone (ReportCallback refuses that at train start)
+        "use_cpu": not torch.cuda.is_available(),
+    }
     if output_dir is None:  # not the worker's cwd, which several trials may share
         output_dir = tempfile.mkdtemp(prefix="scalesweep-hf-")
     return TrainingArguments(output_dir=output_dir, **{**defaults, **overrides, **planned})
@@ -96,6 +101,10 @@ class ReportCallback(TrainerCallback):
         self.config, self.send = dict(config), send
         self.lrs = LrRecord()
         self.reports: list[dict[str, float]] = []
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState,
+                       control: TrainerControl, **kwargs: Any) -> None:
+        require_world(self.config, int(args.world_size), "the Hugging Face Trainer")
 
     def on_pre_optimizer_step(self, args: TrainingArguments, state: TrainerState,
                               control: TrainerControl, **kwargs: Any) -> None:

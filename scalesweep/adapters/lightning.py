@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from scalesweep import loop_helpers
-from scalesweep.adapters._common import AdapterConfigError, LrRecord, require_real_ranks
+from scalesweep.adapters._common import AdapterConfigError, LrRecord, require_real_ranks, require_world
 from scalesweep.trainables.loop import build_optimizer
 
 __all__ = ["ReportCallback", "configure_optimizers", "lr_scheduler_config", "trainer_arguments"]
@@ -93,6 +93,9 @@ class ReportCallback(pl.Callback):
         self.config, self.monitor, self.send = dict(config), monitor, send
         self.lrs = LrRecord()
         self.reports: list[dict[str, float]] = []
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        require_world(self.config, int(trainer.world_size), "the Lightning Trainer")
 
     def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                                  optimizer: torch.optim.Optimizer) -> None:
