@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from transformers import Trainer, TrainerCallback
 
 from examples import hf_trainer_loop as example
@@ -37,6 +38,8 @@ def test_training_arguments_are_the_trials(tmp_path: Path) -> None:
     assert (args.seed, args.learning_rate) == (0, config["lr"]) == (0, 0.006)
     assert (args.warmup_steps, args.max_grad_norm, args.save_strategy) == (0, 0.0, "no")
     assert args.report_to == [] and args.dataloader_drop_last
+    # no GPU here: accelerate joins Ray Train's gloo group only when told the run is on CPU
+    assert args.use_cpu and not torch.cuda.is_available()
     assert hf.training_arguments(trial_config("training.grad_clip=0.5")).max_grad_norm == 0.5
 
 
