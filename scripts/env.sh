@@ -13,6 +13,6 @@ want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # constraints.txt pins every package (torch: the CPU build; an unpinned torch pulls CUDA wheels).
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -c constraints.txt -e '.[dev]'
+    .venv/bin/python -m pip install -q -c constraints.txt -e '.[dev,hf,lightning]'
     echo "$want" > "$stamp"
 fi

@@ -1,0 +1,47 @@
+"""What the framework adapters share: the checks a trial's config must pass before a framework
+that plays no virtual ranks can run it, and the record of the lr each update ran with."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from scalesweep.errors import ScalesweepError
+
+
+class AdapterConfigError(ScalesweepError, ValueError):
+    """A trial's config that a framework adapter cannot run as planned."""
+
+
+def require_real_ranks(config: Mapping[str, Any], framework: str) -> None:
+    """A framework's data parallelism is one rank per worker: V virtual ranks on P < V workers
+    (``physical_workers``) would change the global batch, so they are refused by name."""
+    world, workers = int(config["world_size"]), int(config.get("physical_workers") or config["world_size"])
+    if workers != world:
+        raise AdapterConfigError(
+            f"physical_workers={workers}: must equal world_size ({world}) under the {framework} "
+            "adapter, which runs one rank per Ray Train worker (virtual ranks need "
+            "scalesweep.loop_helpers.VirtualRanks in a loop of your own)")
+
+
+def require_world(config: Mapping[str, Any], ranks: int, framework: str) -> None:
+    """The framework found as many ranks as the trial has: fewer (a process group it did not
+    join) would train each worker alone on a smaller global batch than planned."""
+    if ranks != int(config["world_size"]):
+        raise AdapterConfigError(
+            f"{framework} runs on {ranks} rank(s): must be world_size ({config['world_size']}); "
+            "run it in the trial's Ray Train workers, whose process group it joins")
+
+
+class LrRecord:
+    """The lr each update ran with, by 1-based update, read off the optimizer just before its
+    step (the framework steps the scheduler after it)."""
+
+    def __init__(self) -> None:
+        self.by_update: dict[int, float] = {}
+
+    def before_step(self, optimizer: Any, updates_done: int) -> None:
+        self.by_update[updates_done + 1] = float(optimizer.param_groups[0]["lr"])
+
+    def at(self, update: int) -> float | None:
+        return self.by_update.get(update)

@@ -1,0 +1,125 @@
+"""PyTorch Lightning under a scalesweep trial (docs/workloads.md, "Lightning"). Three pieces,
+for a ``train_loop`` that builds a plain ``pytorch_lightning.Trainer``:
+
+* :func:`trainer_arguments`: the ``Trainer``'s keyword arguments from the trial's config
+  (``max_steps`` = total_updates, validation every ``eval_every`` updates, accumulation,
+  gradient clipping as planned; no checkpoints, loggers or sanity check) and, in a Ray Train
+  worker, Ray's ``RayDDPStrategy`` and ``RayLightningEnvironment`` (``ray.train.lightning``),
+  which join the process group Ray Train's ``TorchTrainer`` made; pass the built ``Trainer``
+  through ``ray.train.lightning.prepare_trainer`` as Ray documents;
+* :func:`configure_optimizers`: what ``LightningModule.configure_optimizers`` returns: the
+  sweep's optimizer with the planned schedule stepped every update (``interval: "step"``), so
+  the trial's lr and warmup replace the module's;
+* :class:`ReportCallback`: at the end of every validation, the logged ``val_loss`` reported with
+  update = ``trainer.global_step`` and the lr that update ran with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+import torch.distributed as dist
+
+from scalesweep import loop_helpers
+from scalesweep.adapters._common import AdapterConfigError, LrRecord, require_real_ranks, require_world
+from scalesweep.trainables.loop import build_optimizer
+
+__all__ = ["ReportCallback", "configure_optimizers", "lr_scheduler_config", "trainer_arguments"]
+
+#: sends one report; :func:`scalesweep.loop_helpers.report` in a trial
+Send = Callable[..., Any]
+
+
+def trainer_arguments(config: Mapping[str, Any], *, ray_train: bool | None = None,
+                      **overrides: Any) -> dict[str, Any]:
+    """``pl.Trainer(**trainer_arguments(config))``. ``ray_train``: add Ray's strategy and
+    cluster environment (default: when ``torch.distributed`` is initialised, as in a Ray Train
+    worker). ``overrides`` are passed on; one that would change what the plan counts (steps,
+    validation cadence, accumulation, clipping) is refused."""
+    require_real_ranks(config, "Lightning")
+    accum = int(config.get("accum_grad", 1))
+    planned: dict[str, Any] = {
+        "max_steps": int(config["total_updates"]),
+        "max_epochs": -1,  # max_steps ends the fit, not Lightning's default of 1000 epochs
+        # an int val_check_interval counts batches across epochs (check_val_every_n_epoch=None)
+        "val_check_interval": int(config["eval_every"]) * accum,
+        "check_val_every_n_epoch": None,
+        "accumulate_grad_batches": accum,
+        "gradient_clip_val": config.get("grad_clip"),
+        "num_sanity_val_steps": 0,  # a validation before update 1 is no report of an update
+    }
+    for key in overrides:
+        if key in planned:
+            raise AdapterConfigError(f"trainer_arguments {key}={overrides[key]!r}: must not be "
+                                     f"given, the trial's plan sets it ({planned[key]!r})")
+    defaults: dict[str, Any] = {"enable_checkpointing": False, "logger": False,
+                                "enable_progress_bar": False, "enable_model_summary": False}
+    if ray_train if ray_train is not None else (dist.is_available() and dist.is_initialized()):
+        from ray.train.lightning import RayDDPStrategy, RayLightningEnvironment
+
+        defaults.update(strategy=RayDDPStrategy(), plugins=[RayLightningEnvironment()],
+                        devices="auto", accelerator="auto")
+    return {**defaults, **overrides, **planned}
+
+
+def lr_scheduler_config(optimizer: torch.optim.Optimizer, config: Mapping[str, Any]
+                        ) -> dict[str, Any]:
+    """Lightning's scheduler config for the planned schedule on ``optimizer``: stepped after
+    every optimizer update, so update k runs with the schedule's lr(k)."""
+    return {"scheduler": loop_helpers.lr_scheduler(optimizer, config), "interval": "step",
+            "frequency": 1}
+
+
+def configure_optimizers(module: torch.nn.Module, config: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``configure_optimizers`` returns: the sweep's optimizer (``config["optimizer"]``,
+    its lr after the lr rule) over the module's parameters, with :func:`lr_scheduler_config`."""
+    optimizer = build_optimizer(iter(module.parameters()), config["optimizer"])
+    return {"optimizer": optimizer, "lr_scheduler": lr_scheduler_config(optimizer, config)}
+
+
+class ReportCallback(pl.Callback):
+    """Reports ``monitor`` (``val_loss``, as the module logs it in ``validation_step``, with
+    ``sync_dist=True`` for the mean over all ranks) at the end of every validation, update =
+    ``trainer.global_step``, with the lr that update ran with and every other logged
+    ``val_<name>`` as ``dev_<name>``. Every rank reports (Ray Train V2 wants as many reports from
+    each worker; rank 0's is logged). ``send`` is :func:`scalesweep.loop_helpers.report`; give
+    another to use the callback outside a trial."""
+
+    def __init__(self, config: Mapping[str, Any], monitor: str = "val_loss",
+                 send: Send = loop_helpers.report) -> None:
+        self.config, self.monitor, self.send = dict(config), monitor, send
+        self.lrs = LrRecord()
+        self.reports: list[dict[str, float]] = []
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        require_world(self.config, int(trainer.world_size), "the Lightning Trainer")
+
+    def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                                 optimizer: torch.optim.Optimizer) -> None:
+        self.lrs.before_step(optimizer, trainer.global_step)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                           outputs: Any, batch: Any, batch_idx: int) -> None:
+        # Lightning validates at max_steps only when it is a multiple of val_check_interval;
+        # asking it to stop makes it validate once more first, so the last update is reported
+        if trainer.global_step >= int(self.config["total_updates"]):
+            trainer.should_stop = True
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        metrics = trainer.callback_metrics
+        if self.monitor not in metrics:
+            raise AdapterConfigError(
+                f"ReportCallback monitor={self.monitor!r}: must be logged in validation_step "
+                f"(self.log({self.monitor!r}, loss, sync_dist=True)); logged: {sorted(metrics)}")
+        update = int(trainer.global_step)
+        prefix = self.monitor.split("_")[0] + "_"
+        extra = {name.removeprefix(prefix): float(value) for name, value in metrics.items()
+                 if name.startswith(prefix) and name != self.monitor}
+        self.reports.append(self.send(self.config, update=update,
+                                      dev_loss=float(metrics[self.monitor]),
+                                      lr=self.lrs.at(update), **extra))

@@ -1,0 +1,105 @@
+"""The Hugging Face Trainer adapter without Ray (scalesweep.adapters.hf): the TrainingArguments
+it makes from a trial's config, what it refuses, and a real ``transformers.Trainer`` run in this
+process whose every update runs with the planned lr and whose evaluations are reported with
+update = the Trainer's global step. tests/test_adapters_e2e.py runs it on Ray Train workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from transformers import Trainer, TrainerCallback
+
+from examples import hf_trainer_loop as example
+from scalesweep import loop_helpers
+from scalesweep.adapters import hf
+from scalesweep.adapters._common import AdapterConfigError
+from scalesweep.orchestrator.plan.loop_config import loop_config
+from scalesweep.orchestrator.plan.rows import make_plan
+from scalesweep.orchestrator.spec.load import load_sweep
+from tests.helpers import SWEEPS
+
+
+def trial_config(*changes: str, world_size: int = 1) -> dict[str, Any]:
+    """The config the trial of ``world_size`` in sweeps/hf_trainer.yaml receives."""
+    sweep = load_sweep(SWEEPS / "hf_trainer.yaml", list(changes))
+    row = next(r for r in make_plan(sweep).rows if r.world_size == world_size)
+    return loop_config(row, sweep.workload.train_size())
+
+
+def test_training_arguments_are_the_trials(tmp_path: Path) -> None:
+    config = trial_config("training.accum_grad=2", world_size=2)
+    args = hf.training_arguments(config, output_dir=str(tmp_path), dataloader_num_workers=0)
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (8, 2)
+    assert args.max_steps == config["total_updates"] == 32
+    assert (args.eval_strategy, args.eval_steps) == ("steps", config["eval_every"])
+    assert (args.seed, args.learning_rate) == (0, config["lr"]) == (0, 0.006)
+    assert (args.warmup_steps, args.max_grad_norm, args.save_strategy) == (0, 0.0, "no")
+    assert args.report_to == [] and args.dataloader_drop_last
+    # no GPU here: accelerate joins Ray Train's gloo group only when told the run is on CPU
+    assert args.use_cpu and not torch.cuda.is_available()
+    assert hf.training_arguments(trial_config("training.grad_clip=0.5")).max_grad_norm == 0.5
+
+
+def test_what_would_change_the_plan_is_refused_by_name() -> None:
+    config = trial_config()
+    with pytest.raises(AdapterConfigError, match=r"training_arguments max_steps=5: must not be "
+                                                 r"given, the trial's plan sets it \(128\)"):
+        hf.training_arguments(config, max_steps=5)
+    with pytest.raises(AdapterConfigError, match=r"physical_workers=1: must equal world_size "
+                                                 r"\(2\) under the Hugging Face Trainer adapter"):
+        hf.training_arguments({**config, "world_size": 2, "physical_workers": 1})
+
+
+def test_a_trainer_outside_the_trials_process_group_is_refused(tmp_path: Path) -> None:
+    # the ws2 trial's config in one process: the Trainer finds 1 rank, so each worker would
+    # train alone on half the planned global batch
+    config = trial_config("training.max_updates=4", world_size=2)
+    model = example.GPT2LMHeadModel(example.GPT2Config(
+        vocab_size=len(example.VOCAB), n_positions=example.BLOCK, n_embd=16, n_layer=1, n_head=2,
+        bos_token_id=None, eos_token_id=None))
+    trainer = Trainer(model=model, args=hf.training_arguments(config, output_dir=str(tmp_path)),
+                      train_dataset=example.CharBlocks(64, data_seed=1),
+                      eval_dataset=example.CharBlocks(8, data_seed=2),
+                      optimizers=hf.optimizers(model, config),
+                      callbacks=[hf.ReportCallback(config, send=loop_helpers.build_report)])
+    with pytest.raises(AdapterConfigError, match=r"the Hugging Face Trainer runs on 1 rank\(s\): "
+                                                 r"must be world_size \(2\)"):
+        trainer.train()
+
+
+class _OptimizerLr(TrainerCallback):
+    """The lr the optimizer holds right after each of its steps (the Trainer steps the
+    scheduler only after this event): what that update ran with."""
+
+    def __init__(self) -> None:
+        self.lrs: list[float] = []
+
+    def on_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.lrs.append(kwargs["optimizer"].param_groups[0]["lr"])
+
+
+def test_a_plain_trainer_runs_the_planned_lr_and_reports_each_eval(tmp_path: Path) -> None:
+    config = trial_config("training.max_updates=40")  # evals at 16, 32 and the last, 40
+    model = example.GPT2LMHeadModel(example.GPT2Config(
+        vocab_size=len(example.VOCAB), n_positions=example.BLOCK, n_embd=16, n_layer=1, n_head=2,
+        bos_token_id=None, eos_token_id=None))
+    report, seen = hf.ReportCallback(config, send=loop_helpers.build_report), _OptimizerLr()
+    trainer = Trainer(model=model, args=hf.training_arguments(config, output_dir=str(tmp_path)),
+                      train_dataset=example.CharBlocks(config["train_size"], data_seed=1),
+                      eval_dataset=example.CharBlocks(32, data_seed=2),
+                      optimizers=hf.optimizers(model, config), callbacks=[report, seen])
+    trainer.train()
+    planned = loop_helpers.planned_schedule(config)
+    assert trainer.state.global_step == 40
+    assert seen.lrs == pytest.approx([planned.lr(k) for k in range(1, 41)], rel=1e-12)
+    assert planned.lr(1) < planned.lr(16) == pytest.approx(0.003)  # warmup 16, then decay
+    assert [r["update"] for r in report.reports] == [16, 32, 40]
+    for r in report.reports:
+        k = int(r["update"])
+        assert r["lr"] == pytest.approx(planned.lr(k), rel=1e-12)
+        assert (r["epoch"], r["samples_seen"]) == (k / 64, k * 8.0)
+        assert 0 < r["dev_loss"] < 4
+    assert report.reports[-1]["dev_loss"] < report.reports[0]["dev_loss"]
