@@ -115,7 +115,7 @@ def test_the_ledger_across_two_studies_counts_hit_miss_and_pending(
 def test_the_ledger_text_and_one_experiment(verified: Store, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = _run(capsys, "predict", "--ledger", "--tracking-uri", verified.uri)
     assert rc == 0
-    assert "hit rate: 1/2 = 0.500 against nominal 0.90; 2 pending (not counted)" in out
+    assert "hit rate: 1/2 = 0.500 against nominal 0.90; 2 pending, 0 censored (not counted)" in out
     assert "never" in out and "pending" in out
     rc, out, _ = _run(capsys, "predict", "--ledger", "--experiment", "beta", "--json",
                       "--tracking-uri", verified.uri)

@@ -6,6 +6,7 @@ target; the file passes `scalesweep plan`. Without the sweep file: exit 2, nothi
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -56,6 +57,13 @@ def test_verify_writes_a_sweep_at_m_that_plans(uri: str, tmp_path: Path,
     assert data["target"] == {"metric": "dev_loss", "value": 1.5}  # the study's resolved target
     assert f"scalesweep run {out} --tracking-uri {uri}" in text
     assert "scalesweep predict --ledger --experiment smoke" in text
+    # trained past the widest predicted interval (smoke's 6 epochs would leave a seed that
+    # never reached censored inside it), rounded up to a quarter epoch
+    assert main(["predict", "--experiment", "smoke", "--world-size", str(M), "--json",
+                 "--no-record", "--tracking-uri", uri]) == 0
+    end = max(r["epochs_to_target_ci"][1] for r in json.loads(capsys.readouterr().out)
+              if r["epochs_to_target_ci"] is not None)
+    assert end > 6 and data["training"]["epochs"] == math.ceil(1.1 * end * 4) / 4
     assert main(["plan", str(out), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {r["world_size"] for r in rows} == {2, M}
@@ -70,12 +78,13 @@ def test_verify_reads_the_sweep_directory_copy_and_its_overrides(
     sweep_dir.mkdir(parents=True)
     shutil.copyfile(ROOT / "sweeps" / "smoke.yaml", sweep_dir / "sweep.yaml")
     (sweep_dir / "state.json").write_text(json.dumps({
-        "sweep_file": str(sweep_dir / "sweep.yaml"), "overrides": ["training.epochs=3"]}))
+        "sweep_file": str(sweep_dir / "sweep.yaml"), "overrides": ["training.epochs=100"]}))
     monkeypatch.setenv("SCALESWEEP_STORAGE", str(tmp_path / "runs"))
     out = tmp_path / "v.yaml"
     rc, text, err = _verify(uri, "smoke", out, capsys)
     assert rc == 0, err
-    assert yaml.safe_load(out.read_text())["training"]["epochs"] == 3
+    # the override, already past the widest interval (the verification never shortens one)
+    assert yaml.safe_load(out.read_text())["training"]["epochs"] == 100
     assert f"sweep directory {sweep_dir}" in text
 
 

@@ -68,6 +68,8 @@ class RuleOutcome:
     seeds: int
     observed: float
     run_ids: tuple[str, ...]
+    #: the fewest epochs a seed that never reached trained (None: every seed reached)
+    horizon: float | None = None
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,8 @@ class LedgerLine:
     def scored(self) -> Scored:
         if self.outcome is None:
             return Scored(self.confidence, None, None)
-        return Scored(self.confidence, self.outcome.observed, is_hit(self.outcome.observed, self.ci))
+        o = self.outcome
+        return Scored(self.confidence, o.observed, is_hit(o.observed, self.ci, o.horizon))
 
     def as_json(self, rate: HitRate) -> dict[str, Any]:
         s = self.scored
@@ -102,7 +105,8 @@ class LedgerLine:
             "observed": None if s.observed is None or not math.isfinite(s.observed) else s.observed,
             "observed_never": s.observed is not None and not math.isfinite(s.observed),
             "observed_seeds": None if self.outcome is None else self.outcome.seeds,
-            "result": "pending" if s.hit is None else ("hit" if s.hit else "miss"),
+            "result": s.result,
+            "horizon": None if self.outcome is None else self.outcome.horizon,
             "hit": s.hit, "running_verified": rate.verified, "running_hits": rate.hits,
             "running_hit_rate": rate.rate, "running_nominal": rate.nominal,
         }  # fmt: skip
@@ -143,8 +147,13 @@ def outcomes(trials: Sequence[StudyTrial], global_batch: float,
         points = [p for p in points_of_rule(at, rule) if p.batch == global_batch]
         if points:
             (p,) = points
-            ids = tuple(sorted(t.run_id for t in at if str(t.run.get("scaling_rule")) == rule))
-            out[rule] = RuleOutcome(rule, len(p.epochs), observed_median(p.epochs), ids)
+            mine = [t for t in at if str(t.run.get("scaling_rule")) == rule]
+            ids = tuple(sorted(t.run_id for t in mine))
+            # a seed that never reached has its last eval as its bracket's low end
+            never = [t.summary.epochs_to_target_lo for t in mine if t.summary.crossing == "never"
+                     and t.summary.epochs_to_target_lo is not None]
+            out[rule] = RuleOutcome(rule, len(p.epochs), observed_median(p.epochs), ids,
+                                    min(never) if never else None)
     return out
 
 
@@ -197,13 +206,17 @@ def render_ledger(lines: Sequence[LedgerLine]) -> str:
                   else f"{rate.hits}/{rate.verified} = {rate.rate:.3f} (nominal {rate.nominal:.2f})")
         rows.append((x.experiment, str(x.world_size), x.rule, f"{x.median:.3g}",
                      f"[{x.ci[0]:.3g}, {x.ci[1]:.3g}] ({x.confidence:.0%})", observed,
-                     "pending" if s.hit is None else "hit" if s.hit else "miss", so_far))
+                     s.result, so_far))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     text = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     last = rates[-1]
     pending = sum(1 for x in lines if x.outcome is None)
+    censored = sum(1 for x in lines if x.scored.result == "censored")
     text.append(f"hit rate: {last.hits}/{last.verified}"
                 + ("" if last.rate is None else f" = {last.rate:.3f} against nominal "
                    f"{last.nominal:.2f}")
-                + f"; {pending} pending (not counted)")
+                + f"; {pending} pending, {censored} censored (not counted"
+                + ("; censored: the median seed never reached within the epochs the verification "
+                   "trained, and the interval reaches past them: train longer to tell)"
+                   if censored else ")"))
     return "\n".join(text)

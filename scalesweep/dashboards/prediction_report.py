@@ -23,7 +23,7 @@ def predictions_html(lines: Sequence[LedgerLine]) -> str:
         observed = ("pending" if s.observed is None else "never reached"
                     if not math.isfinite(s.observed) else f"{s.observed:.3g}")
         seeds = "" if x.outcome is None else str(x.outcome.seeds)
-        status = "pending" if s.hit is None else "hit" if s.hit else "miss"
+        status = s.result
         cells = [x.created[:19].replace("T", " "), str(x.world_size), f"{x.global_batch:g}", x.rule,
                  f"{x.median:.3g}", f"[{x.ci[0]:.3g}, {x.ci[1]:.3g}]", f"{x.confidence:.0%}",
                  observed, seeds]
@@ -38,7 +38,8 @@ def predictions_html(lines: Sequence[LedgerLine]) -> str:
 the predicted epochs to target at world size M (median and interval), and the median the
 experiment's trials at that global batch measured since (the best setting's seeds, a seed that
 never reached counting as +infinity): a <b>hit</b> when the interval holds it. {e(rate)};
-pending predictions are not counted.</p>
+pending predictions are not counted, nor censored ones (the median seed never reached within
+the epochs the verification trained, and the interval reaches past them).</p>
 <div class="wide"><table class="trials"><tr><th>predicted (UTC)</th><th>world size M</th>
 <th>global batch</th><th>lr rule</th><th>epochs to target (predicted median)</th>
 <th>interval</th><th>confidence</th><th>observed median</th><th>seeds</th><th>outcome</th></tr>

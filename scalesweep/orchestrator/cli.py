@@ -301,8 +301,10 @@ def _write_verification(args: argparse.Namespace, uri: str, sp: Any) -> str:
     tags = dict(MlflowClient(uri).get_run(sp.parent_run_id).data.tags)
     source = find_study_spec(sp.parent_run_id, sp.experiment, tags, [storage_root()])
     rules = [r.rule for r in sp.rules if r.prediction is not None]
+    ends = [r.prediction.ci[1] for r in sp.rules if r.prediction is not None]
     data = verification_spec(source, experiment=sp.experiment, world_size=sp.world_size,
-                             rules=rules, target_value=sp.target)
+                             rules=rules, target_value=sp.target,
+                             interval_end=max(ends) if ends else None)
     out = Path(args.verify)
     write_spec(data, out)
     try:
@@ -311,7 +313,8 @@ def _write_verification(args: argparse.Namespace, uri: str, sp: Any) -> str:
         out.unlink()
         raise
     uri_arg = f" --tracking-uri {args.tracking_uri}" if args.tracking_uri else ""
-    return (f"verification: {out} ({len(plan.rows)} trials at world sizes "
+    epochs = (data.get("training") or {}).get("epochs")
+    return (f"verification: {out} ({len(plan.rows)} trials of {epochs} epochs at world sizes "
             f"{', '.join(map(str, data['axes']['world_size']))}, lr rules "
             f"{', '.join(data['axes']['scaling_rule'])}; from the study's sweep file via "
             f"{source.how}). Run it with\n  scalesweep run {out}{uri_arg}\nIts trials log to "

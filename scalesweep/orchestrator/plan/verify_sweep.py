@@ -14,6 +14,7 @@ scores the prediction.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,12 @@ DEFAULT_REPLICATES = {"min": 3, "max": 6}
 FIXED_SEEDS = [0, 1, 2]
 #: every verification runs these lr rules besides the predicted ones (the two common answers)
 ALWAYS_RULES = ("linear", "sqrt")
+#: the verification trains this far past the widest predicted interval's end: a median seed
+#: that never reached by then lies beyond the interval (a miss), not merely beyond the study's
+#: own horizon (censored: the ledger cannot tell)
+PAST_INTERVAL = 1.1
+#: its epochs are rounded up to this
+EPOCHS_STEP = 0.25
 #: sweep directories keep these (scalesweep.orchestrator.launch.run writes them)
 STATE_FILE = "state.json"
 
@@ -72,8 +79,11 @@ def find_study_spec(parent_run_id: str, experiment: str, tags: dict[str, str],
 
 
 def verification_spec(source: StudySource, *, experiment: str, world_size: int,
-                      rules: Sequence[str], target_value: float | None) -> dict[str, Any]:
-    """The sweep file (as a mapping) that checks the prediction at ``world_size``."""
+                      rules: Sequence[str], target_value: float | None,
+                      interval_end: float | None = None) -> dict[str, Any]:
+    """The sweep file (as a mapping) that checks the prediction at ``world_size``;
+    ``interval_end``: the largest predicted interval's upper end, in epochs, which the
+    verification trains past (a study counted in epochs only)."""
     data = load_mapping(source.path)
     problems = apply_overrides(data, parse_overrides(source.overrides))
     if problems:
@@ -112,10 +122,22 @@ def verification_spec(source: StudySource, *, experiment: str, world_size: int,
         target.pop("relative_to_baseline", None)
         target["value"] = target_value
         data["target"] = target
+    if study.base.training.get("max_updates") is None:
+        _train_past(data, study.base.training.get("epochs"), interval_end)
     data["name"] = experiment
     data["description"] = (f"verification of `scalesweep predict` at world size {world_size} "
                            f"(lr rules {', '.join(sorted(rules))}) for study {experiment}")
     return data
+
+
+def _train_past(data: dict[str, Any], epochs: float | None, interval_end: float | None) -> None:
+    """Lengthen training.epochs to PAST_INTERVAL x the interval's end where the study's is
+    shorter (a study bounded by max_updates keeps its length)."""
+    if epochs is None or interval_end is None or not math.isfinite(interval_end):
+        return
+    needed = math.ceil(PAST_INTERVAL * interval_end / EPOCHS_STEP) * EPOCHS_STEP
+    if needed > epochs:
+        data["training"] = {**dict(data.get("training") or {}), "epochs": needed}
 
 
 def _inside(entry: Any, axes: dict[str, Any]) -> bool:

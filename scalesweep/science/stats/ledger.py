@@ -4,8 +4,11 @@ verify"). Pure: no MLflow.
 A prediction is an interval at a nominal confidence; once the study holds trials at the
 predicted batch, its outcome is the observed median epochs to target there (a seed that never
 reached counts as +inf, as in the predictor's own inputs) and whether the interval held it.
-Over many predictions the share of hits should approach the nominal coverage; pending ones
-(nothing observed yet) are not counted.
+A median that never reached is right-censored at the epochs the verification trained (its
+horizon): it lies beyond the horizon, a miss only when the interval ends before it; when the
+interval reaches past the horizon the verification was too short to tell (censored). Over many
+predictions the share of hits should approach the nominal coverage; pending ones (nothing
+observed yet) and censored ones are not counted.
 """
 
 from __future__ import annotations
@@ -24,10 +27,16 @@ def observed_median(epochs: Sequence[float]) -> float:
     return float(statistics.median(epochs))
 
 
-def is_hit(observed: float, ci: tuple[float, float]) -> bool:
-    """The interval (closed) holds the observed median; +inf is never inside a finite one."""
+def is_hit(observed: float, ci: tuple[float, float], horizon: float | None = None) -> bool | None:
+    """Whether the interval (closed) holds the observed median. A median that never reached
+    (+inf) lies beyond ``horizon``, the epochs its seeds trained: a miss when the interval ends
+    before that, None (censored: cannot tell) when it reaches past it or the horizon is unknown."""
     lo, hi = ci
-    return lo <= observed <= hi and math.isfinite(observed)
+    if math.isfinite(observed):
+        return lo <= observed <= hi
+    if horizon is not None and hi < horizon:
+        return False
+    return None
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,15 @@ class Scored:
     confidence: float
     observed: float | None
     hit: bool | None
+
+    @property
+    def result(self) -> str:
+        """pending (nothing observed), censored (observed, cannot tell), hit or miss."""
+        if self.observed is None:
+            return "pending"
+        if self.hit is None:
+            return "censored"
+        return "hit" if self.hit else "miss"
 
 
 @dataclass(frozen=True)
