@@ -147,6 +147,16 @@ def test_micro_batches_are_the_samplers_and_cover_every_virtual_rank_once() -> N
     assert shares[0].loss_weight == 3 / (5 * 4 * 2)
 
 
+def _builtin_float64(trial: TrialConfig, final: Path) -> list[dict[str, Any]]:
+    """:func:`_builtin` with float64 the default dtype while it runs (the trial's dtype)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        return _builtin(trial, final=final)
+    finally:
+        torch.set_default_dtype(previous)
+
+
 def _helper_loop(config: dict[str, Any], *, rank: int | None = None,
                  physical_workers: int | None = None) -> tuple[list[float], torch.nn.Module]:
     """A loop of the user's written with the helpers around mlp_regression's model and data:
@@ -218,12 +228,7 @@ def test_a_helper_loop_under_real_ddp_plays_uneven_virtual_ranks_as_the_builtin_
     at P = 1, up to float summation order."""
     trial = _trial(3, WARMUPLR, updates=10, accum=2, optimizer={"type": "sgd", "lr": 0.05,
                                                                  "momentum": 0.9})
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        reports = _builtin(trial, final=tmp_path / "builtin.pt")
-    finally:
-        torch.set_default_dtype(previous)
+    reports = _builtin_float64(trial, final=tmp_path / "builtin.pt")
     context = multiprocessing.get_context("spawn")
     processes = [context.Process(target=_gloo_worker, args=(r, 2, str(tmp_path / "rendezvous"),
                                                              _loop_config(trial), str(tmp_path)))

@@ -15,7 +15,7 @@ from ray.train.torch import TorchConfig
 from ray.train.v2.api.config import RunConfig, ScalingConfig
 from ray.train.v2.torch.torch_trainer import TorchTrainer
 
-from tests.test_loop_helpers import WARMUPLR, _builtin, _helper_loop, _loop_config, _trial
+from tests.test_loop_helpers import WARMUPLR, _builtin_float64, _helper_loop, _loop_config, _trial
 
 pytestmark = pytest.mark.slow
 SGD = {"type": "sgd", "lr": 0.05, "momentum": 0.9}
@@ -37,12 +37,7 @@ def _ray_worker(config: dict[str, Any]) -> None:
 def test_a_helper_loop_on_ray_train_workers_makes_the_builtin_loops_updates(
         ray_cluster: None, tmp_path: Path, physical: int) -> None:
     trial = _trial(4, WARMUPLR, updates=8, accum=2, optimizer=SGD)
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        reports = _builtin(trial, final=tmp_path / "builtin.pt")
-    finally:
-        torch.set_default_dtype(previous)
+    reports = _builtin_float64(trial, final=tmp_path / "builtin.pt")
     TorchTrainer(
         _ray_worker,
         train_loop_config={"loop": _loop_config(trial), "out": str(tmp_path)},
