@@ -178,3 +178,12 @@ def test_stage_packages_import_nothing() -> None:
     for stage in STAGES[1:]:
         tree = ast.parse((ROOT / TOP / "orchestrator" / stage / "__init__.py").read_text(encoding="utf-8"))
         assert [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)] == [], stage
+
+
+def test_only_the_cli_and_the_prediction_record_reach_into_dashboards() -> None:
+    # docs/design.md §3.2: the driver runs without the report's code; the CLI imports it for
+    # report/advise/predict, and tracking/predictions writes what dashboards reads back
+    allowed = {f"{TOP}.orchestrator.cli", f"{TOP}.orchestrator.tracking.predictions"}
+    reaching = {m for m, deps in _graph().items() if m.startswith(f"{TOP}.orchestrator.")
+                and any(d.startswith(f"{TOP}.dashboards") for d in deps)}
+    assert reaching == allowed
