@@ -133,6 +133,10 @@ def test_the_outcome_is_written_beside_the_prediction(verified: Store,
     assert f"predict.ws{M}.none.observed" not in metrics  # never reached: no number to log
     pending = verified.client.get_run(verified.beta_parent).data.metrics
     assert not any(k.endswith(".hit") for k in pending)
+    # scored again with nothing new: the outcome and its metrics are not written twice
+    assert _run(capsys, "predict", "--ledger", "--tracking-uri", verified.uri)[0] == 0
+    history = verified.client.get_metric_history(verified.alpha_parent, f"predict.ws{M}.linear.hit")
+    assert [m.value for m in history] == [1.0]
 
 
 @pytest.mark.parametrize(("argv", "says"), [

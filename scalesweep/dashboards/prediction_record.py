@@ -31,10 +31,6 @@ from scalesweep.mlflow_names import (
 )
 from scalesweep.science.stats.ledger import HitRate, Scored, is_hit, observed_median, running_hit_rate
 
-#: the parent run's artifact folder of recorded predictions; an outcome sits beside its record
-PREDICTIONS_DIR = PREDICTIONS_ARTIFACT_DIR
-OUTCOME_SUFFIX = PREDICTION_OUTCOME_SUFFIX
-
 
 def record_of(sp: StudyPrediction, prediction_id: str, created: str) -> dict[str, Any]:
     """The JSON recorded for one `scalesweep predict` (all rules, refused ones too)."""
@@ -120,8 +116,8 @@ def _parents(client: MlflowClient, experiment_id: str) -> list[str]:
 
 def records_on(client: MlflowClient, run_id: str) -> list[dict[str, Any]]:
     """The predictions recorded on one parent run, oldest first."""
-    names = [a.path for a in client.list_artifacts(run_id, PREDICTIONS_DIR)
-             if a.path.endswith(".json") and not a.path.endswith(OUTCOME_SUFFIX)]
+    names = [a.path for a in client.list_artifacts(run_id, PREDICTIONS_ARTIFACT_DIR)
+             if a.path.endswith(".json") and not a.path.endswith(PREDICTION_OUTCOME_SUFFIX)]
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
@@ -130,10 +126,10 @@ def records_on(client: MlflowClient, run_id: str) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: (str(r["created"]), str(r["id"])))
 
 
-def experiment_trials(tracking_uri: str, experiment_id: str) -> list[StudyTrial]:
-    """Every fixed-batch trial of every parent run in the experiment."""
+def experiment_trials(tracking_uri: str, parent_run_ids: Sequence[str]) -> list[StudyTrial]:
+    """Every fixed-batch trial of the experiment's parent runs."""
     out: list[StudyTrial] = []
-    for pid in _parents(MlflowClient(tracking_uri), experiment_id):
+    for pid in parent_run_ids:
         out += usable_trials(study_trials(load_study(tracking_uri, parent_run_id=pid)))
     return out
 
@@ -177,10 +173,11 @@ def ledger_lines(tracking_uri: str, experiment: str | None = None) -> list[Ledge
         exps = [one]
     lines = []
     for exp in exps:
-        records = [r for pid in _parents(client, exp.experiment_id) for r in records_on(client, pid)]
+        parents = _parents(client, exp.experiment_id)
+        records = [r for pid in parents for r in records_on(client, pid)]
         if not records:
             continue
-        trials = experiment_trials(tracking_uri, exp.experiment_id)
+        trials = experiment_trials(tracking_uri, parents)
         for rec in records:
             made = [r for r in rec["rules"] if r["median"] is not None]
             found = outcomes(trials, float(rec["global_batch"]), [r["rule"] for r in made])
@@ -194,9 +191,9 @@ def ledger_lines(tracking_uri: str, experiment: str | None = None) -> list[Ledge
 
 
 def render_ledger(lines: Sequence[LedgerLine]) -> str:
-    rates = running_hit_rate([x.scored for x in lines])
     if not lines:
         return "no predictions recorded"
+    rates = running_hit_rate([x.scored for x in lines])
     rows = [("study", "M", "rule", "median", "interval", "observed", "result", "hit rate so far")]
     for x, rate in zip(lines, rates, strict=True):
         s = x.scored

@@ -7,20 +7,18 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
 
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from scalesweep.dashboards.prediction import StudyPrediction
-from scalesweep.dashboards.prediction_record import (
-    OUTCOME_SUFFIX,
-    PREDICTIONS_DIR,
-    LedgerLine,
-    metric_key,
-    record_of,
-)
+from scalesweep.dashboards.prediction_record import LedgerLine, metric_key, record_of
+from scalesweep.mlflow_names import PREDICTION_OUTCOME_SUFFIX, PREDICTIONS_ARTIFACT_DIR
 
 
 def record_prediction(tracking_uri: str, sp: StudyPrediction, now: datetime | None = None) -> str:
@@ -30,7 +28,7 @@ def record_prediction(tracking_uri: str, sp: StudyPrediction, now: datetime | No
     pid = f"{now:%Y%m%dT%H%M%S%fZ}-ws{sp.world_size}"
     client = MlflowClient(tracking_uri)
     record = record_of(sp, pid, now.isoformat())
-    client.log_text(sp.parent_run_id, json.dumps(record, indent=1), f"{PREDICTIONS_DIR}/{pid}.json")
+    client.log_text(sp.parent_run_id, json.dumps(record, indent=1), f"{PREDICTIONS_ARTIFACT_DIR}/{pid}.json")
     ms = int(now.timestamp() * 1000)
     metrics = []
     for r in sp.rules:
@@ -51,27 +49,50 @@ def record_prediction(tracking_uri: str, sp: StudyPrediction, now: datetime | No
 def write_outcomes(tracking_uri: str, lines: Sequence[LedgerLine]) -> int:
     """Beside each verified prediction: ``predictions/<id>.outcome.json`` (per rule the observed
     median, its seeds and runs, hit) and the metrics ``...observed`` (where finite) and
-    ``...hit`` (1 or 0). Returns how many predictions got one."""
+    ``...hit`` (1 or 0; none while censored). An outcome already written as it stands is not
+    written again, so the metrics get a new point only when the outcome changed. Returns how
+    many predictions got one."""
     client = MlflowClient(tracking_uri)
     by: dict[tuple[str, str], list[LedgerLine]] = {}
     for x in lines:
         if x.outcome is not None:
             by.setdefault((x.parent_run_id, x.prediction_id), []).append(x)
     ms = int(datetime.now(timezone.utc).timestamp() * 1000)
+    written = 0
     for (parent, pid), verified in by.items():
-        rules = {}
+        rules = {x.rule: _outcome_of(x) for x in verified}
+        path = f"{PREDICTIONS_ARTIFACT_DIR}/{pid}{PREDICTION_OUTCOME_SUFFIX}"
+        if _written(client, parent, path) == rules:
+            continue
         metrics = []
         for x in verified:
-            assert x.outcome is not None
-            s = x.scored
-            o = x.outcome
-            rules[x.rule] = {"observed": o.observed if math.isfinite(o.observed) else None,
-                             "observed_never": not math.isfinite(o.observed), "seeds": o.seeds,
-                             "run_ids": list(o.run_ids), "ci": list(x.ci), "hit": s.hit}
-            if math.isfinite(o.observed):
-                metrics.append(Metric(metric_key(x.world_size, x.rule, "observed"), o.observed, ms, 0))
-            metrics.append(Metric(metric_key(x.world_size, x.rule, "hit"), float(bool(s.hit)), ms, 0))
+            observed, hit = rules[x.rule]["observed"], x.scored.hit
+            if observed is not None:
+                metrics.append(Metric(metric_key(x.world_size, x.rule, "observed"), observed, ms, 0))
+            if hit is not None:
+                metrics.append(Metric(metric_key(x.world_size, x.rule, "hit"), float(hit), ms, 0))
         outcome = {"id": pid, "scored": datetime.now(timezone.utc).isoformat(), "rules": rules}
-        client.log_text(parent, json.dumps(outcome, indent=1), f"{PREDICTIONS_DIR}/{pid}{OUTCOME_SUFFIX}")
-        client.log_batch(parent, metrics=metrics)
-    return len(by)
+        client.log_text(parent, json.dumps(outcome, indent=1), path)
+        if metrics:
+            client.log_batch(parent, metrics=metrics)
+        written += 1
+    return written
+
+
+def _outcome_of(x: LedgerLine) -> dict[str, Any]:
+    o = x.outcome
+    assert o is not None
+    finite = math.isfinite(o.observed)
+    return {"observed": o.observed if finite else None, "observed_never": not finite,
+            "seeds": o.seeds, "run_ids": list(o.run_ids), "ci": list(x.ci), "hit": x.scored.hit}
+
+
+def _written(client: MlflowClient, run_id: str, path: str) -> dict[str, Any] | None:
+    """The rules of the outcome already at ``path`` on the run, None where there is none."""
+    folder = path.rsplit("/", 1)[0]
+    if path not in {a.path for a in client.list_artifacts(run_id, folder)}:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        local = client.download_artifacts(run_id, path, tmp)
+        rules: dict[str, Any] = json.loads(Path(local).read_text(encoding="utf-8"))["rules"]
+    return rules
