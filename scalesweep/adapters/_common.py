@@ -3,14 +3,29 @@ that plays no virtual ranks can run it, and the record of the lr each update ran
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from scalesweep.errors import ScalesweepError
 
+#: sends one report; :func:`scalesweep.loop_helpers.report` in a trial
+Send = Callable[..., Any]
+
 
 class AdapterConfigError(ScalesweepError, ValueError):
     """A trial's config that a framework adapter cannot run as planned."""
+
+
+def with_plan(what: str, defaults: Mapping[str, Any], overrides: Mapping[str, Any],
+              planned: Mapping[str, Any]) -> dict[str, Any]:
+    """A framework's arguments: ``defaults``, then the user's ``overrides``, then what the plan
+    sets; an override of a planned value is refused by name (it would change what the plan
+    counts)."""
+    for key, value in overrides.items():
+        if key in planned:
+            raise AdapterConfigError(f"{what} {key}={value!r}: must not be given, the trial's "
+                                     f"plan sets it ({planned[key]!r})")
+    return {**defaults, **overrides, **planned}
 
 
 def require_real_ranks(config: Mapping[str, Any], framework: str) -> None:

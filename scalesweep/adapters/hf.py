@@ -21,21 +21,17 @@ prepare_trainer`` only matters for Ray Data datasets).
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from scalesweep import loop_helpers
-from scalesweep.adapters._common import AdapterConfigError, LrRecord, require_real_ranks, require_world
+from scalesweep.adapters._common import LrRecord, Send, require_real_ranks, require_world, with_plan
 from scalesweep.trainables.loop import build_optimizer
 
 __all__ = ["ReportCallback", "lr_scheduler", "optimizers", "training_arguments"]
-
-#: sends one report; :func:`scalesweep.loop_helpers.report` in a trial
-Send = Callable[..., Any]
-
 
 def training_arguments(config: Mapping[str, Any], output_dir: str | None = None,
                        **overrides: Any) -> TrainingArguments:
@@ -59,10 +55,6 @@ def training_arguments(config: Mapping[str, Any], output_dir: str | None = None,
         # every update is a full global batch, as the plan counts them
         "dataloader_drop_last": True,
     }
-    for key in overrides:
-        if key in planned:
-            raise AdapterConfigError(f"training_arguments {key}={overrides[key]!r}: must not be "
-                                     f"given, the trial's plan sets it ({planned[key]!r})")
     defaults: dict[str, Any] = {
         "save_strategy": "no", "report_to": "none", "disable_tqdm": True, "logging_strategy": "no",
         # accelerate takes RANK/WORLD_SIZE as a CPU process group only when told the run is on
@@ -71,14 +63,13 @@ def training_arguments(config: Mapping[str, Any], output_dir: str | None = None,
     }
     if output_dir is None:  # not the worker's cwd, which several trials may share
         output_dir = tempfile.mkdtemp(prefix="scalesweep-hf-")
-    return TrainingArguments(output_dir=output_dir, **{**defaults, **overrides, **planned})
+    return TrainingArguments(output_dir=output_dir,
+                             **with_plan("training_arguments", defaults, overrides, planned))
 
 
-def lr_scheduler(optimizer: torch.optim.Optimizer, config: Mapping[str, Any]
-                 ) -> loop_helpers.PlannedLR:
-    """The planned schedule on ``optimizer``; the Trainer steps it after every update, so
-    update k runs with the schedule's lr(k)."""
-    return loop_helpers.lr_scheduler(optimizer, config)
+#: the planned schedule on ``optimizer``; the Trainer steps it after every update, so update k
+#: runs with the schedule's lr(k)
+lr_scheduler = loop_helpers.lr_scheduler
 
 
 def optimizers(model: torch.nn.Module, config: Mapping[str, Any]

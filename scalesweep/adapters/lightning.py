@@ -16,7 +16,7 @@ for a ``train_loop`` that builds a plain ``pytorch_lightning.Trainer``:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytorch_lightning as pl
@@ -24,14 +24,17 @@ import torch
 import torch.distributed as dist
 
 from scalesweep import loop_helpers
-from scalesweep.adapters._common import AdapterConfigError, LrRecord, require_real_ranks, require_world
+from scalesweep.adapters._common import (
+    AdapterConfigError,
+    LrRecord,
+    Send,
+    require_real_ranks,
+    require_world,
+    with_plan,
+)
 from scalesweep.trainables.loop import build_optimizer
 
 __all__ = ["ReportCallback", "configure_optimizers", "lr_scheduler_config", "trainer_arguments"]
-
-#: sends one report; :func:`scalesweep.loop_helpers.report` in a trial
-Send = Callable[..., Any]
-
 
 def trainer_arguments(config: Mapping[str, Any], *, ray_train: bool | None = None,
                       **overrides: Any) -> dict[str, Any]:
@@ -51,10 +54,6 @@ def trainer_arguments(config: Mapping[str, Any], *, ray_train: bool | None = Non
         "gradient_clip_val": config.get("grad_clip"),
         "num_sanity_val_steps": 0,  # a validation before update 1 is no report of an update
     }
-    for key in overrides:
-        if key in planned:
-            raise AdapterConfigError(f"trainer_arguments {key}={overrides[key]!r}: must not be "
-                                     f"given, the trial's plan sets it ({planned[key]!r})")
     defaults: dict[str, Any] = {"enable_checkpointing": False, "logger": False,
                                 "enable_progress_bar": False, "enable_model_summary": False}
     if ray_train if ray_train is not None else (dist.is_available() and dist.is_initialized()):
@@ -62,7 +61,7 @@ def trainer_arguments(config: Mapping[str, Any], *, ray_train: bool | None = Non
 
         defaults.update(strategy=RayDDPStrategy(), plugins=[RayLightningEnvironment()],
                         devices="auto", accelerator="auto")
-    return {**defaults, **overrides, **planned}
+    return with_plan("trainer_arguments", defaults, overrides, planned)
 
 
 def lr_scheduler_config(optimizer: torch.optim.Optimizer, config: Mapping[str, Any]
