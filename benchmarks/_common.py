@@ -11,7 +11,6 @@ import argparse
 import contextlib
 import datetime as dt
 import json
-import logging
 import math
 import os
 import platform
@@ -264,37 +263,15 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 
 def start_ray() -> None:
-    """A local Ray as ``scalesweep run`` starts it (scalesweep.orchestrator.launch.run._connect),
-    so sweeps and the bare Ray baselines share one cluster. Stop it with ``ray.shutdown()``.
+    """Ray as ``scalesweep run`` connects to it (scalesweep.orchestrator.launch.run.connect_ray),
+    so sweeps and the bare Ray baselines share one cluster: a local Ray of our own, or, with
+    ``RAY_ADDRESS`` set (and ``RAY_AUTH_TOKEN`` where that cluster wants one), that cluster, as
+    the CLI sweeps the benchmarks start join it too; the quick-mode tests run on their session's
+    Ray head this way, and timings then leave out Ray's own start-up. Stop it with
+    ``ray.shutdown()``."""
+    from scalesweep.orchestrator.launch.run import connect_ray
 
-    With ``RAY_ADDRESS`` set (and ``RAY_AUTH_TOKEN`` where that cluster wants one) it joins that
-    cluster instead, as ``scalesweep run`` does, and so do the CLI sweeps the benchmarks start:
-    the quick-mode tests run on their session's Ray head this way. Timings then leave out Ray's
-    own start-up."""
-    import ray
-
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
-    if ray.is_initialized():
-        return
-    address = os.environ.get("RAY_ADDRESS")
-    if address:
-        from scalesweep.orchestrator.launch.ray_auth import enable_token_auth
-
-        enable_token_auth(address)
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-        return
-    ray.init(
-        # "local": a Ray of our own even when another one runs on this host (plain ray.init()
-        # would join that one through its current-cluster file and refuse num_cpus)
-        address="local",
-        include_dashboard=False,
-        logging_level=logging.WARNING,
-        log_to_driver=False,
-        num_cpus=os.cpu_count(),
-    )
+    connect_ray(None, verbose=False)
 
 
 def write_yaml(path: Path, data: dict[str, Any]) -> Path:

@@ -96,7 +96,9 @@ def ray_address(arg: str | None) -> str | None:
     return arg or os.environ.get("RAY_ADDRESS") or None
 
 
-def _connect(address: str | None, verbose: bool) -> None:
+def connect_ray(address: str | None, verbose: bool) -> None:
+    """This process onto Ray: ``address`` (else ``RAY_ADDRESS``), or a local Ray of its own with
+    every CPU; nothing when already connected. The benchmarks connect the same way."""
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -143,7 +145,7 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
     sweep = load_sweep(path, overrides)
     make_plan(sweep)  # every input problem the plan finds, before Ray starts or MLflow is touched
     check_reachable(tracking_uri)
-    _connect(address, verbose)
+    connect_ray(address, verbose)
     from scalesweep.orchestrator.launch.storage_check import check_shared_storage
     from scalesweep.orchestrator.plan.cluster import connected_cluster
 
@@ -207,7 +209,7 @@ def _resume(sweep_dir: Path, *, address: str | None, tracking_uri: str | None,
     if address and address.startswith("ray://"):
         raise InputError("resume", [Problem("--address", address, "resume runs where the sweep's "
                                             "state is: on the head, with --address auto")])
-    _connect(address, verbose)
+    connect_ray(address, verbose)
     from scalesweep.orchestrator.launch.storage_check import check_shared_storage
     from scalesweep.orchestrator.plan.cluster import connected_cluster
 
