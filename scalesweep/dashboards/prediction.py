@@ -154,10 +154,10 @@ def predict_study(study: Study, world_size: int, confidence: float = 0.90) -> St
     ok = {t.run_id for t in trials if str(t.run.get(STATUS_TAG)) not in ("diverged", "failed")}
     noise, _, _ = late_noise_scale(study, ok)
     rules = sorted({str(t.run.get("scaling_rule")) for t in trials})
+    upe = samples / batch if math.isfinite(samples) else None
     out = []
     for rule in rules:
         points = points_of_rule(trials, rule)
-        upe = samples / batch if math.isfinite(samples) else None
         measured = {p.batch: len(p.epochs) for p in points}
         try:
             pred = predict(points, batch, noise_scale=noise, confidence=confidence)
@@ -180,7 +180,9 @@ def lr_cells(trials: Sequence[StudyTrial]) -> dict[float, dict[float, list[float
     by: dict[tuple[float, float], dict[tuple[tuple[str, str], ...], list[float]]] = {}
     for t in trials:
         p = t.run
-        lr = _num(p.get("lr")) if _num(p.get("lr")) is not None else _num(p.get(LR_AXIS))
+        lr = _num(p.get("lr"))
+        if lr is None:
+            lr = _num(p.get(LR_AXIS))
         batch, epochs = _num(p["global_batch"]), _epochs(t)
         if lr is None or batch is None or epochs is None or not epochs > 0:
             continue
