@@ -24,7 +24,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scalesweep.science.stats.predict import MAX_FACTOR, student_t
+from scalesweep.science.stats.predict import MAX_FACTOR, bootstrap_half_width, student_t
 
 #: Mapping: global batch -> lr -> each seed's epochs to target (+inf: never reached)
 Cells = Mapping[float, Mapping[float, Sequence[float]]]
@@ -109,14 +109,14 @@ def predict_best_lr(cells: Cells, batch: float, *, confidence: float = 0.90,
     center = a + k * x0
     tail = (1 - confidence) / 2
 
+    weights = _weights(xs, x0)
     grid_hw = sum(abs(w) * _half_step(list(swept[b]), lr)
-                  for w, (b, lr) in zip(_weights(xs, x0), usable.items(), strict=True))
+                  for w, (b, lr) in zip(weights, usable.items(), strict=True))
     fit_hw = 0.0
     if len(usable) > 2:
         resid = [math.log(lr) - (a + k * x) for x, lr in zip(xs, usable.values(), strict=True)]
         scale = math.sqrt(sum(r * r for r in resid) / (len(xs) - 2))
-        lev = _weights(xs, x0)
-        h = sum(w * w for w in lev)  # the leverage of x0 under OLS
+        h = sum(w * w for w in weights)  # the leverage of x0 under OLS
         fit_hw = student_t(1 - tail, len(xs) - 2) * scale * math.sqrt(1 + h)
 
     rng = random.Random(seed)
@@ -131,13 +131,7 @@ def predict_best_lr(cells: Cells, batch: float, *, confidence: float = 0.90,
         if len(picks) == len(usable):
             ba, bk = _fit(xs, [math.log(lr) for lr in picks.values()])
             boot.append(ba + bk * x0)
-    boot.sort()
-    if len(boot) < draws // 2:
-        seeds_hw = math.inf
-    else:
-        lo_q = boot[int(tail * len(boot))]
-        hi_q = boot[min(len(boot) - 1, int((1 - tail) * len(boot)))]
-        seeds_hw = max(center - lo_q, hi_q - center)
+    seeds_hw = bootstrap_half_width(boot, center, tail, draws)
     half = math.hypot(seeds_hw, fit_hw) + grid_hw
     edges = tuple(b for b, lr in usable.items() if lr in (min(swept[b]), max(swept[b])))
     return BestLr(batch, math.exp(center), (math.exp(center - half), math.exp(center + half)),

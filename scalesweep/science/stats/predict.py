@@ -231,6 +231,17 @@ def _central(points: Sequence[BatchPoint], batch: float, noise_scale: float | No
     return _through(points[0].batch, medians[0], batch, noise_scale * _geo(NOISE_SCALE_RANGE))
 
 
+def bootstrap_half_width(boot: list[float], center: float, tail: float, draws: int) -> float:
+    """The percentile interval's wider half around ``center``, on the scale of ``boot`` (the
+    resamples that gave a value, of ``draws``); +inf when fewer than half did: most resamples
+    never reached somewhere, and the seeds say little."""
+    if len(boot) < draws // 2:
+        return math.inf
+    boot = sorted(boot)
+    lo_q, hi_q = boot[int(tail * len(boot))], boot[min(len(boot) - 1, int((1 - tail) * len(boot)))]
+    return max(center - lo_q, hi_q - center)
+
+
 def _geo(pair: tuple[float, float]) -> float:
     return math.sqrt(pair[0] * pair[1])
 
@@ -257,12 +268,7 @@ def predict(points: Sequence[BatchPoint], batch: float, *, noise_scale: float | 
         meds = [statistics.median(rng.choices(p.epochs, k=len(p.epochs))) for p in points]
         if all(math.isfinite(m) for m in meds):
             boot.append(math.log(_central(points, batch, noise_scale, meds)))
-    boot.sort()
-    if len(boot) < draws // 2:  # most resamples never reached somewhere: the seeds say little
-        seeds_hw = math.inf
-    else:
-        lo_q, hi_q = boot[int(tail * len(boot))], boot[min(len(boot) - 1, int((1 - tail) * len(boot)))]
-        seeds_hw = max(math.log(center) - lo_q, hi_q - math.log(center))
+    seeds_hw = bootstrap_half_width(boot, math.log(center), tail, draws)
 
     b_crit = math.nan
     fit_hw = 0.0
