@@ -28,6 +28,8 @@ def test_a_prediction_is_verified_by_its_own_verification_sweep(tmp_path: Path,
     predicted = {r["rule"]: r for r in json.loads(pred.stdout) if r["epochs_to_target_median"]}
     assert predicted, pred.stdout
     assert "scalesweep run verify.yaml" in pred.stderr and "recorded: predictions/" in pred.stderr
+    # the study's own copy in the sweep directory `run` wrote, as resume reads it
+    assert "from the study's sweep file via sweep directory " in pred.stderr, pred.stderr
     spec = yaml.safe_load((tmp_path / "verify.yaml").read_text())
     assert spec["axes"]["world_size"] == [2, M] and spec["name"] == "smoke"
 

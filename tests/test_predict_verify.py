@@ -15,6 +15,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from scalesweep.orchestrator.cli import main
+from scalesweep.orchestrator.launch.run import STATE_FILE
 from tests.test_advice import STUDY, _log
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +78,7 @@ def test_verify_reads_the_sweep_directory_copy_and_its_overrides(
     sweep_dir = tmp_path / "runs" / f"smoke-{pid[:8]}"
     sweep_dir.mkdir(parents=True)
     shutil.copyfile(ROOT / "sweeps" / "smoke.yaml", sweep_dir / "sweep.yaml")
-    (sweep_dir / "state.json").write_text(json.dumps({
+    (sweep_dir / STATE_FILE).write_text(json.dumps({
         "sweep_file": str(sweep_dir / "sweep.yaml"), "overrides": ["training.epochs=100"]}))
     monkeypatch.setenv("SCALESWEEP_STORAGE", str(tmp_path / "runs"))
     out = tmp_path / "v.yaml"
@@ -98,6 +99,6 @@ def test_a_study_whose_sweep_file_is_gone_is_refused_and_nothing_recorded(
     assert rc == 2
     # the value is the tag's path (shortened in the middle where long)
     assert f"parent run {pid} tag sweep_file = '/" in err and "gone.yaml': the study's sweep file" in err
-    assert f"{tmp_path / 'runs' / f'lost-{pid[:8]}' / 'state.json'}" in err
+    assert f"{tmp_path / 'runs' / f'lost-{pid[:8]}' / STATE_FILE}" in err
     assert not out.exists()
     assert MlflowClient(uri).list_artifacts(pid, "predictions") == []

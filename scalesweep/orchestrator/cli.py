@@ -294,8 +294,9 @@ def _write_verification(args: argparse.Namespace, uri: str, sp: Any) -> str:
     from mlflow.tracking import MlflowClient
 
     from scalesweep.orchestrator.launch.run import storage_root
+    from scalesweep.orchestrator.launch.study_source import find_study_spec
     from scalesweep.orchestrator.plan.rows import make_plan
-    from scalesweep.orchestrator.plan.verify_sweep import find_study_spec, verification_spec, write_spec
+    from scalesweep.orchestrator.plan.verify_sweep import verification_spec, write_spec
     from scalesweep.orchestrator.spec.load import load_sweep
 
     tags = dict(MlflowClient(uri).get_run(sp.parent_run_id).data.tags)

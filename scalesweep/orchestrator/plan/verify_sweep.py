@@ -1,8 +1,9 @@
 """`scalesweep predict --verify OUT.yaml`: the smallest sweep that checks a prediction at M
 (docs/beyond.md, "Predict, then verify").
 
-The study's own sweep file, found the way `resume` finds it (the sweep directory's copy and
-the overrides it ran with; else the file the parent run's ``sweep_file`` tag names), narrowed to
+The study's own sweep file (found by scalesweep.orchestrator.launch.study_source, as `resume`
+finds it: the sweep directory's copy and the overrides it ran with; else the file the parent
+run's ``sweep_file`` tag names), narrowed to
 world size M plus the reference (and the baseline's), the lr rules to the predicted ones plus
 linear and sqrt, with adaptive seeds (the study's own ``replicates``, else ``DEFAULT_REPLICATES``;
 a fixed ``FIXED_SEEDS`` where the search cannot take them). Its target is the study's resolved
@@ -13,7 +14,6 @@ scores the prediction.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,8 +22,7 @@ from typing import Any
 
 import yaml
 
-from scalesweep.mlflow_names import SWEEP_FILE_TAG
-from scalesweep.orchestrator.spec.errors import InputError, Problem
+from scalesweep.orchestrator.spec.errors import InputError
 from scalesweep.orchestrator.spec.files import load_mapping
 from scalesweep.orchestrator.spec.load import apply_overrides, load_sweep, parse_overrides, recipe_candidates
 
@@ -39,8 +38,6 @@ ALWAYS_RULES = ("linear", "sqrt")
 PAST_INTERVAL = 1.1
 #: its epochs are rounded up to this
 EPOCHS_STEP = 0.25
-#: sweep directories keep these (scalesweep.orchestrator.launch.run writes them)
-STATE_FILE = "state.json"
 
 
 @dataclass(frozen=True)
@@ -50,32 +47,6 @@ class StudySource:
     path: Path
     overrides: list[str]
     how: str
-
-
-def find_study_spec(parent_run_id: str, experiment: str, tags: dict[str, str],
-                    storage_roots: Sequence[Path]) -> StudySource:
-    """The sweep dir's copy (``<root>/<experiment>-<parent id[:8]>/state.json``), else the
-    tagged file; exit 2 naming both when neither is there."""
-    tagged = tags.get(SWEEP_FILE_TAG)
-    roots = list(storage_roots)
-    if tagged and Path(tagged).is_file():
-        own = load_mapping(tagged).get("storage_path")
-        if isinstance(own, str):
-            roots.insert(0, Path(own).resolve())
-    dirs = [r / f"{experiment}-{parent_run_id[:8]}" for r in roots]
-    for d in dirs:
-        if (d / STATE_FILE).is_file():
-            state = json.loads((d / STATE_FILE).read_text(encoding="utf-8"))
-            copy = Path(str(state[SWEEP_FILE_TAG]))
-            if copy.is_file():
-                return StudySource(copy, list(state.get("overrides", [])), f"sweep directory {d}")
-    if tagged and Path(tagged).is_file():
-        return StudySource(Path(tagged), [], f"the parent run's {SWEEP_FILE_TAG} tag")
-    raise InputError("predict --verify", [Problem(
-        f"parent run {parent_run_id} tag {SWEEP_FILE_TAG}", tagged,
-        "the study's sweep file is not there, and no sweep directory holds its copy ("
-        + ", ".join(str(d / STATE_FILE) for d in dirs) + "): run from where the study ran, or "
-        "set SCALESWEEP_STORAGE to its storage root")])
 
 
 def verification_spec(source: StudySource, *, experiment: str, world_size: int,
