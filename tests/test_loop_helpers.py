@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import os
-import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +22,7 @@ from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.loop import build_optimizer, train
 from scalesweep.trainables.sharding import Sharding
 from scalesweep.trainables.world import LocalWorld
+from tests import gloo_group
 
 MLP = {"train_size": 96, "dev_size": 32}
 WARMUPLR = {"type": "warmuplr", "warmup_steps": 7}
@@ -33,7 +31,6 @@ DS_WARMUPLR = {"type": "ds_warmuplr", "warmup_min_lr": 1e-4, "warmup_max_lr": 3e
 ONECYCLE = {"type": "onecycle", "cycle_min_lr": 1e-4, "cycle_max_lr": 2e-3,
             "cycle_first_step_size": 6, "cycle_min_mom": 0.85, "cycle_max_mom": 0.95,
             "decay_lr_rate": 0.1, "decay_step_size": 4}
-GLOO_TIMEOUT_S = 120
 
 
 def _trial(world: int, scheduler: dict[str, Any], *, updates: int = 30, accum: int = 1,
@@ -206,20 +203,12 @@ def test_a_helper_loop_in_one_process_makes_the_builtin_loops_updates(
         torch.testing.assert_close(value, builtin[name], rtol=1e-12, atol=0)
 
 
-def _gloo_worker(rank: int, size: int, init_file: str, config: dict[str, Any], out: str) -> None:
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
+def _gloo_job(rank: int, config: dict[str, Any], out: str) -> None:
     torch.set_default_dtype(torch.float64)
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # 127.0.0.1: never the host's network
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=size)
-    try:
-        losses, model = _helper_loop(config)  # P and the rank from the process group
-        Path(out, f"rank{rank}.json").write_text(json.dumps(losses))
-        if rank == 0:
-            torch.save(model.state_dict(), Path(out, "helper.pt"))
-    finally:
-        dist.destroy_process_group()
+    losses, model = _helper_loop(config)  # P and the rank from the process group
+    Path(out, f"rank{rank}.json").write_text(json.dumps(losses))
+    if rank == 0:
+        torch.save(model.state_dict(), Path(out, "helper.pt"))
 
 
 def test_a_helper_loop_under_real_ddp_plays_uneven_virtual_ranks_as_the_builtin_loop(
@@ -229,20 +218,7 @@ def test_a_helper_loop_under_real_ddp_plays_uneven_virtual_ranks_as_the_builtin_
     trial = _trial(3, WARMUPLR, updates=10, accum=2, optimizer={"type": "sgd", "lr": 0.05,
                                                                  "momentum": 0.9})
     reports = _builtin_float64(trial, final=tmp_path / "builtin.pt")
-    context = multiprocessing.get_context("spawn")
-    processes = [context.Process(target=_gloo_worker, args=(r, 2, str(tmp_path / "rendezvous"),
-                                                             _loop_config(trial), str(tmp_path)))
-                 for r in range(2)]
-    for process in processes:
-        process.start()
-    deadline = time.monotonic() + GLOO_TIMEOUT_S
-    for process in processes:
-        process.join(max(0.0, deadline - time.monotonic()))
-    hung = [p for p in processes if p.is_alive()]
-    for process in hung:  # ours alone, by handle
-        process.kill()
-        process.join()
-    assert not hung and [p.exitcode for p in processes] == [0, 0]
+    gloo_group.run(2, _gloo_job, (_loop_config(trial), str(tmp_path)), tmp_path)
     by_rank = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert by_rank[0] == by_rank[1]
     assert [x / trial.global_batch for x in by_rank[0]] == pytest.approx(
@@ -251,7 +227,6 @@ def test_a_helper_loop_under_real_ddp_plays_uneven_virtual_ranks_as_the_builtin_
     builtin = torch.load(tmp_path / "builtin.pt", weights_only=True)
     for name, value in helper.items():
         torch.testing.assert_close(value, builtin[name], rtol=1e-9, atol=1e-12)
-    shutil.rmtree(tmp_path / "rendezvous", ignore_errors=True)
 
 
 def test_reports_carry_the_contracts_keys() -> None:

@@ -25,8 +25,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import multiprocessing
-import os
 import shutil
 import sys
 import time
@@ -42,6 +40,7 @@ from scalesweep.trainables.config import RampStage, TrialConfig
 from scalesweep.trainables.precision import PARAM_DTYPES
 from scalesweep.trainables.sharding import virtual_rank_counts, virtual_ranks
 from scalesweep.trainables.world import LocalWorld
+from tests import gloo_group
 
 RTOL = 1e-9
 MLP = {"train_size": 512, "dev_size": 96}
@@ -52,9 +51,6 @@ ADAM_ONECYCLE = (
 )
 SGD = ({"type": "sgd", "lr": 0.05, "momentum": 0.9}, {"type": "warmuplr", "warmup_steps": 4})
 #: a gloo group that has not finished by then is hung (a worker waiting on a peer that died)
-GLOO_TIMEOUT_S = 240
-
-
 def _config(world: int, physical: int, **overrides: Any) -> TrialConfig:
     optimizer, scheduler = overrides.pop("recipe", ADAM)
     base: dict[str, Any] = {
@@ -260,25 +256,17 @@ def test_each_workers_share_is_weighted_so_the_mean_over_workers_is_simulates(
 # -- real DDP without Ray: a gloo group of 3 processes -----------------------------------------
 
 
-def _gloo_worker(rank: int, size: int, init_file: str, jobs: list[dict[str, Any]], out: str) -> None:
-    """One process of the group: trains every job in turn, writes its reports (and, rank 0, the
+def _gloo_job(rank: int, jobs: list[dict[str, Any]], out: str) -> None:
+    """One rank of the group: trains every job in turn, writes its reports (and, rank 0, the
     final model) under ``out``."""
-    import torch.distributed as dist
-
     from scalesweep.trainables.world import DistributedWorld
 
-    torch.set_num_threads(1)  # three processes on a small machine
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # 127.0.0.1: never the host's network
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=size)
-    try:
-        world = DistributedWorld("cpu")
-        results: dict[str, list[dict[str, Any]]] = {}
-        for job in jobs:
-            trial = TrialConfig.model_validate(job["trial"])
-            results[trial.name] = _train(trial, world, job.get("resume_from"), Path(out))
-        Path(out, f"rank{rank}.json").write_text(json.dumps(results))
-    finally:
-        dist.destroy_process_group()
+    world = DistributedWorld("cpu")
+    results: dict[str, list[dict[str, Any]]] = {}
+    for job in jobs:
+        trial = TrialConfig.model_validate(job["trial"])
+        results[trial.name] = _train(trial, world, job.get("resume_from"), Path(out))
+    Path(out, f"rank{rank}.json").write_text(json.dumps(results))
 
 
 def _train(trial: TrialConfig, world: Any, resume_from: str | None, out: Path) -> list[dict[str, Any]]:
@@ -333,23 +321,7 @@ def _assert_same_parameters(a: Path, b: Path) -> float:
 
 def _run_group(size: int, jobs: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
     """Run a gloo group of ``size`` spawned processes; every rank's reports."""
-    context = multiprocessing.get_context("spawn")
-    init_file = out / "rendezvous"
-    processes = [context.Process(target=_gloo_worker, args=(r, size, str(init_file), jobs, str(out)))
-                 for r in range(size)]
-    for process in processes:
-        process.start()
-    deadline = time.monotonic() + GLOO_TIMEOUT_S
-    try:
-        for process in processes:
-            process.join(max(0.0, deadline - time.monotonic()))
-    finally:
-        hung = [p for p in processes if p.is_alive()]
-        for process in hung:  # ours alone, by handle
-            process.kill()
-            process.join()
-    assert not hung, f"{len(hung)} of {size} gloo workers still running after {GLOO_TIMEOUT_S} s"
-    assert [p.exitcode for p in processes] == [0] * size
+    gloo_group.run(size, _gloo_job, (jobs, str(out)), out)
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(size)]
 
 
