@@ -236,6 +236,19 @@ def test_locate_interpolated_keeps_the_evals_around_the_crossing() -> None:
     assert (obs.lo, obs.est_lo, obs.est_hi, obs.hi) == (0.5, 0.75, 0.75, 1.0)
 
 
+def test_a_clock_that_went_back_across_the_crossing_gives_no_reading_on_that_clock() -> None:
+    """A loop restarted with its own clock: the eval that met the target shows fewer seconds
+    than the one before it. The seconds reading is withheld; the other clocks are measured."""
+    restarted = [*LOSS[:2], EvalPoint(LOSS[2].update, LOSS[2].samples_seen, LOSS[2].epoch, 1.5,
+                                      LOSS[2].value), *LOSS[3:]]
+    where = locate(restarted, 2.5)
+    assert where.bracket("seconds") == (10.0, 1.5)
+    assert where.observation("seconds") is None
+    obs = where.observation("epochs")
+    assert obs is not None and (obs.lo, obs.est_lo, obs.hi) == (0.5, 0.75, 1.0)
+    assert locate(LOSS, 2.5).observation("seconds") is not None
+
+
 def test_locate_at_first_eval_is_a_bound_not_a_measurement() -> None:
     late = LOSS[1:]  # first eval at update 100, where 3.0 already meets 3.5
     where = locate(late, 3.5)

@@ -149,9 +149,10 @@ class Located:
 
     def observation(self, axis: Axis) -> Observation | None:
         """The crossing on ``axis`` as one seed's observation; None when that clock was not
-        recorded (NaN) at the evals around it."""
+        recorded (NaN) at the evals around it, or went back between them (a trial whose own
+        loop restarted its clock): no reading on that clock, rather than a wrong one."""
         lo, hi = self.bracket(axis)
-        if math.isnan(lo) or math.isnan(hi):
+        if math.isnan(lo) or math.isnan(hi) or lo > hi:
             return None
         if self.kind == "interpolated":
             assert self.crossing is not None
