@@ -9,7 +9,11 @@ lines marked ``# scalesweep`` are all that sweeping it needs:
 * ``loop_helpers.lr_scheduler`` is the trial's planned schedule (warmup rule and lr rule
   applied) as a torch ``LRScheduler``;
 * ``loop_helpers.report`` sends ``{"update", "epoch", "samples_seen", "dev_loss", ...}`` with
-  ``ray.train.report`` every ``eval_every`` updates.
+  ``ray.train.report`` every ``eval_every`` updates, and the loop's state as its checkpoint;
+* ``loop_helpers.restore`` gives that state back when the trial starts again (a lost worker,
+  a retry, ``scalesweep resume`` after Ctrl-C or a killed driver), and
+  ``loop_helpers.data_position`` where in the data it was: the trial goes on as if it had
+  never stopped.
 
 The task: a small MLP regresses 4 outputs of a fixed random teacher on 16-d Gaussian inputs,
 plus noise of std 0.1 (the best reachable dev loss is 0.01). Data come from a fixed numpy seed,
@@ -21,6 +25,7 @@ the trial's seed. Run from the repository root:
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -57,8 +62,12 @@ def evaluate(model: nn.Module, dev: TensorDataset) -> float:
 
 def train_loop_per_worker(config: dict[str, Any]) -> None:
     context = ray.train.get_context()
+    state = loop_helpers.restore()  # scalesweep: None on a first start
     torch.manual_seed(config["seed"])  # every rank builds the same initial model
-    model = ray.train.torch.prepare_model(nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4)))
+    net = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4))
+    if state is not None:
+        net.load_state_dict(state["model"])
+    model = ray.train.torch.prepare_model(net)
 
     train = make_data(config["train_size"], data_seed=1)  # scalesweep: train_size in the sweep file
     dev = make_data(DEV_SIZE, data_seed=2)
@@ -72,10 +81,16 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                                 momentum=config["optimizer"].get("momentum", 0.0))
     scheduler = loop_helpers.lr_scheduler(optimizer, config)  # scalesweep
 
-    update, epoch = 0, 0
+    update = 0
+    if state is not None:
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        update = state["update"]
+    epoch, done_in_epoch = loop_helpers.data_position(config, update)  # scalesweep
     while update < config["total_updates"]:
         sampler.set_epoch(epoch)
-        for x, y in loader:
+        # a restored trial skips the batches it had already trained on in this epoch
+        for x, y in itertools.islice(loader, done_in_epoch, None):
             lr = float(scheduler.get_last_lr()[0])  # the lr this update runs with
             loss = F.mse_loss(model(x), y)
             optimizer.zero_grad()
@@ -84,8 +99,10 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             scheduler.step()
             update += 1
             if loop_helpers.eval_due(config, update):  # scalesweep
-                loop_helpers.report(config, update=update, dev_loss=evaluate(model, dev),
-                                    train_loss=loss.item(), lr=lr)
+                loop_helpers.report(
+                    config, update=update, dev_loss=evaluate(model, dev), train_loss=loss.item(),
+                    lr=lr, state={"model": net.state_dict(), "optimizer": optimizer.state_dict(),
+                                  "scheduler": scheduler.state_dict(), "update": update})
             if update == config["total_updates"]:
                 break
-        epoch += 1
+        epoch, done_in_epoch = epoch + 1, 0

@@ -13,16 +13,22 @@ optional, make such a loop behave exactly as the built-in one:
 * :class:`VirtualRanks`: V virtual ranks on P <= V workers, as the built-in loop plays them
   (``DistributedSampler`` shards at V, accumulation under DDP's ``no_sync``, each sample's loss
   weighted P / global batch so that an update is the mean over the global batch);
-* :func:`report`: the report dict with the contract's keys, sent with ``ray.train.report``.
+* :func:`report`: the report dict with the contract's keys, sent with ``ray.train.report``,
+  and with ``state=`` the loop's state as the trial's checkpoint; :func:`restore` gives that
+  state back after a worker restart, a Tune retry or ``scalesweep resume``, and
+  :func:`data_position` says where in the data the restored update left off.
 
-Only :func:`report` needs Ray (imported when called); the rest needs torch alone.
+Only :func:`report` and :func:`restore` need Ray (imported when called); the rest needs torch
+alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,8 +40,11 @@ from scalesweep.science import schedules
 from scalesweep.trainables.loop import _reseed
 from scalesweep.trainables.sharding import Sharding, virtual_ranks
 
-__all__ = ["MicroBatch", "PlannedLR", "VirtualRanks", "build_report", "eval_due", "lr_scheduler",
-           "planned_schedule", "report"]
+__all__ = ["STATE_FILE", "MicroBatch", "PlannedLR", "VirtualRanks", "build_report",
+           "data_position", "eval_due", "lr_scheduler", "planned_schedule", "report", "restore"]
+
+#: the file of a checkpoint :func:`report` writes from ``state``
+STATE_FILE = "loop_state.pt"
 
 
 def planned_schedule(config: Mapping[str, Any]) -> schedules.Schedule:
@@ -177,13 +186,58 @@ def build_report(config: Mapping[str, Any], *, update: int, dev_loss: float,
 
 def report(config: Mapping[str, Any], *, update: int, dev_loss: float,
            train_loss: float | None = None, lr: float | None = None,
-           checkpoint: Any = None, **dev_metrics: float) -> dict[str, float]:
-    """:func:`build_report`, sent with ``ray.train.report`` (with ``checkpoint``, a
-    ``ray.train.Checkpoint``, if given). Call it on every worker at the same updates: Ray Train
-    V2 wants as many reports from each; rank 0's is the one logged."""
+           checkpoint: Any = None, state: Mapping[str, Any] | None = None,
+           **dev_metrics: float) -> dict[str, float]:
+    """:func:`build_report`, sent with ``ray.train.report``. Call it on every worker at the
+    same updates: Ray Train V2 wants as many reports from each; rank 0's is the one logged.
+
+    ``state`` (state dicts, the update count, anything ``torch.save`` writes with tensors and
+    plain types) becomes the trial's checkpoint: rank 0 saves it to a temporary directory that
+    Ray Train copies to the sweep's storage before this returns; :func:`restore` reads it back.
+    Or pass your own ``ray.train.Checkpoint`` as ``checkpoint``."""
     import ray.train
 
+    if state is not None and checkpoint is not None:
+        raise ValueError("report: give state= (saved for you) or checkpoint= (your own "
+                         "ray.train.Checkpoint), not both")
     metrics = build_report(config, update=update, dev_loss=dev_loss, train_loss=train_loss,
                            lr=lr, **dev_metrics)
-    ray.train.report(metrics, checkpoint=checkpoint)
+    if state is None or ray.train.get_context().get_world_rank() != 0:
+        # the other ranks hold the same state under DDP: one copy is the checkpoint
+        ray.train.report(metrics, checkpoint=checkpoint)
+        return metrics
+    with tempfile.TemporaryDirectory(prefix="scalesweep-loop-state-") as directory:
+        torch.save(dict(state), Path(directory) / STATE_FILE)
+        ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(directory))
     return metrics
+
+
+def restore() -> dict[str, Any] | None:
+    """The ``state`` of the trial's latest checkpoint (see :func:`report`), or None when the
+    trial has none yet: a first start. After a worker restart, a Tune retry or ``scalesweep
+    resume``, Ray Train hands every worker the latest checkpoint rank 0 reported; a checkpoint
+    of another shape is refused by name."""
+    import ray.train
+
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is None:
+        return None
+    with checkpoint.as_directory() as directory:
+        path = Path(directory) / STATE_FILE
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"restore: checkpoint {checkpoint.path} has no {STATE_FILE} (it holds "
+                f"{sorted(p.name for p in Path(directory).iterdir())}): restore reads what "
+                "report(state=...) saved; read a checkpoint of your own with "
+                "ray.train.get_checkpoint()")
+        loaded: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+        return loaded
+
+
+def data_position(config: Mapping[str, Any], update: int) -> tuple[int, int]:
+    """``(epoch, batches)``: after ``update`` updates the loop is ``batches`` updates into
+    epoch ``epoch`` (0-based). A restored loop calls ``sampler.set_epoch(epoch)`` and skips
+    ``batches`` updates' worth of its loader, so that it sees the data an uninterrupted trial
+    would."""
+    epoch, batches = divmod(int(update), int(config["updates_per_epoch"]))
+    return epoch, batches

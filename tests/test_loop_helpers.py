@@ -5,6 +5,7 @@ a real gloo DDP group of 2 processes (no Ray) playing 3 virtual ranks unevenly."
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -237,3 +238,51 @@ def test_reports_carry_the_contracts_keys() -> None:
                    "dev_accuracy": 0.9, "dev_ter": 0.2, "train_loss": 0.75, "lr": 1e-3}
     assert [u for u in range(1, 31) if loop_helpers.eval_due(config, u)] == [4, 8, 12, 16, 20,
                                                                                24, 28, 30]
+
+
+def test_data_position_is_the_epoch_and_the_updates_into_it() -> None:
+    config = {"updates_per_epoch": 32}
+    assert [loop_helpers.data_position(config, u) for u in (0, 8, 31, 32, 40, 96)] == [
+        (0, 0), (0, 8), (0, 31), (1, 0), (1, 8), (3, 0)]
+
+
+def test_report_takes_a_state_or_a_checkpoint_not_both() -> None:
+    config = {"updates_per_epoch": 8, "global_batch": 64}
+    with pytest.raises(ValueError, match="not both"):
+        loop_helpers.report(config, update=8, dev_loss=0.5, state={"update": 8},
+                            checkpoint=object())
+
+
+def test_a_restored_planned_schedule_goes_on_with_the_same_lr() -> None:
+    """The scheduler state a loop checkpoints (its update count) puts the restored loop on the
+    planned lr of the next update, as the uninterrupted one."""
+    config = {"schedule": WARMUPLR, "optimizer": {"type": "sgd", "lr": 0.1}}
+    params = [torch.nn.Parameter(torch.zeros(1))]
+
+    def scheduler() -> tuple[torch.optim.SGD, loop_helpers.PlannedLR]:
+        optimizer = torch.optim.SGD(params, lr=0.1)
+        return optimizer, loop_helpers.lr_scheduler(optimizer, config)
+
+    optimizer, planned = scheduler()
+    for _ in range(5):
+        optimizer.step()
+        planned.step()
+    saved = torch.load(_saved({"optimizer": optimizer.state_dict(),
+                               "scheduler": planned.state_dict()}), weights_only=True)
+    restored_optimizer, restored = scheduler()
+    restored_optimizer.load_state_dict(saved["optimizer"])
+    restored.load_state_dict(saved["scheduler"])
+    for _ in range(10):
+        assert restored.get_last_lr() == planned.get_last_lr()
+        assert restored_optimizer.param_groups[0]["lr"] == planned.lr_at(planned.last_epoch + 1)
+        for opt, sched in ((optimizer, planned), (restored_optimizer, restored)):
+            opt.step()
+            sched.step()
+
+
+def _saved(state: dict[str, Any]) -> io.BytesIO:
+    """``state`` through torch.save, as report(state=...) writes it."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return buffer

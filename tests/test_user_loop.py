@@ -122,6 +122,18 @@ def test_a_loop_runs_ddp_on_one_worker_per_virtual_rank_by_default(tmp_path: Pat
     assert any("the train_loop must play the virtual ranks" in n for n in auto.rows[1].notes)
 
 
+def test_a_loops_ray_train_run_is_named_by_its_trial_so_a_resume_restores_it(
+        tmp_path: Path) -> None:
+    """Ray Train V2 restores the run it finds under the same name: a train_loop's run name
+    must not carry the Tune trial id, which a resumed sweep changes."""
+    from scalesweep.orchestrator.launch.trial_driver import run_name
+
+    loop_trial = make_plan(load_sweep(_sweep(tmp_path))).rows[0].trial
+    assert run_name(loop_trial, "abc_00000") == run_name(loop_trial, "def_00001") == loop_trial.name
+    builtin = loop_trial.model_copy(update={"train_loop": None})
+    assert run_name(builtin, "abc_00000") == f"{loop_trial.name}-abc_00000"
+
+
 def test_settings_only_the_builtin_loop_acts_on_are_noted(tmp_path: Path) -> None:
     training = {"per_worker_batch": 32, "epochs": 3, "dtype": "float64", "checkpoint_every": 8}
     sweep = load_sweep(_sweep(tmp_path, training=training))
@@ -172,8 +184,19 @@ def test_a_report_is_completed_with_the_clocks_it_lacks() -> None:
     assert (kept["update"], kept["epoch"], kept["wall_s"]) == (8, 0.9, 7.0)
     final = checker.finish()
     assert final["status"] == "completed" and final["update"] == 8 and final["train_seconds"] == 7.0
-    checker.start(200.0)  # the worker group restarted: updates may begin again
-    assert checker.check({"update": 1, "dev_loss": 0.9}, clock=201)["wall_s"] == 1
+    checker.start(200.0)  # the worker group restarted: updates may begin again, and the
+    # trial's clock goes on from its last report (7.0 s), not from 0
+    assert checker.check({"update": 1, "dev_loss": 0.9}, clock=201)["wall_s"] == 8.0
+
+
+def test_a_resumed_trials_clock_goes_on_from_what_mlflow_has() -> None:
+    """A sweep resumed by a new driver: the trial's evals in MLflow reached 10 s of training;
+    the restarted loop's reports go on from there (a crossing in seconds stays ordered)."""
+    checker = ReportChecker(trial="ws2-s0", train_loop="pkg.loops:train", updates_per_epoch=8,
+                            global_batch=64, wall_offset=10.0)
+    checker.start(500.0)
+    assert checker.check({"update": 48, "dev_loss": 0.3}, clock=502.0)["wall_s"] == 12.0
+    assert checker.finish()["train_seconds"] == 12.0
 
 
 @pytest.mark.parametrize(("metrics", "expect"), [
@@ -188,6 +211,8 @@ def test_a_report_is_completed_with_the_clocks_it_lacks() -> None:
     ({"update": 9.5, "dev_loss": 0.5}, "reported update=9.5: must be an integer >= 1"),
     ({"update": 9, "dev_loss": "low"}, "reported dev_loss='low': every value must be a number"),
     ({"update": True, "dev_loss": 0.5}, "reported update=True: every value must be a number"),
+    ({"update": 9, "dev_loss": 0.5, "wall_s": 0.5}, "reported wall_s=0.5 after wall_s=1.0: the "
+                                                    "trial's training seconds must not go back"),
 ])
 def test_a_report_that_breaks_the_contract_names_trial_loop_and_key(
         metrics: dict[str, Any], expect: str) -> None:
@@ -203,3 +228,17 @@ def test_a_loop_that_never_reports_fails_by_name() -> None:
     with pytest.raises(LoopReportError, match=r"trial ws2-s0: train_loop pkg.loops:train returned "
                                               r"without ever calling ray.train.report"):
         _checker().finish()
+
+
+def test_the_report_of_the_furthest_checkpoint_is_found_and_a_torn_one_passed_over(
+        tmp_path: Path) -> None:
+    from scalesweep.trainables.user_loop import REPORT_FILE, newest_report
+
+    assert newest_report(tmp_path) is None
+    for name, text in [("checkpoint_2026-11-25_10-00-00.000001", '{"update": 96, "dev_loss": 0.2}'),
+                       ("checkpoint_2026-11-25_10-00-01.000001", '{"update": 112, "dev_loss": 0.1}'),
+                       ("checkpoint_2026-11-25_10-00-02.000001", '{"update": 128, "dev_lo')]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / REPORT_FILE).write_text(text)
+    (tmp_path / "checkpoint_without_report").mkdir()
+    assert newest_report(tmp_path) == {"update": 112, "dev_loss": 0.1}

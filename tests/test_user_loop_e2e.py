@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,7 @@ from mlflow.tracking import MlflowClient
 
 from scalesweep.science import schedules
 from tests.conftest import RayHead
-from tests.helpers import ROOT, SWEEPS, scalesweep
+from tests.helpers import ROOT, SWEEPS, cli_env, scalesweep, wait_for
 
 pytestmark = pytest.mark.slow
 OWN_LOOP = str(SWEEPS / "own_loop.yaml")
@@ -87,6 +90,66 @@ def test_the_loops_sweep_gets_crossings_arms_and_the_report(own_loop: tuple[Path
     table = stdout[stdout.index("\ntrial "):]  # run's table (one seed per arm: no arm table)
     assert sorted(line.split()[:2] for line in table.strip().splitlines()[1:3]) == [
         ["ws1-warmup16-linear", "completed"], ["ws2-warmup8-linear", "completed"]]
+
+
+def _dev_steps(db: Path, trial: str) -> list[int]:
+    if not db.exists():
+        return []
+    client = MlflowClient(f"sqlite:///{db}")
+    experiment = client.get_experiment_by_name("own-loop")
+    if experiment is None:
+        return []
+    runs = client.search_runs([experiment.experiment_id], f"tags.trial_name = '{trial}'")
+    return sorted(m.step for r in runs for m in client.get_metric_history(r.info.run_id, "dev_loss"))
+
+
+def test_a_loop_stopped_by_ctrl_c_resumes_from_its_own_checkpoint(
+        tmp_path: Path, own_loop: tuple[Path, str], ray_head: RayHead) -> None:
+    """The example loop checkpoints at each eval (loop_helpers.report(state=...)); Ctrl-C
+    while its 2-worker trial is held after update 40 (mid-epoch), then `scalesweep resume`:
+    the loop restores update 40 from its own checkpoint (loop_helpers.restore), every eval is
+    logged once, and both trials end where the uninterrupted sweep (the module's) ended."""
+    _with_module(tmp_path, "examples", "ddp_demo_loop.py")
+    _with_module(tmp_path, "tests", "gated_loop.py")
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    held = "ws2-warmup8-linear"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "scalesweep", "run", OWN_LOOP, *ray_head.args(),
+         "--set", "workload.train_loop=tests.gated_loop:train_loop_per_worker",
+         "--set", f"workload.options={{gate_dir: '{gate}', gated_world_size: 2, gate_update: 40}}"],
+        cwd=tmp_path, env=cli_env(**ray_head.env()), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    db = tmp_path / "mlflow.db"
+    try:
+        wait_for("the held trial at its gate", (gate / "waiting").exists, driver, 600)
+        wait_for("update 40 in MLflow", lambda: 40 in _dev_steps(db, held), driver, 600)
+        driver.send_signal(signal.SIGINT)  # Ctrl-C, to the driver alone: Ray's head is shared
+        out, _ = driver.communicate(timeout=600)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait(timeout=60)
+        (gate / "release").touch()
+    assert driver.returncode == 1 and "scalesweep resume" in out, out
+    assert not (gate / "restored-2").exists()
+
+    done = scalesweep("resume", "own-loop", "--summary-json", "s.json", *ray_head.args(),
+                      cwd=tmp_path, **ray_head.env())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (gate / "restored-2").read_text() == "40"  # not from update 0
+    trials = {t["name"]: t for t in json.loads((tmp_path / "s.json").read_text())}
+    reference = {t["name"]: t for t in json.loads((own_loop[0] / "s.json").read_text())}
+    for name, t in trials.items():
+        assert t["status"] == "completed", t
+        evals = list(range(t["eval_every"], t["total_updates"] + 1, t["eval_every"]))
+        assert _dev_steps(db, name) == evals  # each eval once, through the stop
+        client = MlflowClient(f"sqlite:///{db}")
+        walls = [m.value for m in sorted(client.get_metric_history(t["mlflow_run_id"], "wall_s"),
+                                         key=lambda m: m.step)]
+        assert walls == sorted(walls)  # the resumed trial's clock went on, not back to 0
+        # model, optimizer, schedule and data position restored: the uninterrupted result
+        assert t["final_dev_loss"] == pytest.approx(reference[name]["final_dev_loss"], rel=1e-6)
 
 
 def test_a_loop_that_breaks_the_contract_fails_its_trial_by_name(

@@ -20,9 +20,11 @@ refuse a path that cannot be imported (exit 2) before anything starts.
 from __future__ import annotations
 
 import importlib
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
 from scalesweep.errors import ScalesweepError
@@ -33,6 +35,9 @@ MARKER_KEY = "_scalesweep_marker"
 START, END = "start", "end"
 #: the keys every report of a user's loop must have
 REQUIRED_KEYS = (STEP_KEY, f"{DEV_PREFIX}loss")
+#: the checked report a checkpoint came with, written into the checkpoint beside the loop's
+#: files: a resumed sweep logs it when the driver died before MLflow had it
+REPORT_FILE = "scalesweep_report.json"
 
 LoopFunction = Callable[[dict[str, Any]], Any]
 
@@ -71,24 +76,30 @@ class ReportChecker:
     them to its callbacks), in order.
 
     A report must carry ``update`` (an integer >= 1, larger than the previous report's since
-    the last start of the worker group) and ``dev_loss``, and every value must be a finite
-    number. Missing clocks are filled in: ``epoch`` = update / updates_per_epoch,
-    ``samples_seen`` = update x global_batch, ``wall_s`` = seconds since the loop started
-    (``clock``: the caller's monotonic time in seconds, so the checker stays pure).
+    the last start of the worker group) and ``dev_loss``, every value must be a finite number,
+    and ``wall_s`` must not go back. Missing clocks are filled in: ``epoch`` = update /
+    updates_per_epoch, ``samples_seen`` = update x global_batch, ``wall_s`` = the trial's
+    training seconds: ``wall_offset`` (what earlier starts of the trial trained, as their last
+    report says) plus the seconds since the loop last started (``clock``: the caller's monotonic
+    time in seconds, so the checker stays pure). A restarted or resumed trial's clock thus goes
+    on, as the built-in loop's does from its checkpoint, and wall-time crossings stay ordered.
     """
 
     trial: str
     train_loop: str
     updates_per_epoch: int
     global_batch: int
+    wall_offset: float = 0.0
     started: float | None = None
     last_update: int | None = None
     last: dict[str, float] = field(default_factory=dict)
     reports: int = 0
 
     def start(self, clock: float) -> None:
-        """The worker group (re)started the loop: a new clock, updates may begin again
-        (steps already logged are not logged twice by the tracker)."""
+        """The worker group (re)started the loop: the clock goes on from the last report's
+        wall_s, updates may begin again (steps already logged are not logged twice by the
+        tracker)."""
+        self.wall_offset = max(self.wall_offset, self.last.get("wall_s", 0.0))
         self.started, self.last_update = clock, None
 
     def check(self, metrics: Mapping[str, Any], clock: float) -> dict[str, float]:
@@ -116,10 +127,13 @@ class ReportChecker:
         out[STEP_KEY] = int(update)
         out.setdefault("epoch", update / self.updates_per_epoch)
         out.setdefault("samples_seen", float(update * self.global_batch))
-        if self.started is not None:
-            out.setdefault("wall_s", max(0.0, clock - self.started))
-        else:
-            out.setdefault("wall_s", 0.0)
+        since = 0.0 if self.started is None else max(0.0, clock - self.started)
+        out.setdefault("wall_s", self.wall_offset + since)
+        previous = self.last.get("wall_s", self.wall_offset)
+        if out["wall_s"] < previous:
+            self._fail(f"reported wall_s={out['wall_s']!r} after wall_s={previous!r}: the trial's "
+                       "training seconds must not go back (a loop that reports its own wall_s "
+                       "restores it from its checkpoint)")
         self.last, self.reports = out, self.reports + 1
         return out
 
@@ -135,6 +149,21 @@ class ReportChecker:
 
     def _fail(self, what: str) -> NoReturn:
         raise LoopReportError(f"trial {self.trial}: train_loop {self.train_loop} {what}")
+
+
+def newest_report(run_dir: Path) -> dict[str, Any] | None:
+    """The report of the furthest checkpoint of a train_loop trial's Ray Train run (its
+    ``checkpoint_*`` directories under ``run_dir``), or None: the eval its restarted loop will
+    not report again."""
+    reports = []
+    for path in run_dir.glob(f"checkpoint_*/{REPORT_FILE}"):
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, ValueError):  # a write cut short by the kill: an older one will do
+            continue
+        if isinstance(report, dict) and isinstance(report.get(STEP_KEY), int):
+            reports.append(report)
+    return max(reports, key=lambda r: int(r[STEP_KEY]), default=None)
 
 
 def loop_worker(config: dict[str, Any]) -> None:

@@ -10,14 +10,16 @@ trial driver reports the trial ``failed`` with the error's line as its ``error``
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 from ray.train import Checkpoint
 from ray.train.v2._internal.execution.context import TrainRunContext
 from ray.tune.integration.ray_train import TuneReportCallback
 
-from scalesweep.trainables.user_loop import END, MARKER_KEY, START, ReportChecker
+from scalesweep.trainables.user_loop import END, MARKER_KEY, REPORT_FILE, START, ReportChecker
 
 
 class LoopReportCallback(TuneReportCallback):
@@ -39,4 +41,16 @@ class LoopReportCallback(TuneReportCallback):
         else:
             out = self.checker.check(first, time.monotonic())
             out["physical_workers"] = len(metrics)
+            if checkpoint is not None:  # the report goes with it, for a resume (run.py)
+                _write_report(checkpoint, out)
         super().after_report(run_context, [out, *metrics[1:]], checkpoint)
+
+
+def _write_report(checkpoint: Checkpoint, report: dict[str, Any]) -> None:
+    """``report`` as the checkpoint's REPORT_FILE, where Ray Train persisted it."""
+    data = json.dumps(report).encode()
+    if checkpoint.filesystem is None:
+        Path(checkpoint.path, REPORT_FILE).write_bytes(data)
+        return
+    with checkpoint.filesystem.open_output_stream(f"{checkpoint.path}/{REPORT_FILE}") as f:
+        f.write(data)

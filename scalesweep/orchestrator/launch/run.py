@@ -310,13 +310,16 @@ def _log_checkpoint_reports(tracker: SweepTracker, sweep_dir: Path, todo: list[P
                             ) -> None:
     """The eval a trial's checkpoint was taken with may have died with the driver before it
     was logged; the resumed trial starts after it, so log it from the checkpoint itself."""
-    from scalesweep.orchestrator.launch.tune import resume_checkpoint
+    from scalesweep.orchestrator.launch.tune import resume_checkpoint, resume_report
     from scalesweep.orchestrator.tracking.callback import kept
 
     for row in todo:
         run = existing.get(row.name)
-        ckpt = resume_checkpoint(sweep_dir, row) if run is not None else None
-        report = _checkpoint_report(ckpt) if ckpt else None
+        if run is not None and row.trial.train_loop is not None:
+            report = resume_report(sweep_dir, row)
+        else:
+            ckpt = resume_checkpoint(sweep_dir, row) if run is not None else None
+            report = _checkpoint_report(ckpt) if ckpt else None
         if run is not None and report and tracker.add_result(
                 str(run.info.run_id), int(report[STEP_KEY]), curve_metrics(report)):
             curves.setdefault(row.name, []).append(kept(report))

@@ -144,8 +144,15 @@ def worker_group_resources(
 
 
 def run_name(trial: TrialConfig, trial_id: str) -> str:
-    """The Ray Train run's name: stable across Tune retries and restores, never a time."""
-    return f"{trial.name}-{trial_id}"
+    """The Ray Train run's name: stable across Tune retries and restores, never a time.
+
+    A train_loop trial's run is named by the trial alone: Ray Train V2 restores a run it finds
+    under the same name and storage path, so after a Tune retry or ``scalesweep resume`` (a new
+    Tune experiment, a new trial id) the user's ``ray.train.get_checkpoint()`` returns the
+    latest checkpoint the loop reported. Built-in trials find theirs by trial name
+    (:func:`latest_checkpoint`) and keep the trial id in the name.
+    """
+    return trial.name if trial.train_loop is not None else f"{trial.name}-{trial_id}"
 
 
 def latest_checkpoint(storage_path: str | Path, trial: TrialConfig) -> str | None:
@@ -265,7 +272,8 @@ def _workers(trial: TrialConfig, config: Mapping[str, Any]) -> tuple[Any, dict[s
         loop_config = dict(config["loop_config"])
         checker = ReportChecker(trial=trial.name, train_loop=trial.train_loop,
                                 updates_per_epoch=int(loop_config["updates_per_epoch"]),
-                                global_batch=int(loop_config["global_batch"]))
+                                global_batch=int(loop_config["global_batch"]),
+                                wall_offset=float(config.get("wall_offset") or 0.0))
         return (loop_worker, {"train_loop": trial.train_loop, "config": loop_config},
                 LoopReportCallback(checker))
     from ray.tune.integration.ray_train import TuneReportCallback

@@ -53,7 +53,7 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
                 "cpus_per_worker": res.cpus_per_worker,
                 "gpus_per_worker": res.gpus_per_worker,
                 "resume_from": resume[r.name],
-                **_loop_config(plan, r)} for r in rows]
+                **_loop_config(plan, r, curves.get(r.name, []))} for r in rows]
 
     scheduler = None
     if spec.search.scheduler == "asha":
@@ -81,22 +81,35 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
     return callback
 
 
-def _loop_config(plan: Plan, row: PlanRow) -> dict[str, Any]:
-    """A train_loop trial's ``loop_config``: what its train_loop_per_worker receives."""
+def _loop_config(plan: Plan, row: PlanRow, logged: list[dict[str, Any]]) -> dict[str, Any]:
+    """A train_loop trial's ``loop_config`` (what its train_loop_per_worker receives) and
+    ``wall_offset``: the training seconds its evals already in MLflow reached (a resumed trial's
+    clock goes on from there)."""
     if row.trial.train_loop is None:
         return {}
-    return {"loop_config": loop_config(row, plan.sweep.workload.train_size())}
+    walls = [float(e["wall_s"]) for e in logged if e.get("wall_s") is not None]
+    return {"loop_config": loop_config(row, plan.sweep.workload.train_size()),
+            "wall_offset": max(walls, default=0.0)}
 
 
 def _trial_name(trial: Any) -> str:
     return str(trial.config["trial_config"]["trial"]["name"])
 
 
+def resume_report(sweep_dir: Path, row: PlanRow) -> dict[str, Any] | None:
+    """A train_loop trial's report of the checkpoint its restarted loop will go on from (the
+    callback wrote it into the checkpoint), or None."""
+    from scalesweep.trainables.user_loop import newest_report
+
+    return newest_report(sweep_dir / "train" / trial_driver.run_name(row.trial, ""))
+
+
 def resume_checkpoint(sweep_dir: Path, row: PlanRow) -> str | None:
     """The checkpoint an earlier (killed) run of this sweep left for ``row``, if any: simulate
     trials checkpoint through Tune (``tune*/<name>/``), ddp ones through Ray Train. None for a
-    train_loop: its checkpoints are its own (``ray.train.get_checkpoint()`` within a run); a
-    resumed sweep runs it again from the start, and its steps already logged stay logged once."""
+    train_loop: Ray Train restores its run by name (``trial_driver.run_name``), and the loop
+    gets its own latest checkpoint from ``ray.train.get_checkpoint()``; steps already logged
+    stay logged once."""
     if row.trial.train_loop is not None:
         return None
     if row.backend == "ddp":
