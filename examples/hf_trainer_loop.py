@@ -9,7 +9,9 @@ This is how such a script is usually written: a config, a model, two datasets, `
 * ``hf.optimizers(model, config)``: the sweep's optimizer with the trial's planned lr schedule
   (warmup rule and lr rule applied) in place of HF's own;
 * ``hf.ReportCallback(config)``: reports ``eval_loss`` at every evaluation, update =
-  ``state.global_step``.
+  ``state.global_step``, with the Trainer's checkpoint of that step;
+* ``hf.last_checkpoint()``: where to resume after a lost worker, a retry or ``scalesweep
+  resume`` (None on a first start).
 
 The task: next-character prediction on text made here from a small grammar (no download, no
 tokenizer: the vocabulary is the text's characters). Every worker of every trial builds the same
@@ -80,4 +82,5 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         optimizers=hf.optimizers(model, config),  # scalesweep
         callbacks=[hf.ReportCallback(config)],  # scalesweep
     )
-    trainer.train()
+    with hf.last_checkpoint() as resume:  # scalesweep
+        trainer.train(resume_from_checkpoint=resume)

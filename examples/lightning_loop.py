@@ -10,7 +10,9 @@ marked ``# scalesweep`` are all that sweeping it needs (``scalesweep.adapters.li
 * ``lightning.trainer_arguments(config)``: the trial's updates, validation cadence,
   accumulation and clipping, and Ray Train's DDP strategy and environment;
 * ``lightning.ReportCallback(config)``: reports the logged ``val_loss`` at every validation,
-  update = ``trainer.global_step``.
+  update = ``trainer.global_step``, with the ``Trainer``'s checkpoint;
+* ``lightning.last_checkpoint()``: where to resume after a lost worker, a retry or
+  ``scalesweep resume`` (None on a first start).
 
 The task: a small MLP classifies points of three interleaved spirals in the plane (with label
 noise, so no model reaches zero loss). Data come from a fixed numpy seed, so every worker of
@@ -84,4 +86,5 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     trainer = pl.Trainer(**lightning.trainer_arguments(config),  # scalesweep
                          callbacks=[lightning.ReportCallback(config)])  # scalesweep
     trainer = prepare_trainer(trainer)
-    trainer.fit(model, train, dev)
+    with lightning.last_checkpoint() as resume:  # scalesweep: None on a first start
+        trainer.fit(model, train, dev, ckpt_path=resume)

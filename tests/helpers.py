@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from scalesweep import loop_helpers
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEPS = ROOT / "sweeps"
@@ -119,3 +122,19 @@ class MlflowServer:
                 os.killpg(self.proc.pid, 9)
                 self.proc.wait()
         self.proc = None
+
+
+class AsRayTrain:
+    """``send`` as Ray Train takes a report: the metrics, and a copy of the checkpoint's
+    directory made before the call returns (the Trainer deletes its older copies)."""
+
+    def __init__(self, into: Path) -> None:
+        self.into, self.saved = into, {}  # type: dict[int, Path]
+
+    def __call__(self, config: dict[str, Any], *, checkpoint: Any = None,
+                 **report: Any) -> dict[str, float]:
+        metrics = loop_helpers.build_report(config, **report)
+        if checkpoint is not None:
+            self.saved[int(metrics["update"])] = Path(
+                shutil.copytree(checkpoint.path, self.into / f"update-{metrics['update']}"))
+        return metrics

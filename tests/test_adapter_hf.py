@@ -19,7 +19,7 @@ from scalesweep.adapters._common import AdapterConfigError
 from scalesweep.orchestrator.plan.loop_config import loop_config
 from scalesweep.orchestrator.plan.rows import make_plan
 from scalesweep.orchestrator.spec.load import load_sweep
-from tests.helpers import SWEEPS
+from tests.helpers import SWEEPS, AsRayTrain
 
 
 def trial_config(*changes: str, world_size: int = 1) -> dict[str, Any]:
@@ -36,7 +36,8 @@ def test_training_arguments_are_the_trials(tmp_path: Path) -> None:
     assert args.max_steps == config["total_updates"] == 32
     assert (args.eval_strategy, args.eval_steps) == ("steps", config["eval_every"])
     assert (args.seed, args.learning_rate) == (0, config["lr"]) == (0, 0.006)
-    assert (args.warmup_steps, args.max_grad_norm, args.save_strategy) == (0, 0.0, "no")
+    assert (args.warmup_steps, args.max_grad_norm) == (0, 0.0)
+    assert (args.save_strategy, args.save_steps, args.save_total_limit) == ("steps", 4, 1)
     assert args.report_to == [] and args.dataloader_drop_last
     # no GPU here: accelerate joins Ray Train's gloo group only when told the run is on CPU
     assert args.use_cpu and not torch.cuda.is_available()
@@ -86,8 +87,8 @@ def test_a_plain_trainer_runs_the_planned_lr_and_reports_each_eval(tmp_path: Pat
     model = example.GPT2LMHeadModel(example.GPT2Config(
         vocab_size=len(example.VOCAB), n_positions=example.BLOCK, n_embd=16, n_layer=1, n_head=2,
         bos_token_id=None, eos_token_id=None))
-    report, seen = hf.ReportCallback(config, send=loop_helpers.build_report), _OptimizerLr()
-    trainer = Trainer(model=model, args=hf.training_arguments(config, output_dir=str(tmp_path)),
+    report, seen = hf.ReportCallback(config, send=AsRayTrain(tmp_path)), _OptimizerLr()
+    trainer = Trainer(model=model, args=hf.training_arguments(config, output_dir=str(tmp_path / "out")),
                       train_dataset=example.CharBlocks(config["train_size"], data_seed=1),
                       eval_dataset=example.CharBlocks(32, data_seed=2),
                       optimizers=hf.optimizers(model, config), callbacks=[report, seen])
@@ -103,3 +104,44 @@ def test_a_plain_trainer_runs_the_planned_lr_and_reports_each_eval(tmp_path: Pat
         assert (r["epoch"], r["samples_seen"]) == (k / 64, k * 8.0)
         assert 0 < r["dev_loss"] < 4
     assert report.reports[-1]["dev_loss"] < report.reports[0]["dev_loss"]
+
+
+def _trainer(config: dict[str, Any], out: Path, report: hf.ReportCallback) -> Trainer:
+    model = example.GPT2LMHeadModel(example.GPT2Config(
+        vocab_size=len(example.VOCAB), n_positions=example.BLOCK, n_embd=16, n_layer=1, n_head=2,
+        bos_token_id=None, eos_token_id=None))
+    return Trainer(model=model, args=hf.training_arguments(config, output_dir=str(out)),
+                   train_dataset=example.CharBlocks(config["train_size"], data_seed=1),
+                   eval_dataset=example.CharBlocks(32, data_seed=2),
+                   optimizers=hf.optimizers(model, config), callbacks=[report])
+
+
+def test_each_report_carries_its_checkpoint_and_a_resumed_trainer_goes_on_as_before(
+        tmp_path: Path) -> None:
+    """Every evaluation's report carries the Trainer's checkpoint of that step; a Trainer
+    resumed from the one of update 16 (as hf.last_checkpoint gives it after a restart) makes
+    the uninterrupted run's later reports: model, optimizer, the planned schedule's count,
+    RNG and data position restored."""
+    config = trial_config("training.max_updates=40")  # evals (and saves) at 16, 32 and 40
+    whole = hf.ReportCallback(config, send=AsRayTrain(tmp_path))
+    _trainer(config, tmp_path / "whole", whole).train()
+    saved = whole.send.saved  # type: ignore[attr-defined]
+    assert sorted(saved) == [16, 32, 40] and (saved[16] / "scheduler.pt").exists()
+
+    resumed = hf.ReportCallback(config, send=AsRayTrain(tmp_path / "r"))
+    (tmp_path / "r").mkdir()
+    _trainer(config, tmp_path / "resumed", resumed).train(resume_from_checkpoint=str(saved[16]))
+    assert [r["update"] for r in resumed.reports] == [32, 40]
+    for after, before in zip(resumed.reports, whole.reports[1:], strict=True):
+        assert after["lr"] == before["lr"]
+        assert after["dev_loss"] == pytest.approx(before["dev_loss"], rel=1e-6)
+
+
+def test_saves_between_reports_are_refused_by_name(tmp_path: Path) -> None:
+    config = trial_config()  # eval_every 16
+    with pytest.raises(AdapterConfigError, match=r"save_steps=24: must be a multiple of the "
+                                                 r"trial's eval_every \(16\)"):
+        hf.training_arguments(config, output_dir=str(tmp_path), save_steps=24)
+    assert hf.training_arguments(config, output_dir=str(tmp_path), save_steps=32).save_steps == 32
+    assert hf.training_arguments(config, output_dir=str(tmp_path),
+                                 save_strategy="no").save_strategy == "no"

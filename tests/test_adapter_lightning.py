@@ -6,6 +6,7 @@ it on Ray Train workers."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from scalesweep.adapters._common import AdapterConfigError
 from scalesweep.orchestrator.plan.loop_config import loop_config
 from scalesweep.orchestrator.plan.rows import make_plan
 from scalesweep.orchestrator.spec.load import load_sweep
-from tests.helpers import SWEEPS
+from tests.helpers import SWEEPS, AsRayTrain
 
 
 def trial_config(*changes: str, world_size: int = 1) -> dict[str, Any]:
@@ -81,10 +82,10 @@ class _OptimizerLr(pl.Callback):
         self.lrs.append(optimizer.param_groups[0]["lr"])
 
 
-def test_a_plain_trainer_runs_the_planned_lr_and_reports_each_validation() -> None:
+def test_a_plain_trainer_runs_the_planned_lr_and_reports_each_validation(tmp_path: Path) -> None:
     config = trial_config("training.max_updates=40")  # validations at 16, 32 and the last, 40
     pl.seed_everything(0)
-    report, seen = lightning.ReportCallback(config, send=loop_helpers.build_report), _OptimizerLr()
+    report, seen = lightning.ReportCallback(config, send=AsRayTrain(tmp_path)), _OptimizerLr()
     trainer = pl.Trainer(**lightning.trainer_arguments(config), callbacks=[seen, report])
     train = DataLoader(example.make_spirals(config["train_size"], data_seed=1),
                        batch_size=config["per_worker_batch"], shuffle=True, drop_last=True)
@@ -120,3 +121,56 @@ def test_a_trainer_outside_the_trials_process_group_is_refused() -> None:
                                                  r"must be world_size \(2\)"):
         trainer.fit(example.SpiralClassifier(config),
                     DataLoader(example.make_spirals(512, data_seed=1), batch_size=32, drop_last=True))
+
+
+class _AtStart(pl.Callback):
+    """The module's parameters when training starts (after a checkpoint is restored)."""
+
+    def __init__(self) -> None:
+        self.parameters: dict[str, torch.Tensor] = {}
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.parameters = {k: v.detach().clone() for k, v in pl_module.state_dict().items()}
+
+
+def _fit(config: dict[str, Any], report: lightning.ReportCallback,
+         ckpt_path: str | None = None) -> tuple[pl.Trainer, _AtStart]:
+    pl.seed_everything(0)
+    start = _AtStart()
+    trainer = pl.Trainer(**lightning.trainer_arguments(config), callbacks=[report, start])
+    train = DataLoader(example.make_spirals(config["train_size"], data_seed=1),
+                       batch_size=config["per_worker_batch"], shuffle=True, drop_last=True)
+    trainer.fit(example.SpiralClassifier(config), train,
+                DataLoader(example.make_spirals(128, data_seed=2), batch_size=64),
+                ckpt_path=ckpt_path)
+    return trainer, start
+
+
+def test_each_report_carries_its_checkpoint_and_a_resumed_fit_goes_on_from_it(
+        tmp_path: Path) -> None:
+    """Every validation's report carries the Trainer's checkpoint; a fit resumed from the one
+    of update 16 (as lightning.last_checkpoint gives it after a restart) starts from that
+    model and update count and reports 32 and 40 only, on the planned lr. (Its losses are not
+    the uninterrupted run's: Lightning restores the data position within an epoch only for
+    stateful loaders.)"""
+    config = trial_config("training.max_updates=40")
+    whole = lightning.ReportCallback(config, send=AsRayTrain(tmp_path))
+    _fit(config, whole)
+    saved = whole.send.saved  # type: ignore[attr-defined]
+    assert sorted(saved) == [16, 32, 40]
+    checkpoint = saved[16] / lightning.CHECKPOINT_FILE
+    at_16 = torch.load(checkpoint, weights_only=False)
+    assert at_16["global_step"] == 16
+
+    (tmp_path / "r").mkdir()
+    resumed = lightning.ReportCallback(config, send=AsRayTrain(tmp_path / "r"))
+    trainer, start = _fit(config, resumed, ckpt_path=str(checkpoint))
+    assert start.parameters.keys() == at_16["state_dict"].keys()
+    for name, value in at_16["state_dict"].items():
+        assert torch.equal(start.parameters[name], value), name
+    assert trainer.global_step == 40
+    assert [r["update"] for r in resumed.reports] == [32, 40]
+    planned = loop_helpers.planned_schedule(config)
+    assert [resumed.lrs.at(k) for k in (17, 32, 40)] == pytest.approx(
+        [planned.lr(k) for k in (17, 32, 40)], rel=1e-12)
+    assert resumed.lrs.at(16) is None  # no update before the restored one was made again

@@ -15,6 +15,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from scalesweep.science import schedules
+from scalesweep.trainables.user_loop import REPORT_FILE
 from tests.conftest import RayHead
 from tests.helpers import ROOT, SWEEPS, scalesweep
 
@@ -31,6 +32,19 @@ def _swept(cwd: Path, ray_head: RayHead, sweep: str, module: str) -> tuple[Path,
                       cwd=cwd, **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return cwd, proc.stdout
+
+
+def _check_checkpoints(cwd: Path, holds: str) -> None:
+    """Each trial's Ray Train run, named after the trial (a resume restores it by that name),
+    kept the framework's checkpoints the reports carried, each with its report beside it (what
+    a resumed sweep logs if the driver died before MLflow had it)."""
+    for t in json.loads((cwd / "s.json").read_text()):
+        kept = sorted(p for p in cwd.glob(f"scalesweep_runs/*/train/{t['name']}/checkpoint_*")
+                      if p.is_dir())
+        assert kept and all((c / holds).is_file() for c in kept), (t["name"], kept)
+        reports = [json.loads((c / REPORT_FILE).read_text()) for c in kept]
+        assert all(r["update"] % t["eval_every"] == 0 or r["update"] == t["total_updates"]
+                   for r in reports)
 
 
 def _check_trials(cwd: Path, loop: str, warmups: dict[int, int]) -> None:
@@ -68,6 +82,7 @@ def _check_trials(cwd: Path, loop: str, warmups: dict[int, int]) -> None:
 def test_a_hf_trainer_script_is_swept(tmp_path: Path, ray_head: RayHead) -> None:
     cwd, stdout = _swept(tmp_path, ray_head, "hf_trainer.yaml", "hf_trainer_loop.py")
     _check_trials(cwd, "examples.hf_trainer_loop:train_loop_per_worker", {1: 16, 2: 8})
+    _check_checkpoints(cwd, "trainer_state.json")
     assert (cwd / "reports/hf-trainer/report.html").exists()
     assert "report: reports/hf-trainer/report.html" in stdout
 
@@ -76,6 +91,7 @@ def test_a_hf_trainer_script_is_swept(tmp_path: Path, ray_head: RayHead) -> None
 def test_a_lightning_script_is_swept(tmp_path: Path, ray_head: RayHead) -> None:
     cwd, _ = _swept(tmp_path, ray_head, "lightning.yaml", "lightning_loop.py")
     _check_trials(cwd, "examples.lightning_loop:train_loop_per_worker", {1: 16, 2: 8})
+    _check_checkpoints(cwd, "lightning.ckpt")
     client = MlflowClient(f"sqlite:///{cwd / 'mlflow.db'}")
     for t in json.loads((cwd / "s.json").read_text()):  # val_accuracy, logged by the module
         accuracy = client.get_metric_history(t["mlflow_run_id"], "dev_accuracy")

@@ -1,22 +1,28 @@
-"""PyTorch Lightning under a scalesweep trial (docs/workloads.md, "Lightning"). Three pieces,
+"""PyTorch Lightning under a scalesweep trial (docs/workloads.md, "Lightning"). Four pieces,
 for a ``train_loop`` that builds a plain ``pytorch_lightning.Trainer``:
 
 * :func:`trainer_arguments`: the ``Trainer``'s keyword arguments from the trial's config
   (``max_steps`` = total_updates, validation every ``eval_every`` updates, accumulation,
-  gradient clipping as planned; no checkpoints, loggers or sanity check) and, in a Ray Train
-  worker, Ray's ``RayDDPStrategy`` and ``RayLightningEnvironment`` (``ray.train.lightning``),
+  gradient clipping as planned; no ``ModelCheckpoint``, loggers or sanity check) and, in a
+  Ray Train worker, Ray's ``RayDDPStrategy`` and ``RayLightningEnvironment`` (``ray.train.lightning``),
   which join the process group Ray Train's ``TorchTrainer`` made; pass the built ``Trainer``
   through ``ray.train.lightning.prepare_trainer`` as Ray documents;
 * :func:`configure_optimizers`: what ``LightningModule.configure_optimizers`` returns: the
   sweep's optimizer with the planned schedule stepped every update (``interval: "step"``), so
   the trial's lr and warmup replace the module's;
 * :class:`ReportCallback`: at the end of every validation, the logged ``val_loss`` reported with
-  update = ``trainer.global_step`` and the lr that update ran with.
+  update = ``trainer.global_step`` and the lr that update ran with, and the ``Trainer``'s
+  checkpoint of that moment as the trial's checkpoint;
+* :func:`last_checkpoint`: the trial's latest checkpoint for ``trainer.fit(..., ckpt_path=...)``
+  after a lost worker, a retry or ``scalesweep resume``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytorch_lightning as pl
@@ -34,7 +40,11 @@ from scalesweep.adapters._common import (
 )
 from scalesweep.trainables.loop import build_optimizer
 
-__all__ = ["ReportCallback", "configure_optimizers", "lr_scheduler_config", "trainer_arguments"]
+__all__ = ["CHECKPOINT_FILE", "ReportCallback", "configure_optimizers", "last_checkpoint",
+           "lr_scheduler_config", "trainer_arguments"]
+
+#: the file of the ``Trainer``'s checkpoint in each checkpoint :class:`ReportCallback` reports
+CHECKPOINT_FILE = "lightning.ckpt"
 
 def trainer_arguments(config: Mapping[str, Any], *, ray_train: bool | None = None,
                       **overrides: Any) -> dict[str, Any]:
@@ -79,17 +89,38 @@ def configure_optimizers(module: torch.nn.Module, config: Mapping[str, Any]) -> 
     return {"optimizer": optimizer, "lr_scheduler": lr_scheduler_config(optimizer, config)}
 
 
+@contextlib.contextmanager
+def last_checkpoint() -> Iterator[str | None]:
+    """The path of the trial's latest Lightning checkpoint (as :class:`ReportCallback`
+    reported it), or None on a first start: pass it to ``trainer.fit(..., ckpt_path=...)``,
+    which restores the module, the optimizer, the planned schedule's update count and the
+    loops' progress. The data position within an epoch is restored only for a stateful
+    DataLoader (Lightning's rule), so a restored trial may see the start of that epoch again."""
+    import ray.train
+
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is None:
+        yield None
+        return
+    with checkpoint.as_directory() as directory:
+        yield os.path.join(directory, CHECKPOINT_FILE)
+
+
 class ReportCallback(pl.Callback):
     """Reports ``monitor`` (``val_loss``, as the module logs it in ``validation_step``, with
     ``sync_dist=True`` for the mean over all ranks) at the end of every validation, update =
     ``trainer.global_step``, with the lr that update ran with and every other logged
     ``val_<name>`` as ``dev_<name>``. Every rank reports (Ray Train V2 wants as many reports from
-    each worker; rank 0's is logged). ``send`` is :func:`scalesweep.loop_helpers.report`; give
-    another to use the callback outside a trial."""
+    each worker; rank 0's is logged). With ``checkpoint`` (the default) every rank saves the
+    ``Trainer``'s checkpoint first (``trainer.save_checkpoint``, which rank 0 writes) and rank 0
+    sends it with its report (a ``ray.train.Checkpoint`` holding :data:`CHECKPOINT_FILE`).
+    ``send`` is :func:`scalesweep.loop_helpers.report`; give another to use the callback
+    outside a trial."""
 
     def __init__(self, config: Mapping[str, Any], monitor: str = "val_loss",
-                 send: Send = loop_helpers.report) -> None:
+                 send: Send = loop_helpers.report, checkpoint: bool = True) -> None:
         self.config, self.monitor, self.send = dict(config), monitor, send
+        self.checkpoint = checkpoint
         self.lrs = LrRecord()
         self.reports: list[dict[str, float]] = []
 
@@ -119,6 +150,18 @@ class ReportCallback(pl.Callback):
         prefix = self.monitor.split("_")[0] + "_"
         extra = {name.removeprefix(prefix): float(value) for name, value in metrics.items()
                  if name.startswith(prefix) and name != self.monitor}
-        self.reports.append(self.send(self.config, update=update,
-                                      dev_loss=float(metrics[self.monitor]),
-                                      lr=self.lrs.at(update), **extra))
+        # send's keyword arguments (loop_helpers.report), not metric names
+        report: dict[str, Any] = dict(update=update, dev_loss=float(metrics[self.monitor]),
+                                      lr=self.lrs.at(update), **extra)
+        if not self.checkpoint:
+            self.reports.append(self.send(self.config, **report))
+            return
+        import ray.train
+
+        with tempfile.TemporaryDirectory(prefix="scalesweep-lightning-") as directory:
+            trainer.save_checkpoint(os.path.join(directory, CHECKPOINT_FILE))  # every rank calls it
+            if trainer.global_rank != 0:  # rank 0 wrote the checkpoint
+                self.reports.append(self.send(self.config, **report))
+                return
+            self.reports.append(self.send(
+                self.config, **report, checkpoint=ray.train.Checkpoint.from_directory(directory)))
