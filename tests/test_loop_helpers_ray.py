@@ -15,6 +15,7 @@ from ray.train.torch import TorchConfig
 from ray.train.v2.api.config import RunConfig, ScalingConfig
 from ray.train.v2.torch.torch_trainer import TorchTrainer
 
+from scalesweep import loop_helpers
 from tests.test_loop_helpers import WARMUPLR, _builtin_float64, _helper_loop, _loop_config, _trial
 
 pytestmark = pytest.mark.slow
@@ -54,3 +55,48 @@ def test_a_helper_loop_on_ray_train_workers_makes_the_builtin_loops_updates(
     assert helper.keys() == builtin.keys()
     for name, value in helper.items():
         torch.testing.assert_close(value, builtin[name], rtol=1e-9, atol=1e-12)
+
+
+def _restarted_worker(config: dict[str, Any]) -> None:
+    """Reports a state at update 4 and dies; started again by Ray Train, writes what each
+    restore helper gives it."""
+    import ray.train
+
+    from scalesweep.adapters import hf, lightning
+
+    out = Path(config["out"])
+    state = loop_helpers.restore()
+    if state is None:
+        loop_helpers.report(CONFIG, update=4, dev_loss=0.5, state={"update": 4, "w": torch.ones(2)})
+        raise RuntimeError("the worker dies after its checkpoint")
+    with hf.last_checkpoint() as directory, lightning.last_checkpoint() as ckpt_path:
+        seen = {"update": state["update"], "w": state["w"].tolist(),
+                "hf": sorted(p.name for p in Path(str(directory)).iterdir()),
+                "lightning": Path(str(ckpt_path)).name,
+                "same": Path(str(ckpt_path)).parent == Path(str(directory))}
+    out.joinpath(f"restored{ray.train.get_context().get_world_rank()}.json").write_text(
+        json.dumps(seen))
+    loop_helpers.report(CONFIG, update=8, dev_loss=0.25)
+
+
+CONFIG = {"updates_per_epoch": 8, "global_batch": 8}
+
+
+def test_a_restarted_worker_group_gets_the_loops_checkpoint_from_every_restore_helper(
+        ray_cluster: None, tmp_path: Path) -> None:
+    """loop_helpers.report(state=...) saves on rank 0 only; after Ray Train restarts the group,
+    loop_helpers.restore() gives the state back on every rank, and the adapters'
+    last_checkpoint() point at the same checkpoint."""
+    from ray.train.v2.api.config import FailureConfig
+
+    TorchTrainer(
+        _restarted_worker, train_loop_config={"out": str(tmp_path)},
+        scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1}),
+        torch_config=TorchConfig(backend="gloo"),
+        run_config=RunConfig(name="restarted", storage_path=str(tmp_path / "ray"),
+                             failure_config=FailureConfig(max_failures=1)),
+    ).fit()
+    for rank in (0, 1):
+        seen = json.loads((tmp_path / f"restored{rank}.json").read_text())
+        assert seen == {"update": 4, "w": [1.0, 1.0], "hf": [loop_helpers.STATE_FILE],
+                        "lightning": "lightning.ckpt", "same": True}

@@ -34,6 +34,7 @@ from scalesweep.adapters._common import (
     AdapterConfigError,
     LrRecord,
     Send,
+    checkpoint_directory,
     require_real_ranks,
     require_world,
     with_plan,
@@ -96,14 +97,8 @@ def last_checkpoint() -> Iterator[str | None]:
     which restores the module, the optimizer, the planned schedule's update count and the
     loops' progress. The data position within an epoch is restored only for a stateful
     DataLoader (Lightning's rule), so a restored trial may see the start of that epoch again."""
-    import ray.train
-
-    checkpoint = ray.train.get_checkpoint()
-    if checkpoint is None:
-        yield None
-        return
-    with checkpoint.as_directory() as directory:
-        yield os.path.join(directory, CHECKPOINT_FILE)
+    with checkpoint_directory() as directory:
+        yield None if directory is None else os.path.join(directory, CHECKPOINT_FILE)
 
 
 class ReportCallback(pl.Callback):
