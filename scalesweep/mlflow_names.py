@@ -23,6 +23,10 @@ RAY_TRIAL_ID_TAG = "ray_trial_id"
 ERROR_TAG = "error"
 #: the parent's tag: the sweep file it was run from
 SWEEP_FILE_TAG = "sweep_file"
+#: the parent's tag on a verification sweep (``predict --verify``): the study's parent run id
+VERIFIES_TAG = "scalesweep.verifies"
+#: MLflow's own tag for a run's description (the UI shows it): the sweep's ``description``
+DESCRIPTION_TAG = "mlflow.note.content"
 #: interpolated | at_first_eval | never (docs/design.md §4, "Crossings and censoring")
 CROSSING_TAG = "crossing"
 

@@ -46,3 +46,9 @@ def test_a_prediction_is_verified_by_its_own_verification_sweep(tmp_path: Path,
         inside = x["observed"] is not None and x["ci"][0] <= x["observed"] <= x["ci"][1]
         assert x["hit"] is inside
     assert lines[-1]["running_verified"] == len(predicted)
+    # the verification's parent run (in the study's experiment) is tagged with the study's id,
+    # so predicting again reads the study, not the verification
+    study = pred.stderr.split("on parent run ", 1)[1].split()[0]
+    again = scalesweep("predict", "--experiment", "smoke", "--world-size", str(M), "--no-record",
+                       cwd=tmp_path)
+    assert again.returncode == 0 and f"(parent run {study})" in again.stdout, again.stdout

@@ -46,12 +46,13 @@ def test_verify_writes_a_sweep_at_m_that_plans(uri: str, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     sweep = tmp_path / "study.yaml"
     shutil.copyfile(ROOT / "sweeps" / "smoke.yaml", sweep)
-    _study(uri, "smoke", sweep)
+    pid = _study(uri, "smoke", sweep)
     out = tmp_path / "verify" / "v.yaml"
     rc, text, err = _verify(uri, "smoke", out, capsys)
     assert rc == 0, err
     data = yaml.safe_load(out.read_text())
     assert data["name"] == "smoke"  # the study's experiment: the ledger finds its trials there
+    assert data["verifies"] == pid  # tags the verification's parent run
     assert data["axes"]["world_size"] == [2, M]  # M and the reference (smoke's baseline too)
     assert data["axes"]["scaling_rule"] == ["linear", "none", "sqrt"]  # predicted + linear, sqrt
     assert "seed" not in data["axes"] and data["replicates"] == {"min": 3, "max": 6}
@@ -102,3 +103,26 @@ def test_a_study_whose_sweep_file_is_gone_is_refused_and_nothing_recorded(
     assert f"{tmp_path / 'runs' / f'lost-{pid[:8]}' / STATE_FILE}" in err
     assert not out.exists()
     assert MlflowClient(uri).list_artifacts(pid, "predictions") == []
+
+
+def test_predict_reads_the_newest_study_not_its_verification(
+        uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A verification logs into the study's experiment; its parent run, tagged with the
+    study's id, is passed over by predict --experiment (a newer study is not)."""
+    from scalesweep.mlflow_names import VERIFIES_TAG
+
+    study = _study(uri, "smoke", None)
+    newer = _study(uri, "smoke", None)
+
+    def read() -> str:
+        assert main(["predict", "--experiment", "smoke", "--world-size", str(M), "--no-record",
+                     "--tracking-uri", uri]) == 0
+        return capsys.readouterr().out
+
+    assert f"(parent run {newer})" in read()  # the newest study
+    MlflowClient(uri).set_tag(newer, VERIFIES_TAG, study)  # now it is the study's verification
+    assert f"(parent run {study})" in read()
+    MlflowClient(uri).set_tag(study, VERIFIES_TAG, "0" * 32)
+    assert main(["predict", "--experiment", "smoke", "--world-size", str(M), "--no-record",
+                 "--tracking-uri", uri]) == 2
+    assert "has only verification sweeps' parent runs" in capsys.readouterr().err

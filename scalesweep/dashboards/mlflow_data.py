@@ -35,6 +35,7 @@ from scalesweep.mlflow_names import (
     TARGET_SMOOTHING_PARAM,
     TARGET_VALUE_PARAM,
     TRIAL_NAME_TAG,
+    VERIFIES_TAG,
 )
 from scalesweep.science.stats.convergence import EvalPoint
 from scalesweep.science.stats.decisions import DEFAULT_MARGIN
@@ -142,8 +143,10 @@ def load_study(
     parent_run_id: str | None = None,
     extra_metrics: Sequence[str] = (),
     max_workers: int = 4,
+    skip_verifications: bool = False,
 ) -> Study:
-    """The study of ``parent_run_id``, or of the latest parent run in ``experiment``.
+    """The study of ``parent_run_id``, or of the latest parent run in ``experiment`` (with
+    ``skip_verifications``, the latest that is not a ``predict --verify`` sweep's).
 
     Histories are fetched with one ``get_metric_history`` per metric per run (MLflow has no
     public bulk call for full histories), ``max_workers`` at a time, which is what makes a
@@ -156,7 +159,8 @@ def load_study(
     if max_workers < 1:
         raise ValueError(f"max_workers must be at least 1, but got {max_workers=}")
     client = MlflowClient(tracking_uri=tracking_uri)
-    parent = client.get_run(parent_run_id) if parent_run_id else _latest_parent(client, experiment)
+    parent = (client.get_run(parent_run_id) if parent_run_id
+              else _latest_parent(client, experiment, skip_verifications))
     exp_id = parent.info.experiment_id
     children = [
         run
@@ -194,22 +198,31 @@ def _search_all(client: MlflowClient, exp_id: str, filter_string: str) -> list[R
             return runs
 
 
-def _latest_parent(client: MlflowClient, experiment: str | None) -> Run:
+class StudyNotFound(ValueError):
+    """An experiment with no study to read: missing, empty, or verification sweeps only."""
+
+
+def _latest_parent(client: MlflowClient, experiment: str | None,
+                   skip_verifications: bool = False) -> Run:
     exp = client.get_experiment_by_name(str(experiment))
     if exp is None:
-        raise ValueError(f"no MLflow experiment named {experiment!r}")
+        raise StudyNotFound(f"no MLflow experiment named {experiment!r}")
     tagged = client.search_runs(
         [exp.experiment_id],
         f"tags.`{ROLE_TAG}` = 'parent'",
-        max_results=1,
+        max_results=1 if not skip_verifications else 1000,
         order_by=["attributes.start_time DESC"],
     )
+    studies = [r for r in tagged if not (skip_verifications and VERIFIES_TAG in r.data.tags)]
+    if studies:
+        return studies[0]
     if tagged:
-        return tagged[0]
+        raise StudyNotFound(f"experiment {experiment!r} has only verification sweeps' parent runs "
+                         f"(tagged {VERIFIES_TAG}): name the study's with --run-id")
     # Runs logged before the role tag existed: the newest top-level run.
     top = [r for r in _search_all(client, exp.experiment_id, "") if PARENT_TAG not in r.data.tags]
     if not top:
-        raise ValueError(f"experiment {experiment!r} has no parent run")
+        raise StudyNotFound(f"experiment {experiment!r} has no parent run")
     return max(top, key=lambda r: r.info.start_time or 0)
 
 

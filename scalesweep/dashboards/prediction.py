@@ -211,7 +211,9 @@ def _best_lr(trials: Sequence[StudyTrial], batch: float,
 
 def load_prediction(tracking_uri: str, *, experiment: str | None, parent_run_id: str | None,
                     world_size: int) -> StudyPrediction:
-    study = load_study(tracking_uri, experiment=experiment, parent_run_id=parent_run_id)
+    # a study's verification logs into the study's experiment; predicting again reads the study
+    study = load_study(tracking_uri, experiment=experiment, parent_run_id=parent_run_id,
+                       skip_verifications=True)
     return predict_study(study, world_size)
 
 

@@ -248,6 +248,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     if args.ledger:
         return _predict_ledger(args)
+    from scalesweep.dashboards.mlflow_data import StudyNotFound
     from scalesweep.dashboards.prediction import load_prediction, render
     from scalesweep.science.stats.predict import PredictionRefused
 
@@ -265,6 +266,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     except PredictionRefused as e:
         raise InputError("predict", [Problem("--experiment" if args.experiment else "--run-id",
                                              args.experiment or args.run_id, r) for r in e.reasons]) from e
+    except StudyNotFound as e:
+        raise InputError("predict", [Problem("--experiment", args.experiment, str(e))]) from e
     if all(r.prediction is None for r in sp.rules):
         raise InputError("predict", [Problem(f"lr rule {r.rule}", f"--world-size {args.world_size}", why)
                                      for r in sp.rules for why in r.refused])
@@ -305,7 +308,8 @@ def _write_verification(args: argparse.Namespace, uri: str, sp: Any) -> str:
     ends = [r.prediction.ci[1] for r in sp.rules if r.prediction is not None]
     data = verification_spec(source, experiment=sp.experiment, world_size=sp.world_size,
                              rules=rules, target_value=sp.target,
-                             interval_end=max(ends) if ends else None)
+                             interval_end=max(ends) if ends else None,
+                             verifies=sp.parent_run_id)
     out = Path(args.verify)
     write_spec(data, out)
     try:

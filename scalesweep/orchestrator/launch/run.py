@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scalesweep.mlflow_names import ERROR_TAG, STATUS_TAG, STEP_KEY, SWEEP_FILE_TAG
+from scalesweep.mlflow_names import (
+    DESCRIPTION_TAG,
+    ERROR_TAG,
+    STATUS_TAG,
+    STEP_KEY,
+    SWEEP_FILE_TAG,
+    VERIFIES_TAG,
+)
 from scalesweep.orchestrator.launch import sweep_lock
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.spec.errors import InputError, Problem
@@ -154,7 +161,7 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
     check_shared_storage(storage_root(sweep))  # multi-node: every node must see it (exit 2 if not)
     tracker = SweepTracker(tracking_uri, sweep.spec.name)
     parent_id = tracker.start_parent(parent_params(plan), {SWEEP_FILE_TAG: str(Path(path).resolve()),
-                                                           **machine_tags()})
+                                                           **machine_tags(), **sweep_tags(sweep)})
     sweep_dir = storage_root(sweep) / f"{sweep.spec.name}-{parent_id[:8]}"
     sweep_dir.mkdir(parents=True, exist_ok=True)
     tracker.journal = sweep_dir / JOURNAL
@@ -223,6 +230,16 @@ def _resume(sweep_dir: Path, *, address: str | None, tracking_uri: str | None,
     if retry_failed:
         existing = _reopen_failed(tracker, existing)
     return _execute(plan, tracker, parent_id, sweep_dir, uri, summary_json, existing)
+
+
+def sweep_tags(sweep: Sweep) -> dict[str, str]:
+    """The parent's tags from the sweep file: its description (MLflow's UI shows it) and the
+    study a verification sweep checks."""
+    spec = sweep.spec
+    tags = {DESCRIPTION_TAG: spec.description} if spec.description else {}
+    if spec.verifies:
+        tags[VERIFIES_TAG] = spec.verifies
+    return tags
 
 
 def _reopen_failed(tracker: SweepTracker, existing: dict[str, Any]) -> dict[str, Any]:

@@ -51,10 +51,12 @@ class StudySource:
 
 def verification_spec(source: StudySource, *, experiment: str, world_size: int,
                       rules: Sequence[str], target_value: float | None,
-                      interval_end: float | None = None) -> dict[str, Any]:
+                      interval_end: float | None = None,
+                      verifies: str | None = None) -> dict[str, Any]:
     """The sweep file (as a mapping) that checks the prediction at ``world_size``;
     ``interval_end``: the largest predicted interval's upper end, in epochs, which the
-    verification trains past (a study counted in epochs only)."""
+    verification trains past (a study counted in epochs only); ``verifies``: the study's
+    parent run id, which tags the verification's parent run."""
     data = load_mapping(source.path)
     problems = apply_overrides(data, parse_overrides(source.overrides))
     if problems:
@@ -96,6 +98,10 @@ def verification_spec(source: StudySource, *, experiment: str, world_size: int,
     if study.base.training.get("max_updates") is None:
         _train_past(data, study.base.training.get("epochs"), interval_end)
     data["name"] = experiment
+    if verifies is not None:
+        data["verifies"] = verifies
+    else:
+        data.pop("verifies", None)
     data["description"] = (f"verification of `scalesweep predict` at world size {world_size} "
                            f"(lr rules {', '.join(sorted(rules))}) for study {experiment}")
     return data

@@ -245,6 +245,9 @@ class SweepSpec(BaseModel):
     model_config = STRICT
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
     description: str | None = None
+    #: the parent run id of the study whose prediction this sweep checks (``predict --verify``
+    #: writes it): its parent run is tagged, and ``predict --experiment`` passes it over
+    verifies: str | None = Field(default=None, pattern=r"^[0-9a-f]{32}$")
     workload: WorkloadSpec
     recipe: str | None = None
     training: TrainingSpec = TrainingSpec()
