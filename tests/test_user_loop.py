@@ -242,3 +242,33 @@ def test_the_report_of_the_furthest_checkpoint_is_found_and_a_torn_one_passed_ov
         (tmp_path / name / REPORT_FILE).write_text(text)
     (tmp_path / "checkpoint_without_report").mkdir()
     assert newest_report(tmp_path) == {"update": 112, "dev_loss": 0.1}
+
+
+def test_a_resume_logs_the_eval_of_the_checkpoint_the_loop_goes_on_from(tmp_path: Path) -> None:
+    """The driver died after the loop's checkpoint at update 112 was kept but before MLflow had
+    that eval: the resumed sweep logs it from the report beside the checkpoint (the restored
+    loop reports only after 112), once, and not again on a second resume."""
+    from mlflow.tracking import MlflowClient
+
+    from scalesweep.orchestrator.launch.run import _log_checkpoint_reports
+    from scalesweep.orchestrator.tracking.tracker import SweepTracker
+    from scalesweep.trainables.user_loop import REPORT_FILE
+
+    row = make_plan(load_sweep(_sweep(tmp_path))).rows[0]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = SweepTracker(uri, "own-loop")
+    parent = tracker.start_parent({}, {})
+    run_id = tracker.child(parent, row.name, {})
+    tracker.add_result(run_id, 96, {"dev_loss": 0.2, "epoch": 1.5, "wall_s": 9.0})
+    tracker.flush(raise_on_error=True)
+    checkpoint = tmp_path / "sweep" / "train" / row.name / "checkpoint_2026-11-25_10-00-01.000001"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / REPORT_FILE).write_text(json.dumps(
+        {"update": 112, "dev_loss": 0.1, "epoch": 1.75, "samples_seen": 3584.0, "wall_s": 10.5}))
+    for _ in range(2):
+        existing = tracker.children(parent)
+        curves: dict[str, list[dict[str, Any]]] = {}
+        _log_checkpoint_reports(tracker, tmp_path / "sweep", [row], existing, curves)
+        tracker.flush(raise_on_error=True)
+    history = MlflowClient(uri).get_metric_history(run_id, "dev_loss")
+    assert sorted((m.step, m.value) for m in history) == [(96, 0.2), (112, 0.1)]
