@@ -327,16 +327,12 @@ def _log_checkpoint_reports(tracker: SweepTracker, sweep_dir: Path, todo: list[P
                             ) -> None:
     """The eval a trial's checkpoint was taken with may have died with the driver before it
     was logged; the resumed trial starts after it, so log it from the checkpoint itself."""
-    from scalesweep.orchestrator.launch.tune import resume_checkpoint, resume_report
+    from scalesweep.orchestrator.launch.tune import resume_report
     from scalesweep.orchestrator.tracking.callback import kept
 
     for row in todo:
         run = existing.get(row.name)
-        if run is not None and row.trial.train_loop is not None:
-            report = resume_report(sweep_dir, row)
-        else:
-            ckpt = resume_checkpoint(sweep_dir, row) if run is not None else None
-            report = _checkpoint_report(ckpt) if ckpt else None
+        report = resume_report(sweep_dir, row) if run is not None else None
         if run is not None and report and tracker.add_result(
                 str(run.info.run_id), int(report[STEP_KEY]), curve_metrics(report)):
             curves.setdefault(row.name, []).append(kept(report))
@@ -418,12 +414,3 @@ def _write_results(outcome: Outcome, summary_json: str | None) -> None:
     arms = [a.as_json() for a in outcome.arms]
     (outcome.sweep_dir / "arms.json").write_text(json.dumps(arms, indent=1, default=str))
 
-
-def _checkpoint_report(checkpoint: str) -> dict[str, Any] | None:
-    """The metrics reported together with a checkpoint (its meta.json), if readable."""
-    try:
-        meta = json.loads((Path(checkpoint) / "meta.json").read_text())
-        report = meta["progress"]["last_report"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return report if isinstance(report, dict) and STEP_KEY in report else None

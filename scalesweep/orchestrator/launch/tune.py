@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 from ray import tune
 
+from scalesweep.mlflow_names import STEP_KEY
 from scalesweep.orchestrator.launch import trial_driver
 from scalesweep.orchestrator.launch.trial_driver import latest_checkpoint, simulate_checkpoints
 from scalesweep.orchestrator.plan.loop_config import loop_config
@@ -97,11 +99,25 @@ def _trial_name(trial: Any) -> str:
 
 
 def resume_report(sweep_dir: Path, row: PlanRow) -> dict[str, Any] | None:
-    """A train_loop trial's report of the checkpoint its restarted loop will go on from (the
-    callback wrote it into the checkpoint), or None."""
-    from scalesweep.trainables.user_loop import newest_report
+    """The report of the checkpoint the resumed trial goes on from, or None: the built-in
+    loop's is in the checkpoint's meta.json; a train_loop's beside the loop's files (the trial
+    driver's callback wrote it)."""
+    if row.trial.train_loop is not None:
+        from scalesweep.trainables.user_loop import newest_report
 
-    return newest_report(sweep_dir / "train" / trial_driver.run_name(row.trial, ""))
+        return newest_report(sweep_dir / "train" / trial_driver.run_name(row.trial, ""))
+    checkpoint = resume_checkpoint(sweep_dir, row)
+    return None if checkpoint is None else _meta_report(Path(checkpoint))
+
+
+def _meta_report(checkpoint: Path) -> dict[str, Any] | None:
+    """The metrics reported together with a built-in checkpoint (its meta.json), if readable."""
+    try:
+        meta = json.loads((checkpoint / "meta.json").read_text())
+        report = meta["progress"]["last_report"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return report if isinstance(report, dict) and STEP_KEY in report else None
 
 
 def resume_checkpoint(sweep_dir: Path, row: PlanRow) -> str | None:
