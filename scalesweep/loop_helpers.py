@@ -18,8 +18,8 @@ optional, make such a loop behave exactly as the built-in one:
   state back after a worker restart, a Tune retry or ``scalesweep resume``, and
   :func:`data_position` says where in the data the restored update left off.
 
-Only :func:`report` and :func:`restore` need Ray (imported when called); the rest needs torch
-alone.
+Only :func:`report`, :func:`restore` and :func:`checkpoint_directory` need Ray (imported when
+called); the rest needs torch alone.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from scalesweep.trainables.loop import _reseed
 from scalesweep.trainables.sharding import Sharding, virtual_ranks
 
 __all__ = ["STATE_FILE", "MicroBatch", "PlannedLR", "VirtualRanks", "build_report",
-           "data_position", "eval_due", "lr_scheduler", "planned_schedule", "report", "restore"]
+           "checkpoint_directory", "data_position", "eval_due", "lr_scheduler", "planned_schedule",
+           "report", "restore"]
 
 #: the file of a checkpoint :func:`report` writes from ``state``
 STATE_FILE = "loop_state.pt"
@@ -217,21 +218,33 @@ def restore() -> dict[str, Any] | None:
     trial has none yet: a first start. After a worker restart, a Tune retry or ``scalesweep
     resume``, Ray Train hands every worker the latest checkpoint rank 0 reported; a checkpoint
     of another shape is refused by name."""
+    with checkpoint_directory() as directory:
+        if directory is None:
+            return None
+        path = Path(directory) / STATE_FILE
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"restore: checkpoint {directory} has no {STATE_FILE} (it holds "
+                f"{sorted(p.name for p in Path(directory).iterdir())}): restore reads what "
+                "report(state=...) saved; read a checkpoint of your own with "
+                "checkpoint_directory() or ray.train.get_checkpoint()")
+        loaded: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+        return loaded
+
+
+@contextlib.contextmanager
+def checkpoint_directory() -> Iterator[str | None]:
+    """A local directory holding the trial's latest checkpoint (``ray.train.get_checkpoint()``,
+    there while the context lasts), or None on a first start: for a loop that writes its
+    checkpoints its own way (the adapters' ``last_checkpoint`` use it)."""
     import ray.train
 
     checkpoint = ray.train.get_checkpoint()
     if checkpoint is None:
-        return None
+        yield None
+        return
     with checkpoint.as_directory() as directory:
-        path = Path(directory) / STATE_FILE
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"restore: checkpoint {checkpoint.path} has no {STATE_FILE} (it holds "
-                f"{sorted(p.name for p in Path(directory).iterdir())}): restore reads what "
-                "report(state=...) saved; read a checkpoint of your own with "
-                "ray.train.get_checkpoint()")
-        loaded: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
-        return loaded
+        yield directory
 
 
 def data_position(config: Mapping[str, Any], update: int) -> tuple[int, int]:

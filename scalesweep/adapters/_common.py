@@ -3,8 +3,7 @@ that plays no virtual ranks can run it, and the record of the lr each update ran
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from scalesweep.errors import ScalesweepError
@@ -62,16 +61,3 @@ class LrRecord:
     def at(self, update: int) -> float | None:
         return self.by_update.get(update)
 
-
-@contextlib.contextmanager
-def checkpoint_directory() -> Iterator[str | None]:
-    """A local directory holding the trial's latest checkpoint (``ray.train.get_checkpoint()``,
-    there while the context lasts), or None on a first start."""
-    import ray.train
-
-    checkpoint = ray.train.get_checkpoint()
-    if checkpoint is None:
-        yield None
-        return
-    with checkpoint.as_directory() as directory:
-        yield directory

@@ -37,7 +37,6 @@ from scalesweep.adapters._common import (
     AdapterConfigError,
     LrRecord,
     Send,
-    checkpoint_directory,
     require_real_ranks,
     require_world,
     with_plan,
@@ -98,7 +97,7 @@ def last_checkpoint() -> Iterator[str | None]:
     as :class:`ReportCallback` reported it), or None on a first start: pass it to
     ``trainer.train(resume_from_checkpoint=...)``, which restores the model, the optimizer, the
     planned schedule's update count, the RNG and the data position."""
-    with checkpoint_directory() as directory:
+    with loop_helpers.checkpoint_directory() as directory:
         yield directory
 
 

@@ -34,7 +34,6 @@ from scalesweep.adapters._common import (
     AdapterConfigError,
     LrRecord,
     Send,
-    checkpoint_directory,
     require_real_ranks,
     require_world,
     with_plan,
@@ -97,7 +96,7 @@ def last_checkpoint() -> Iterator[str | None]:
     which restores the module, the optimizer, the planned schedule's update count and the
     loops' progress. The data position within an epoch is restored only for a stateful
     DataLoader (Lightning's rule), so a restored trial may see the start of that epoch again."""
-    with checkpoint_directory() as directory:
+    with loop_helpers.checkpoint_directory() as directory:
         yield None if directory is None else os.path.join(directory, CHECKPOINT_FILE)
 
 
