@@ -10,6 +10,7 @@ import random
 import pytest
 
 from scalesweep.science.stats.predict import (
+    EXTRAPOLATION_FACTOR,
     MAX_FACTOR,
     NOISE_SCALE_RANGE,
     TWO_POINT_FIT_ERROR,
@@ -36,12 +37,46 @@ def test_the_line_recovers_e_min_and_b_crit_from_the_law() -> None:
 
 
 def test_seeds_that_agree_predict_the_law_exactly_with_only_the_two_point_floor() -> None:
-    p = predict(exact((64, 256)), 1024)
-    assert p.median == pytest.approx(law(1024))
+    p = predict(exact((64, 256)), 128)
+    assert p.median == pytest.approx(law(128))
     assert p.seeds == 0.0 and p.fit == TWO_POINT_FIT_ERROR
-    assert p.ci == pytest.approx((law(1024) * math.exp(-0.12), law(1024) * math.exp(0.12)))
+    assert p.ci == pytest.approx((law(128) * math.exp(-0.12), law(128) * math.exp(0.12)))
     three = predict(exact((64, 128, 256)), 512)
     assert three.median == pytest.approx(law(512)) and three.ci == pytest.approx((law(512),) * 2)
+
+
+@pytest.mark.parametrize("batch", [1024.0, 32.0])
+def test_an_extrapolated_interval_is_widened_by_the_calibrated_factor(batch: float) -> None:
+    p = predict(exact((64, 256)), batch)  # above the largest, below the smallest
+    half = TWO_POINT_FIT_ERROR * EXTRAPOLATION_FACTOR
+    assert EXTRAPOLATION_FACTOR > 1.0 and p.widened == EXTRAPOLATION_FACTOR
+    assert p.median == pytest.approx(law(batch))
+    assert p.ci == pytest.approx((law(batch) * math.exp(-half), law(batch) * math.exp(half)))
+    bare = predict(exact((64, 256)), batch, extrapolation_factor=1.0)
+    assert bare.widened == 1.0 and bare.ci == pytest.approx(
+        (law(batch) * math.exp(-TWO_POINT_FIT_ERROR), law(batch) * math.exp(TWO_POINT_FIT_ERROR)))
+
+
+@pytest.mark.parametrize("batch", [64.0, 100.0, 256.0])
+def test_an_interpolated_interval_is_left_alone(batch: float) -> None:
+    p = predict(exact((64, 256)), batch)  # the measured ends count as inside
+    assert p.widened == 1.0
+    assert p.ci == pytest.approx((law(batch) * math.exp(-TWO_POINT_FIT_ERROR),
+                                  law(batch) * math.exp(TWO_POINT_FIT_ERROR)))
+
+
+def test_the_noise_scale_alone_is_not_widened() -> None:
+    # one batch size: the noise scale's own range is the interval, not the line's
+    seeds = [BatchPoint(64, (4.0, 4.5, 5.0, 5.5, 6.0))]
+    p = predict(seeds, 256, noise_scale=100.0)
+    assert p.seeds > 0 and p.widened == 1.0
+    assert p.ci == predict(seeds, 256, noise_scale=100.0, extrapolation_factor=1.0).ci
+
+
+@pytest.mark.parametrize("factor", [0.5, math.inf, math.nan])
+def test_an_extrapolation_factor_that_would_narrow_or_is_not_finite_is_refused(factor: float) -> None:
+    with pytest.raises(ValueError, match="extrapolation_factor must be finite and at least 1"):
+        predict(exact((64, 256)), 1024, extrapolation_factor=factor)
 
 
 def test_the_noise_scale_alone_spans_its_range_of_critical_batches() -> None:
@@ -93,7 +128,8 @@ def _coverage(batches: tuple[float, ...], target: float, cv: float, studies: int
     for i in range(studies):
         points = [BatchPoint(b, tuple(law(b) * math.exp(rng.gauss(0, cv)) for _ in range(5)))
                   for b in batches]
-        lo, hi = predict(points, target, draws=300, seed=i).ci
+        # the bare method: the law holds here, and the widening is for real models that bend
+        lo, hi = predict(points, target, draws=300, seed=i, extrapolation_factor=1.0).ci
         hits += lo <= law(target) <= hi
     return hits / studies
 
