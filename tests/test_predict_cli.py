@@ -11,6 +11,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from scalesweep.orchestrator.cli import main
+from scalesweep.science.stats.predict import EXTRAPOLATION_FACTOR
 from tests.test_advice import DATASET, STUDY, T, _log, _s
 
 #: base lr swept at three batches; the best one doubles with the batch (1e-3 at 64): lr* ∝ B
@@ -68,6 +69,24 @@ def test_the_text_names_the_rules_and_the_measured_batches(
     out = capsys.readouterr().out
     assert "at 64 workers" in out and "noise scale (late training, median): 300 samples" in out
     assert "linear: 19.5 epochs [" in out and "from 64 (1 seeds), 128 (1 seeds), 256 (2 seeds)" in out
+
+
+def test_outside_the_measured_batches_the_interval_says_it_was_widened(
+        uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = _predict(uri, "scaling", 64, capsys)  # global batch 1024, measured 64..512
+    assert rc == 0, out
+    assert {r["rule"]: r["interval_widened_by"] for r in json.loads(out)} == {
+        "linear": EXTRAPOLATION_FACTOR, "none": EXTRAPOLATION_FACTOR}
+    rc, out = _predict(uri, "scaling", 16, capsys)  # 256: measured, inside
+    assert rc == 0, out
+    assert all(r["interval_widened_by"] == 1.0 for r in json.loads(out))
+    assert main(["predict", "--experiment", "scaling", "--world-size", "64", "--no-record",
+                 "--tracking-uri", uri]) == 0
+    assert f"interval widened {EXTRAPOLATION_FACTOR:g}x: outside the measured batches" in (
+        capsys.readouterr().out)
+    assert main(["predict", "--experiment", "scaling", "--world-size", "16", "--no-record",
+                 "--tracking-uri", uri]) == 0
+    assert "widened" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("experiment", "ws", "says"), [

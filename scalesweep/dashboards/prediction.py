@@ -59,6 +59,8 @@ class RulePrediction:
             "noise_scale_epochs": None if p is None or p.noise_scale_epochs is None
             else list(p.noise_scale_epochs),
             "method": None if p is None else p.method, "refused": self.refused,
+            # 1.0: not widened (between measured batches); else the factor outside them
+            "interval_widened_by": None if p is None else p.widened,
         }  # fmt: skip
         if p is not None and self.updates_per_epoch:
             out["updates_to_target_median"] = p.median * self.updates_per_epoch
@@ -229,7 +231,10 @@ def render(sp: StudyPrediction) -> str:
             lines.append(f"  {r.rule}: refused: {'; '.join(r.refused)}")
             continue
         lines.append(f"  {r.rule}: {p.median:.3g} epochs [{p.ci[0]:.3g}, {p.ci[1]:.3g}] "
-                     f"({p.confidence:.0%}) at global batch {r.global_batch:g}, from {measured}")
+                     f"({p.confidence:.0%}) at global batch {r.global_batch:g}, from {measured}"
+                     + (f"; interval widened {p.widened:g}x: outside the measured batches "
+                        "(the factor the MLPerf backtest's extrapolations need)"
+                        if p.widened > 1.0 else ""))
     b = sp.best_lr
     if b is None:
         lines.append(f"  best lr: {sp.best_lr_note}")
