@@ -5,7 +5,8 @@ This is how such a script is usually written: a config, a model, two datasets, `
 ``trainer.train()``. The lines marked ``# scalesweep`` are all that sweeping it needs
 (``scalesweep.adapters.hf``):
 
-* ``hf.training_arguments(config)``: the trial's batch, accumulation, updates, evals, seed, lr;
+* ``hf.training_arguments(config, model)``: the trial's batch, accumulation, updates, evals,
+  seed, lr, and the model's loss made to mean the same at every world size;
 * ``hf.optimizers(model, config)``: the sweep's optimizer with the trial's planned lr schedule
   (warmup rule and lr rule applied) in place of HF's own;
 * ``hf.ReportCallback(config)``: reports ``eval_loss`` at every evaluation, update =
@@ -76,7 +77,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
 
     trainer = Trainer(
         model=model,
-        args=hf.training_arguments(config),  # scalesweep
+        args=hf.training_arguments(config, model),  # scalesweep
         train_dataset=train,
         eval_dataset=dev,
         optimizers=hf.optimizers(model, config),  # scalesweep

@@ -22,6 +22,12 @@ from scalesweep.orchestrator.spec.load import load_sweep
 from tests.helpers import SWEEPS, AsRayTrain
 
 
+def tiny_gpt2() -> Any:
+    return example.GPT2LMHeadModel(example.GPT2Config(
+        vocab_size=len(example.VOCAB), n_positions=example.BLOCK, n_embd=16, n_layer=1, n_head=2,
+        bos_token_id=None, eos_token_id=None))
+
+
 def trial_config(*changes: str, world_size: int = 1) -> dict[str, Any]:
     """The config the trial of ``world_size`` in sweeps/hf_trainer.yaml receives."""
     sweep = load_sweep(SWEEPS / "hf_trainer.yaml", list(changes))
@@ -31,7 +37,8 @@ def trial_config(*changes: str, world_size: int = 1) -> dict[str, Any]:
 
 def test_training_arguments_are_the_trials(tmp_path: Path) -> None:
     config = trial_config("training.accum_grad=2", world_size=2)
-    args = hf.training_arguments(config, output_dir=str(tmp_path), dataloader_num_workers=0)
+    args = hf.training_arguments(config, tiny_gpt2(), output_dir=str(tmp_path),
+                                dataloader_num_workers=0)
     assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (8, 2)
     assert args.max_steps == config["total_updates"] == 32
     assert (args.eval_strategy, args.eval_steps) == ("steps", config["eval_every"])
@@ -41,17 +48,18 @@ def test_training_arguments_are_the_trials(tmp_path: Path) -> None:
     assert args.report_to == [] and args.dataloader_drop_last
     # no GPU here: accelerate joins Ray Train's gloo group only when told the run is on CPU
     assert args.use_cpu and not torch.cuda.is_available()
-    assert hf.training_arguments(trial_config("training.grad_clip=0.5")).max_grad_norm == 0.5
+    assert hf.training_arguments(trial_config("training.grad_clip=0.5"),
+                                 tiny_gpt2()).max_grad_norm == 0.5
 
 
 def test_what_would_change_the_plan_is_refused_by_name() -> None:
     config = trial_config()
     with pytest.raises(AdapterConfigError, match=r"training_arguments max_steps=5: must not be "
                                                  r"given, the trial's plan sets it \(128\)"):
-        hf.training_arguments(config, max_steps=5)
+        hf.training_arguments(config, tiny_gpt2(), max_steps=5)
     with pytest.raises(AdapterConfigError, match=r"physical_workers=1: must equal world_size "
                                                  r"\(2\) under the Hugging Face Trainer adapter"):
-        hf.training_arguments({**config, "world_size": 2, "physical_workers": 1})
+        hf.training_arguments({**config, "world_size": 2, "physical_workers": 1}, tiny_gpt2())
 
 
 def test_a_trainer_outside_the_trials_process_group_is_refused(tmp_path: Path) -> None:
@@ -61,7 +69,7 @@ def test_a_trainer_outside_the_trials_process_group_is_refused(tmp_path: Path) -
     model = example.GPT2LMHeadModel(example.GPT2Config(
         vocab_size=len(example.VOCAB), n_positions=example.BLOCK, n_embd=16, n_layer=1, n_head=2,
         bos_token_id=None, eos_token_id=None))
-    trainer = Trainer(model=model, args=hf.training_arguments(config, output_dir=str(tmp_path)),
+    trainer = Trainer(model=model, args=hf.training_arguments(config, model, output_dir=str(tmp_path)),
                       train_dataset=example.CharBlocks(64, data_seed=1),
                       eval_dataset=example.CharBlocks(8, data_seed=2),
                       optimizers=hf.optimizers(model, config),
@@ -88,7 +96,8 @@ def test_a_plain_trainer_runs_the_planned_lr_and_reports_each_eval(tmp_path: Pat
         vocab_size=len(example.VOCAB), n_positions=example.BLOCK, n_embd=16, n_layer=1, n_head=2,
         bos_token_id=None, eos_token_id=None))
     report, seen = hf.ReportCallback(config, send=AsRayTrain(tmp_path)), _OptimizerLr()
-    trainer = Trainer(model=model, args=hf.training_arguments(config, output_dir=str(tmp_path / "out")),
+    trainer = Trainer(model=model,
+                      args=hf.training_arguments(config, model, output_dir=str(tmp_path / "out")),
                       train_dataset=example.CharBlocks(config["train_size"], data_seed=1),
                       eval_dataset=example.CharBlocks(32, data_seed=2),
                       optimizers=hf.optimizers(model, config), callbacks=[report, seen])
@@ -110,7 +119,7 @@ def _trainer(config: dict[str, Any], out: Path, report: hf.ReportCallback) -> Tr
     model = example.GPT2LMHeadModel(example.GPT2Config(
         vocab_size=len(example.VOCAB), n_positions=example.BLOCK, n_embd=16, n_layer=1, n_head=2,
         bos_token_id=None, eos_token_id=None))
-    return Trainer(model=model, args=hf.training_arguments(config, output_dir=str(out)),
+    return Trainer(model=model, args=hf.training_arguments(config, model, output_dir=str(out)),
                    train_dataset=example.CharBlocks(config["train_size"], data_seed=1),
                    eval_dataset=example.CharBlocks(32, data_seed=2),
                    optimizers=hf.optimizers(model, config), callbacks=[report])
@@ -141,7 +150,23 @@ def test_saves_between_reports_are_refused_by_name(tmp_path: Path) -> None:
     config = trial_config()  # eval_every 16
     with pytest.raises(AdapterConfigError, match=r"save_steps=24: must be a multiple of the "
                                                  r"trial's eval_every \(16\)"):
-        hf.training_arguments(config, output_dir=str(tmp_path), save_steps=24)
-    assert hf.training_arguments(config, output_dir=str(tmp_path), save_steps=32).save_steps == 32
-    assert hf.training_arguments(config, output_dir=str(tmp_path),
+        hf.training_arguments(config, tiny_gpt2(), output_dir=str(tmp_path), save_steps=24)
+    assert hf.training_arguments(config, tiny_gpt2(), output_dir=str(tmp_path),
+                                 save_steps=32).save_steps == 32
+    assert hf.training_arguments(config, tiny_gpt2(), output_dir=str(tmp_path),
                                  save_strategy="no").save_strategy == "no"
+
+
+def test_biases_and_norms_get_no_weight_decay_as_in_hfs_trainer() -> None:
+    model = tiny_gpt2()
+    config = {**trial_config(), "optimizer": {"type": "adamw", "lr": 0.003, "weight_decay": 0.1}}
+    optimizer, _ = hf.optimizers(model, config)
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed, exempt = ({names[id(p)] for p in g["params"]} for g in optimizer.param_groups)
+    assert [g["weight_decay"] for g in optimizer.param_groups] == [0.1, 0.0]
+    # HF's names, less lm_head.weight: tied to the embedding, named_parameters gives it once
+    hf_names = set(Trainer.get_decay_parameter_names(None, model))  # type: ignore[arg-type]
+    assert decayed == hf_names & set(names.values())
+    assert decayed | exempt == set(names.values()) and not decayed & exempt
+    assert "transformer.h.0.attn.c_attn.weight" in decayed
+    assert {"transformer.h.0.ln_1.weight", "transformer.h.0.attn.c_attn.bias"} <= exempt

@@ -3,10 +3,13 @@ Face Trainer"). Four pieces, for a ``train_loop`` that builds a plain ``Trainer`
 
 * :func:`training_arguments`: ``TrainingArguments`` from the trial's config (batch, accumulation,
   ``max_steps`` = total_updates, eval every ``eval_every`` updates, seed, lr, gradient clipping
-  as planned; a save at every evaluation; no reporting, no warmup or schedule of HF's own);
+  as planned; a save at every evaluation; no reporting, no warmup or schedule of HF's own),
+  and the loss made to mean the same at every world size for the given model
+  (:func:`loss_counts_items`);
 * :func:`optimizers`: ``(optimizer, scheduler)`` for ``Trainer(optimizers=...)``: the sweep's
-  optimizer and the planned schedule, so the trial's lr and warmup replace the script's
-  (:func:`lr_scheduler` alone for an optimizer of your own);
+  optimizer (weight decay on the parameters HF's Trainer decays) and the planned schedule, so
+  the trial's lr and warmup replace the script's (:func:`lr_scheduler` alone for an optimizer
+  of your own);
 * :class:`ReportCallback`: at every evaluation, ``eval_loss`` reported with update =
   ``state.global_step`` and the lr that update ran with, and the Trainer's checkpoint of that
   step as the trial's checkpoint;
@@ -24,13 +27,21 @@ prepare_trainer`` only matters for Ray Data datasets).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import tempfile
+import warnings
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
-from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+from transformers import (
+    Trainer,
+    TrainerCallback,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+)
 
 from scalesweep import loop_helpers
 from scalesweep.adapters._common import (
@@ -43,18 +54,122 @@ from scalesweep.adapters._common import (
 )
 from scalesweep.trainables.loop import build_optimizer
 
-__all__ = ["ReportCallback", "last_checkpoint", "lr_scheduler", "optimizers", "training_arguments"]
+__all__ = ["ReportCallback", "last_checkpoint", "loss_counts_items", "lr_scheduler", "optimizers",
+           "training_arguments"]
+
+#: what ``Trainer`` passes a model whose forward takes loss kwargs: the labels counted over
+#: the update's global batch
+ITEMS_KWARG = "num_items_in_batch"
 
 
-def training_arguments(config: Mapping[str, Any], output_dir: str | None = None,
-                       **overrides: Any) -> TrainingArguments:
-    """The trial's ``TrainingArguments``. ``output_dir``: a fresh temporary directory unless
-    given (the Trainer saves its checkpoints there; Ray Train copies each to the sweep's
-    storage). The Trainer saves at every evaluation (``save_steps`` = ``eval_every``; give a
-    multiple of it to save less often, or ``save_strategy="no"``); it keeps one local copy.
-    ``overrides`` are passed on (dataloader workers, dtype, ...); one that would change what
-    the plan counts (batch, steps, evals, seed, lr, warmup, clipping) is refused."""
+def _trainer_passes_item_count(model: torch.nn.Module) -> bool:
+    """The Trainer's own rule (``Trainer.__init__``, ``model_accepts_loss_kwargs``): the model's
+    ``accepts_loss_kwargs`` where it has one, else whether its ``forward`` takes ``**kwargs``."""
+    if hasattr(model, "accepts_loss_kwargs"):
+        return bool(model.accepts_loss_kwargs)
+    return any(p.kind == inspect.Parameter.VAR_KEYWORD
+               for p in inspect.signature(model.forward).parameters.values())
+
+
+def _probe_item_count(model: torch.nn.Module) -> bool | None:
+    """Whether the model's loss on its own ``dummy_inputs`` changes with ``num_items_in_batch``
+    (token-level labels tried first, then one label per sequence), or None when no forward
+    with labels runs. Eval mode without gradients: no dropout draws, no state changed."""
+    inputs = getattr(model, "dummy_inputs", None)
+    if not isinstance(inputs, dict) or "input_ids" not in inputs:
+        return None
+    device = next(model.parameters()).device
+    ids = inputs["input_ids"].to(device)
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    if not isinstance(vocab, int) or int(ids.max()) >= vocab:
+        return None
+    rows = ids.shape[0]
+    candidates = [ids, torch.zeros(rows, dtype=torch.long, device=device),
+                  torch.zeros(rows, dtype=torch.float, device=device)]
+    training = model.training
+    model.eval()
+    try:
+        # a candidate of the wrong shape may warn (broadcasting) before it fails or runs
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for labels in candidates:
+                try:
+                    losses = [model(input_ids=ids, labels=labels,
+                                    **{ITEMS_KWARG: torch.tensor(n, device=device)}).loss
+                              for n in (7, 14)]
+                except Exception:  # labels of another shape or type: the next candidate
+                    continue
+                if all(isinstance(loss, torch.Tensor) for loss in losses):
+                    return not torch.allclose(losses[0], losses[1])
+    finally:
+        model.train(training)
+    return None
+
+
+def loss_counts_items(model: torch.nn.Module) -> bool:
+    """Whether the Trainer will hand ``model`` ``num_items_in_batch`` and its loss divides by
+    it (a causal LM's token-level loss). The Trainer then scales the loss by the number of
+    processes (``average_tokens_across_devices``) and does not divide it by the accumulation
+    steps: right for such a loss, which sums over its tokens, and a loss ``world_size x accum_grad``
+    times too large for one that is a mean of its own (``BertForSequenceClassification``,
+    whose ``forward`` takes ``**kwargs`` but whose loss ignores them).
+
+    Decided as the Trainer decides whether to pass it (``accepts_loss_kwargs``, else
+    ``**kwargs`` in ``forward``; an explicit ``accepts_loss_kwargs`` is taken as the model's
+    word), then by a forward on the model's ``dummy_inputs`` with two item counts; refused by
+    name when neither tells."""
+    if not _trainer_passes_item_count(model):
+        return False
+    if "accepts_loss_kwargs" in vars(model) or hasattr(type(model), "accepts_loss_kwargs"):
+        return True  # declared True: the model (or its author) says its loss uses the count
+    probed = _probe_item_count(model)
+    if probed is None:
+        raise AdapterConfigError(
+            f"training_arguments model={type(model).__name__}: cannot tell whether its loss "
+            f"divides by {ITEMS_KWARG} (its forward takes **kwargs, and no forward on its "
+            "dummy_inputs with labels ran); the Trainer scales such a loss by the number of "
+            "processes, so say which it is before training_arguments: "
+            "model.accepts_loss_kwargs = True (the loss sums and divides by the count, as a "
+            "causal LM's) or False (the loss is a mean of its own)")
+    return probed
+
+
+def _name_causal_loss(model: torch.nn.Module) -> None:
+    """A model whose class name maps to no loss (``GPT2LMHeadModel``: ``loss_type`` None) still
+    computes transformers' causal LM loss, which shifts its labels; the Trainer counts the
+    items of the shifted labels only when ``loss_type`` names that loss, and otherwise divides
+    the sum over L - 1 positions by L. Naming it makes the loss the model's own token mean."""
+    from transformers.loss.loss_utils import ForCausalLMLoss
+
+    config = getattr(model, "config", None)
+    if (getattr(model, "loss_type", "") is None and not getattr(config, "is_encoder_decoder", False)
+            and getattr(model, "loss_function", None) is ForCausalLMLoss):
+        cast(Any, model).loss_type = "ForCausalLM"
+
+
+def training_arguments(config: Mapping[str, Any], model: torch.nn.Module,
+                       output_dir: str | None = None, **overrides: Any) -> TrainingArguments:
+    """The trial's ``TrainingArguments`` for training ``model``. ``output_dir``: a fresh
+    temporary directory unless given (the Trainer saves its checkpoints there; Ray Train copies
+    each to the sweep's storage). The Trainer saves at every evaluation (``save_steps`` =
+    ``eval_every``; give a multiple of it to save less often, or ``save_strategy="no"``); it
+    keeps one local copy. ``overrides`` are passed on (dataloader workers, dtype, ...); one
+    that would change what the plan counts (batch, steps, evals, seed, lr, warmup, clipping,
+    the loss's reduction across ranks) is refused.
+
+    The loss (train and eval) means the same at every world size and accumulation: a loss
+    that divides by ``num_items_in_batch`` (:func:`loss_counts_items`) gets the count over the
+    global batch (``average_tokens_across_devices=True``); for any other, ``model`` is set to
+    ``accepts_loss_kwargs = False``, so that the Trainer neither scales it by the number of
+    processes nor leaves it undivided by the accumulation steps. Pass the model the Trainer
+    trains (a ``compute_loss_func`` of your own must divide by ``num_items_in_batch``)."""
     require_real_ranks(config, "Hugging Face Trainer")
+    counts_items = loss_counts_items(model)
+    if not counts_items and _trainer_passes_item_count(model):
+        # read by Trainer.__init__: nothing passed, nothing scaled
+        cast(Any, model).accepts_loss_kwargs = False
+    if counts_items:
+        _name_causal_loss(model)
     planned: dict[str, Any] = {
         "per_device_train_batch_size": int(config["per_worker_batch"]),
         "gradient_accumulation_steps": int(config.get("accum_grad", 1)),
@@ -69,6 +184,8 @@ def training_arguments(config: Mapping[str, Any], output_dir: str | None = None,
         "lr_scheduler_type": "constant",  # unused: optimizers() hands the Trainer its scheduler
         # every update is a full global batch, as the plan counts them
         "dataloader_drop_last": True,
+        # the count over the global batch for a loss that divides by it (see above)
+        "average_tokens_across_devices": counts_items,
     }
     defaults: dict[str, Any] = {
         # a checkpoint with every report: ReportCallback hands the save of an eval's step to
@@ -109,9 +226,19 @@ lr_scheduler = loop_helpers.lr_scheduler
 def optimizers(model: torch.nn.Module, config: Mapping[str, Any]
                ) -> tuple[torch.optim.Optimizer, loop_helpers.PlannedLR]:
     """``(optimizer, scheduler)`` for ``Trainer(optimizers=...)``: the sweep's optimizer
-    (``config["optimizer"]``, its lr after the lr rule) over every parameter, and the planned
-    schedule."""
-    optimizer = build_optimizer(iter(model.parameters()), config["optimizer"])
+    (``config["optimizer"]``, its lr after the lr rule) over every trainable parameter, and the
+    planned schedule. As HF's Trainer does (``Trainer.get_decay_parameter_names``), biases and
+    LayerNorm / norm weights are a second param group without weight decay."""
+    # the Trainer's own rule; it reads nothing of the Trainer it is a method of
+    decayed = set(Trainer.get_decay_parameter_names(cast(Trainer, None), model))
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    groups = [[p for n, p in trainable if n in decayed], [p for n, p in trainable if n not in decayed]]
+    first, second = (groups[0], groups[1]) if groups[0] else (groups[1], [])
+    optimizer = build_optimizer(iter(first), config["optimizer"])
+    if second:
+        optimizer.add_param_group({"params": second, "weight_decay": 0.0})
+    elif not groups[0]:  # nothing decayed: the one group holds no decay either
+        optimizer.param_groups[0]["weight_decay"] = 0.0
     return optimizer, lr_scheduler(optimizer, config)
 
 
