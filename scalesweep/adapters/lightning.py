@@ -28,6 +28,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 import torch.distributed as dist
+from pytorch_lightning.trainer.states import TrainerFn
 
 from scalesweep import loop_helpers
 from scalesweep.adapters._common import (
@@ -100,9 +101,25 @@ def last_checkpoint() -> Iterator[str | None]:
         yield None if directory is None else os.path.join(directory, CHECKPOINT_FILE)
 
 
+def _mean_over_ranks(values: Mapping[str, float]) -> dict[str, float]:
+    """``values`` averaged over the process group's ranks (each rank's validation mean over its
+    equal shard: their mean is the whole dev set's at any world size). A value logged with
+    ``sync_dist=True`` is the same on every rank already and stays; one logged without would
+    be rank 0's shard alone. Every rank calls it with the same names (the module logs them)."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return dict(values)
+    names = sorted(values)
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" \
+        else torch.device("cpu")  # nccl reduces CUDA tensors only
+    total = torch.tensor([values[n] for n in names], dtype=torch.float64, device=device)
+    dist.all_reduce(total)
+    return {n: float(v) / dist.get_world_size() for n, v in zip(names, total.tolist(), strict=True)}
+
+
 class ReportCallback(pl.Callback):
-    """Reports ``monitor`` (``val_loss``, as the module logs it in ``validation_step``, with
-    ``sync_dist=True`` for the mean over all ranks) at the end of every validation, update =
+    """Reports ``monitor`` (``val_loss``, as the module logs it in ``validation_step``), averaged
+    over the ranks so that it is the whole dev set's mean at every world size whether or not it
+    was logged with ``sync_dist=True``, at the end of every validation, update =
     ``trainer.global_step``, with the lr that update ran with and every other logged
     ``val_<name>`` as ``dev_<name>``. Every rank reports (Ray Train V2 wants as many reports from
     each worker; rank 0's is logged). With ``checkpoint`` (the default) every rank saves the
@@ -133,8 +150,8 @@ class ReportCallback(pl.Callback):
             trainer.should_stop = True
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if trainer.sanity_checking:
-            return
+        if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:
+            return  # a validation before update 1, or trainer.validate(): no update's report
         metrics = trainer.callback_metrics
         if self.monitor not in metrics:
             raise AdapterConfigError(
@@ -142,10 +159,12 @@ class ReportCallback(pl.Callback):
                 f"(self.log({self.monitor!r}, loss, sync_dist=True)); logged: {sorted(metrics)}")
         update = int(trainer.global_step)
         prefix = self.monitor.split("_")[0] + "_"
-        extra = {name.removeprefix(prefix): float(value) for name, value in metrics.items()
-                 if name.startswith(prefix) and name != self.monitor}
+        logged = _mean_over_ranks({name: float(value) for name, value in metrics.items()
+                                   if name.startswith(prefix)})
+        extra = {name.removeprefix(prefix): value for name, value in logged.items()
+                 if name != self.monitor}
         # send's keyword arguments (loop_helpers.report), not metric names
-        report: dict[str, Any] = dict(update=update, dev_loss=float(metrics[self.monitor]),
+        report: dict[str, Any] = dict(update=update, dev_loss=logged[self.monitor],
                                       lr=self.lrs.at(update), **extra)
         if not self.checkpoint:
             self.reports.append(self.send(self.config, **report))
