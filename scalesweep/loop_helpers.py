@@ -46,6 +46,8 @@ __all__ = ["STATE_FILE", "MicroBatch", "PlannedLR", "VirtualRanks", "build_repor
 
 #: the file of a checkpoint :func:`report` writes from ``state``
 STATE_FILE = "loop_state.pt"
+#: scalesweep.trainables.user_loop.SOURCE_KEY (that module imports the planner's modules)
+_SOURCE_KEY = "_scalesweep_source"
 
 
 def planned_schedule(config: Mapping[str, Any]) -> schedules.Schedule:
@@ -188,14 +190,18 @@ def build_report(config: Mapping[str, Any], *, update: int, dev_loss: float,
 def report(config: Mapping[str, Any], *, update: int, dev_loss: float,
            train_loss: float | None = None, lr: float | None = None,
            checkpoint: Any = None, state: Mapping[str, Any] | None = None,
-           **dev_metrics: float) -> dict[str, float]:
+           source: str = "loop_helpers", **dev_metrics: float) -> dict[str, float]:
     """:func:`build_report`, sent with ``ray.train.report``. Call it on every worker at the
     same updates: Ray Train V2 wants as many reports from each; rank 0's is the one logged.
 
     ``state`` (state dicts, the update count, anything ``torch.save`` writes with tensors and
     plain types) becomes the trial's checkpoint: rank 0 saves it to a temporary directory that
     Ray Train copies to the sweep's storage before this returns; :func:`restore` reads it back.
-    Or pass your own ``ray.train.Checkpoint`` as ``checkpoint``."""
+    Or pass your own ``ray.train.Checkpoint`` as ``checkpoint``.
+
+    ``lr`` is the lr the update ran with: the sweep checks it against the planned schedule's
+    (and ``update`` against the planned total); a report without it fails the trial.
+    ``source`` names the sender for the hint of such a failure (the adapters give theirs)."""
     import ray.train
 
     if state is not None and checkpoint is not None:
@@ -203,13 +209,15 @@ def report(config: Mapping[str, Any], *, update: int, dev_loss: float,
                          "ray.train.Checkpoint), not both")
     metrics = build_report(config, update=update, dev_loss=dev_loss, train_loss=train_loss,
                            lr=lr, **dev_metrics)
+    # what the sweep's report checker reads and takes off (trainables.user_loop.SOURCE_KEY)
+    sent = {**metrics, _SOURCE_KEY: source}
     if state is None or ray.train.get_context().get_world_rank() != 0:
         # the other ranks hold the same state under DDP: one copy is the checkpoint
-        ray.train.report(metrics, checkpoint=checkpoint)
+        ray.train.report(sent, checkpoint=checkpoint)
         return metrics
     with tempfile.TemporaryDirectory(prefix="scalesweep-loop-state-") as directory:
         torch.save(dict(state), Path(directory) / STATE_FILE)
-        ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(directory))
+        ray.train.report(sent, checkpoint=ray.train.Checkpoint.from_directory(directory))
     return metrics
 
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import ray.train
 
+from scalesweep import loop_helpers
+
 #: not a function: a train_loop naming it is refused before anything starts
 NOT_CALLABLE = 3
 
@@ -21,12 +23,16 @@ def _curve(update: int) -> float:
 
 def by_seed(config: dict[str, Any]) -> None:
     """seed 0: keeps the contract; 1: never reports; 2: a report without update; 3: without
-    dev_loss; 4: update going backwards; 5: a non-finite dev_loss."""
+    dev_loss; 4: update going backwards; 5: a non-finite dev_loss; 6: reports the config's lr
+    at every update, not the planned schedule's (an optimizer without loop_helpers.lr_scheduler)."""
     seed = config["seed"]
     if seed == 1:
         return
+    planned = loop_helpers.planned_schedule(config)
     for update in range(config["eval_every"], config["total_updates"] + 1, config["eval_every"]):
-        metrics: dict[str, Any] = {"update": update, "dev_loss": _curve(update), "train_loss": 1.0}
+        lr = config["lr"] if seed == 6 else planned.lr(update)
+        metrics: dict[str, Any] = {"update": update, "dev_loss": _curve(update), "train_loss": 1.0,
+                                   "lr": lr}
         if seed == 2 and update > config["eval_every"]:
             del metrics["update"]
         if seed == 3 and update > config["eval_every"]:

@@ -27,6 +27,7 @@ prepare_trainer`` only matters for Ray Data datasets).
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import os
 import tempfile
@@ -251,8 +252,10 @@ class ReportCallback(TrainerCallback):
     :func:`scalesweep.loop_helpers.report`; give another to use the callback outside a
     trial."""
 
-    def __init__(self, config: Mapping[str, Any], send: Send = loop_helpers.report) -> None:
-        self.config, self.send = dict(config), send
+    def __init__(self, config: Mapping[str, Any], send: Send | None = None) -> None:
+        # loop_helpers.report naming this adapter, for the hint of a report that strays
+        self.config = dict(config)
+        self.send = send or functools.partial(loop_helpers.report, source="hf")
         self.lrs = LrRecord()
         self.reports: list[dict[str, float]] = []
         self._pending: dict[str, Any] | None = None

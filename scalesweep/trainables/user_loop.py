@@ -6,12 +6,15 @@ the resolved ``optimizer`` and ``schedule`` (``scalesweep.orchestrator.plan.loop
 loop reports with ``ray.train.report({"update": k, "dev_loss": x, ...})``; every report is
 checked on its way to Tune (:class:`ReportChecker`, run by
 ``scalesweep.trainables.user_loop_callback``) so that what reaches MLflow follows the same
-contract as the built-in loop's reports (docs/workloads.md, "Your own Ray Train loop").
+contract as the built-in loop's reports (docs/workloads.md, "Your own Ray Train loop"), and
+against the trial's plan: the lr each reported update ran with is the planned schedule's, no
+update goes past the planned total, and the loop ends at it (:class:`PlanCheck`).
 
 :func:`loop_worker` brackets the user's function with two marker reports (every worker makes
 them, so Ray Train V2's "every worker reports the same number of times" holds): ``start``, which
-starts the trial's clock and, after a restart of the worker group, lets the updates begin again,
-and ``end``, which closes the trial as completed, or fails it when the loop never reported.
+starts the trial's clock and, after a restart of the worker group, lets the updates begin again
+(it carries the plan the loop was given, :func:`plan_of`), and ``end``, which closes the trial
+as completed, or fails it when the loop never reported or stopped short of the plan.
 
 Nothing here imports Ray at module level: the planner imports :func:`resolve_train_loop` to
 refuse a path that cannot be imported (exit 2) before anything starts.
@@ -33,8 +36,38 @@ from scalesweep.mlflow_names import DEV_PREFIX, STATUS_TAG, STEP_KEY, TRAIN_SECO
 #: the key of the marker reports :func:`loop_worker` makes around the user's loop
 MARKER_KEY = "_scalesweep_marker"
 START, END = "start", "end"
+#: the key of the start marker's plan (:func:`plan_of`)
+PLAN_KEY = "_scalesweep_plan"
+#: the key of a report that names what sent it: "loop_helpers" (loop_helpers.report), "hf" or
+#: "lightning" (the adapters' ReportCallback); taken off before the report goes on
+SOURCE_KEY = "_scalesweep_source"
 #: the keys every report of a user's loop must have
 REQUIRED_KEYS = (STEP_KEY, f"{DEV_PREFIX}loss")
+#: how close a reported lr must be to the planned one (float32 optimizers, printed values)
+LR_REL_TOL, LR_ABS_TOL = 1e-5, 1e-12
+
+#: what to look at when a loop strays from the plan, by what sent the report
+LR_HINTS = {
+    "hf": "is `optimizers=hf.optimizers(model, config)` passed to the Trainer?",
+    "lightning": "does the LightningModule's configure_optimizers return "
+                 "`lightning.configure_optimizers(self, config)`?",
+    "loop_helpers": "is the optimizer stepped with `scheduler = loop_helpers.lr_scheduler("
+                    "optimizer, config)` (scheduler.step() after each optimizer.step()), and is "
+                    "the lr reported the one the update ran with (read before scheduler.step())?",
+}
+COUNT_HINTS = {
+    "hf": "are the Trainer's arguments `args=hf.training_arguments(config, model)` (max_steps = "
+          "total_updates), not TrainingArguments of the script's own?",
+    "lightning": "is the Trainer built with `pl.Trainer(**lightning.trainer_arguments(config))` "
+                 "(max_steps = total_updates) and the adapter's ReportCallback?",
+    "loop_helpers": "does the loop stop after config['total_updates'] updates, and report the "
+                    "last one (loop_helpers.eval_due)?",
+}
+NO_LR_HINT = ("every report needs the lr its update ran with, to be checked against the plan: "
+              "loop_helpers.report(config, update=k, dev_loss=x, lr=lr) with lr = "
+              "scheduler.get_last_lr()[0] read before that update's scheduler.step() (or "
+              "ray.train.report({'update': k, 'dev_loss': x, 'lr': lr})); the adapters' "
+              "ReportCallback reports it")
 #: the checked report a checkpoint came with, written into the checkpoint beside the loop's
 #: files: a resumed sweep logs it when the driver died before MLflow had it
 REPORT_FILE = "scalesweep_report.json"
@@ -48,6 +81,52 @@ class TrainLoopError(ScalesweepError, ValueError):
 
 class LoopReportError(ScalesweepError, RuntimeError):
     """A report of a user's loop that breaks the contract; ends its trial as failed."""
+
+
+def plan_of(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What a train_loop's reports are checked against, from the config the loop receives: the
+    planned schedule (``schedule``, with the lr after the lr rule) and ``total_updates``."""
+    return {"schedule": dict(config["schedule"]), "lr": float(config["optimizer"]["lr"]),
+            "total_updates": int(config["total_updates"])}
+
+
+@dataclass
+class PlanCheck:
+    """A trial's plan as its reports are checked against it (:func:`plan_of`)."""
+
+    plan: Mapping[str, Any]
+    schedule: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        from scalesweep.science import schedules  # the planner's own; no torch, no Ray
+
+        self.schedule = schedules.build(dict(self.plan["schedule"]), float(self.plan["lr"]))
+
+    @property
+    def total_updates(self) -> int:
+        return int(self.plan["total_updates"])
+
+    def lr(self, update: int) -> float:
+        return float(self.schedule.lr(update))
+
+    def stray(self, update: int, lr: float | None, source: str | None) -> str | None:
+        """What is wrong with a report of ``update`` at ``lr`` (None: nothing)."""
+        if update > self.total_updates:
+            return (f"reported update {update}, past the plan's {self.total_updates} updates: "
+                    f"{_hint(COUNT_HINTS, source)}")
+        if lr is None:
+            return f"reported update {update} without 'lr': {NO_LR_HINT}"
+        planned = self.lr(update)
+        if not math.isclose(lr, planned, rel_tol=LR_REL_TOL, abs_tol=LR_ABS_TOL):
+            return (f"update {update} ran at lr {lr:.6g}, the plan says {planned:.6g}: "
+                    f"{_hint(LR_HINTS, source)}")
+        return None
+
+
+def _hint(hints: Mapping[str, str], source: str | None) -> str:
+    """The hint for the report's sender; a loop of its own (loop_helpers.report, or
+    ray.train.report, which names no sender) gets the plain loop's."""
+    return hints.get(source or "loop_helpers", hints["loop_helpers"])
 
 
 def resolve_train_loop(path: str) -> LoopFunction:
@@ -77,7 +156,10 @@ class ReportChecker:
 
     A report must carry ``update`` (an integer >= 1, larger than the previous report's since
     the last start of the worker group) and ``dev_loss``, every value must be a finite number,
-    and ``wall_s`` must not go back. Missing clocks are filled in: ``epoch`` = update /
+    and ``wall_s`` must not go back. With the trial's ``plan`` (:class:`PlanCheck`, from the
+    start marker) it must also carry ``lr``, the planned schedule's lr of that update, its
+    update must not pass the planned total, and the last report must be of the last update.
+    Missing clocks are filled in: ``epoch`` = update /
     updates_per_epoch, ``samples_seen`` = update x global_batch, ``wall_s`` = the trial's
     training seconds: ``wall_offset`` (what earlier starts of the trial trained, as their last
     report says) plus the seconds since the loop last started (``clock``: the caller's monotonic
@@ -94,16 +176,24 @@ class ReportChecker:
     last_update: int | None = None
     last: dict[str, float] = field(default_factory=dict)
     reports: int = 0
+    plan: PlanCheck | None = None
+    #: what sent the last report (SOURCE_KEY), for the hint of finish()
+    source: str | None = None
 
-    def start(self, clock: float) -> None:
+    def start(self, clock: float, plan: Mapping[str, Any] | None = None) -> None:
         """The worker group (re)started the loop: the clock goes on from the last report's
         wall_s, updates may begin again (steps already logged are not logged twice by the
-        tracker)."""
+        tracker). ``plan``: what the start marker carried (:func:`plan_of`)."""
         self.wall_offset = max(self.wall_offset, self.last.get("wall_s", 0.0))
         self.started, self.last_update = clock, None
+        if plan is not None:
+            self.plan = PlanCheck(plan)
 
     def check(self, metrics: Mapping[str, Any], clock: float) -> dict[str, float]:
         """The report as it goes to Tune, or :class:`LoopReportError` naming what is wrong."""
+        metrics = dict(metrics)
+        source = metrics.pop(SOURCE_KEY, None)
+        self.source = source if isinstance(source, str) else None
         for key in REQUIRED_KEYS:
             if key not in metrics:
                 self._fail(f"reported without {key!r} (keys: {sorted(metrics)}); every report "
@@ -125,6 +215,10 @@ class ReportChecker:
                        "must increase from report to report")
         self.last_update = int(update)
         out[STEP_KEY] = int(update)
+        if self.plan is not None:
+            stray = self.plan.stray(int(update), out.get("lr"), self.source)
+            if stray is not None:
+                self._fail(stray)
         out.setdefault("epoch", update / self.updates_per_epoch)
         out.setdefault("samples_seen", float(update * self.global_batch))
         since = 0.0 if self.started is None else max(0.0, clock - self.started)
@@ -144,6 +238,9 @@ class ReportChecker:
             self._fail("returned without ever calling ray.train.report: report "
                        "{'update': k, 'dev_loss': x, ...} at every evaluation "
                        "(scalesweep.loop_helpers.report)")
+        if self.plan is not None and self.last[STEP_KEY] != self.plan.total_updates:
+            self._fail(f"ended at update {int(self.last[STEP_KEY])}, the plan says "
+                       f"{self.plan.total_updates} updates: {_hint(COUNT_HINTS, self.source)}")
         return {**self.last, STATUS_TAG: "completed",
                 TRAIN_SECONDS_METRIC: self.last.get("wall_s", 0.0)}
 
@@ -172,6 +269,6 @@ def loop_worker(config: dict[str, Any]) -> None:
     import ray.train  # a Ray Train worker has it; the planner, which imports this module, not
 
     function = resolve_train_loop(str(config["train_loop"]))
-    ray.train.report({MARKER_KEY: START})
+    ray.train.report({MARKER_KEY: START, PLAN_KEY: plan_of(config["config"])})
     function(dict(config["config"]))
     ray.train.report({MARKER_KEY: END})

@@ -1,4 +1,5 @@
-"""The Ray Train callback of a train_loop trial: rank 0's reports, checked and completed
+"""The Ray Train callback of a train_loop trial: rank 0's reports, checked against the contract
+and the trial's plan (which the start marker carries) and completed
 (:class:`scalesweep.trainables.user_loop.ReportChecker`), forwarded to Tune.
 
 It runs in Ray Train's controller, which calls it as the workers' reports arrive. A report that
@@ -19,7 +20,14 @@ from ray.train import Checkpoint
 from ray.train.v2._internal.execution.context import TrainRunContext
 from ray.tune.integration.ray_train import TuneReportCallback
 
-from scalesweep.trainables.user_loop import END, MARKER_KEY, REPORT_FILE, START, ReportChecker
+from scalesweep.trainables.user_loop import (
+    END,
+    MARKER_KEY,
+    PLAN_KEY,
+    REPORT_FILE,
+    START,
+    ReportChecker,
+)
 
 
 class LoopReportCallback(TuneReportCallback):
@@ -34,7 +42,7 @@ class LoopReportCallback(TuneReportCallback):
         first = metrics[0]  # rank 0's, as TuneReportCallback forwards
         marker = first.get(MARKER_KEY)
         if marker == START:
-            self.checker.start(time.monotonic())
+            self.checker.start(time.monotonic(), plan=first.get(PLAN_KEY))
             return
         if marker == END:
             out: dict[str, Any] = self.checker.finish()
