@@ -89,6 +89,9 @@ BRACKETS = (UPDATES_TO_TARGET_LO_METRIC, UPDATES_TO_TARGET_HI_METRIC, EPOCHS_TO_
             EPOCHS_TO_TARGET_HI_METRIC)
 #: the absolute target a trial was measured against, logged with its summary
 TARGET_METRIC = TARGET_VALUE_PARAM
+#: the baseline best that target (and every level's) was loosened from: cross-fitted, so it
+#: differs between the seeds that set it (docs/design.md §4, "Target")
+TARGET_BEST_METRIC = "target_reference_best"
 
 #: parent params: how arms are judged (docs/design.md §4, "Decisions"; a study logged before
 #: them is read with the defaults)
@@ -97,6 +100,9 @@ TARGET_LEVELS_PARAM = "target_levels"
 #: parent params: the confidence every interval of the study is read at (the adaptive
 #: design's per-look one; the nominal one for a fixed number of seeds), and the design
 DECISION_CONFIDENCE_PARAM = "decision_confidence"
+#: parent param: the per-look confidence each level is read at under Holm's step-down, by how
+#: many levels are still undecided (JSON list; index m - 1 for m levels left)
+LEVEL_CONFIDENCES_PARAM = "level_confidences"
 REPLICATES_PARAM = "replicates"
 #: parent-run tags of the driver's machine: cpu, isa, cpus, omp_num_threads, python and
 #: version.<package> for scalesweep, torch, ray and mlflow (orchestrator/tracking/machine.py)

@@ -88,6 +88,17 @@ def test_a_fixed_sweep_is_one_round_at_the_nominal_confidence() -> None:
     assert adaptive.first_round(plan) == plan.rows
     assert adaptive.next_round(plan, plan.rows, {}) == []
     assert adaptive.design(plan).per_look == 0.9 and adaptive.describe(plan) is None
+    # its one look's exact error, not 0: 5 seeds all on one side of the truth, either side
+    assert adaptive.design(plan).error == pytest.approx(2 / 32)
+
+
+def test_the_levels_are_read_at_holms_confidences_for_the_design() -> None:
+    plan = _plan("axes.seed=[0,1,2,3,4,5,6,7,8,9]")
+    family = adaptive.level_confidences(plan)
+    assert len(family) == len(plan.sweep.spec.target.levels) == 5
+    # m levels open: each at the design's per-look confidence for error 0.1 / m
+    assert family == tuple(sequential.design((10,), 1 - 0.1 / m).per_look for m in range(1, 6))
+    assert family[0] == 0.9 and list(family) == sorted(set(family))
 
 
 @pytest.mark.parametrize(("sets", "field", "rule"), [

@@ -81,6 +81,7 @@ CASES: tuple[Case, ...] = (
     Case("ws_negative.yaml", ("axes.world_size", "[2, -4]", "at least 1", "[-4]")),
     Case("batch_zero.yaml", ("training.per_worker_batch", "= 0", "greater than or equal to 1")),
     Case("accum_zero.yaml", ("training.accum_grad", "= 0", "greater than or equal to 1")),
+    Case("target_per_seed.yaml", ("target", "per_seed: True is no longer accepted", "cross-fitted")),
     Case("epochs_negative.yaml", ("training.epochs", "-3", "greater than 0")),
     Case("epochs_inf.yaml", ("training.epochs", "inf")),
     Case("lr_negative.yaml", ("optimizer.lr", "-0.05", "must be a finite number > 0")),

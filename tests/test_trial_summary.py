@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from scalesweep.mlflow_names import BRACKETS, SUMMARY_METRICS, TARGET_METRIC
+from scalesweep.mlflow_names import BRACKETS, SUMMARY_METRICS, TARGET_BEST_METRIC, TARGET_METRIC
 from scalesweep.science.stats.arms import summarize_arms
 from scalesweep.science.stats.convergence import EvalPoint
 from scalesweep.science.stats.trial_summary import (
@@ -143,7 +143,7 @@ def test_the_output_edge_holds_the_summary_json_fields_in_order() -> None:
     ]  # fmt: skip
     assert list(s.as_json()) == list(JSON_FIELDS)
     assert s.as_json()["crossing"] == "interpolated" and s.as_json()["baseline_arm"] == "b"
-    assert set(s.metrics()) == {*SUMMARY_METRICS, *BRACKETS, TARGET_METRIC}
+    assert set(s.metrics()) == {*SUMMARY_METRICS, *BRACKETS, TARGET_METRIC, TARGET_BEST_METRIC}
     assert s.metrics()["updates_to_target"] == 150.0
 
 

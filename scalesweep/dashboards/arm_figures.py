@@ -136,9 +136,13 @@ def plot_ratio_by_level(arms: Sequence[ArmSummary]) -> Figure:
         color = f"C{i % 10}"
         pts = [(lv, lv.target) for lv in arm.levels if lv.target is not None]
         xs = [target * (1 + 0.012 * (i - len(others) / 2)) for _, target in pts]  # dodge
+        # a median that is only a bound (seeds that never reached) is drawn as an arrow from
+        # it, never as a point on the line
+        kinds = [lv.ratios.median.kind if lv.ratios and lv.ratios.n else None for lv, _ in pts]
         meds = [_finite(lv.ratios.median.value) if lv.ratios and lv.ratios.n else None for lv, _ in pts]
-        ax.plot([x for x, m in zip(xs, meds, strict=True) if m is not None],
-                [m for m in meds if m is not None], "-", color=color, linewidth=1, label=arm.arm)
+        on_line = [(x, m) for x, m, k in zip(xs, meds, kinds, strict=True) if m is not None and k == "value"]
+        ax.plot([x for x, _ in on_line], [m for _, m in on_line], "-", color=color, linewidth=1,
+                label=arm.arm)
         for x, (lv, _), med in zip(xs, pts, meds, strict=True):
             ci = (None, None) if lv.ratios is None or lv.ratios.ci is None else lv.ratios.ci
             lo, hi = _finite(ci[0]), _finite(ci[1])
@@ -147,7 +151,13 @@ def plot_ratio_by_level(arms: Sequence[ArmSummary]) -> Figure:
                 ax.vlines(x, lo if lo is not None else 0.0, hi if hi is not None else 10.0,
                           color=color, linewidth=1.2, alpha=0.7)
             marker, edge = DECISION_MARKERS.get(lv.decision, ("o", "tab:gray"))
-            if med is not None:
+            kind = lv.ratios.median.kind if lv.ratios and lv.ratios.n else None
+            if med is not None and kind in ("at_least", "at_most"):
+                tops.append(med)
+                ax.annotate("", xy=(x, med * (1.25 if kind == "at_least" else 0.8)), xytext=(x, med),
+                            arrowprops={"arrowstyle": "->", "color": color, "linewidth": 1.5})
+                ax.plot(x, med, "_", color=color, markersize=10, markeredgewidth=2)
+            elif med is not None:
                 tops.append(med)
                 ax.plot(x, med, marker, color=color, markeredgecolor=edge, markeredgewidth=1.5,
                         markersize=7)
@@ -159,7 +169,7 @@ def plot_ratio_by_level(arms: Sequence[ArmSummary]) -> Figure:
     ax.set_xlabel("target loss (levels: the baseline arm's best × (1 + level))")
     ax.set_ylabel("epochs ratio vs baseline (paired; > 1: slower)")
     ax.set_title("time to quality: epochs ratio at every target; ▲ slower, ▼ faster, ■ equivalent, "
-                 "● not resolved", fontsize="small")
+                 "● not resolved; an arrow: a bound (seeds that never reached)", fontsize="small")
     ax.grid(alpha=0.3)
     if ax.lines:
         ax.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.01, 0.5))

@@ -38,11 +38,19 @@ def arm_summaries(study: Study, trials: Sequence[StudyTrial]) -> list[ArmSummary
         base = t.run.get(BASELINE_ARM_PARAM)
         baseline_arm[t.summary.arm] = base if isinstance(base, str) and base else fallback
         axes.setdefault(t.summary.arm, _axes(t.run))
-    targets = {t.summary.target_value for t in trials}
     rules = Rules(confidence=study.decision_confidence, margin=study.equivalence_margin,
                   levels=study.target_levels, mode=study.target_mode, smoothing=study.target_smoothing,
-                  target=next(iter(targets)) if len(targets) == 1 else None)
+                  target=_headline(study, trials), family=study.level_confidences,
+                  max_seeds=study.replicates_max)
     return summarize_arms([t.summary for t in trials], baseline_arm, rules, axes)
+
+
+def _headline(study: Study, trials: Sequence[StudyTrial]) -> float | None:
+    """The parent's target (the pooled one), else the one every trial shares (older studies)."""
+    if study.target_value is not None:
+        return study.target_value
+    targets = {t.summary.target_value for t in trials}
+    return next(iter(targets)) if len(targets) == 1 else None
 
 
 def arms_frame(arms: Sequence[ArmSummary]) -> pd.DataFrame:
@@ -57,7 +65,10 @@ def arms_frame(arms: Sequence[ArmSummary]) -> pd.DataFrame:
             elif key == "ratio_by_target":  # one pair of columns per level
                 for lv in value:
                     row[f"ratio_at_level_{lv['level']:g}"] = lv["ratio_median"]
+                    row[f"ratio_lower_bound_at_level_{lv['level']:g}"] = lv["ratio_lower_bound"]
                     row[f"decision_at_level_{lv['level']:g}"] = lv["decision"]
+            elif key == "target_notes":
+                row[key] = "; ".join(value)
             elif isinstance(value, list):
                 row[f"{key}_lo"], row[f"{key}_hi"] = value
             else:

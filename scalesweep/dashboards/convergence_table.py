@@ -133,7 +133,8 @@ def study_trials(study: Study) -> list[StudyTrial]:
     for run in runs:
         base = _baseline(run, runs, study.baseline_trial)
         summary = summarize_trial(evals[str(run["run_id"])], trial_target(study, run),
-                                  None if base is None else evals[str(base["run_id"])], reading)
+                                  None if base is None else evals[str(base["run_id"])], reading,
+                                  _value(run.get("trial_reference_best")))
         out.append(StudyTrial(run, summary))
     return sorted(out, key=_fastest_first)
 

@@ -7,6 +7,7 @@ orchestrator. ``Study.trials`` has one row per child run; ``Study.history`` has 
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -23,11 +24,14 @@ from scalesweep.mlflow_names import (
     DECISION_CONFIDENCE_PARAM,
     DEV_PREFIX,
     EQUIVALENCE_MARGIN_PARAM,
+    LEVEL_CONFIDENCES_PARAM,
     PARENT_TAG,
     PROJECTION_PARAM,
+    REPLICATES_PARAM,
     ROLE_TAG,
     STATUS_TAG,
     SUMMARY_METRICS,
+    TARGET_BEST_METRIC,
     TARGET_LEVELS_PARAM,
     TARGET_METRIC,
     TARGET_METRIC_PARAM,
@@ -100,6 +104,23 @@ class Study:
     def decision_confidence(self) -> float:
         """The confidence every interval was read at (studies before adaptive seeds: nominal)."""
         return float(self.parent_params.get(DECISION_CONFIDENCE_PARAM, CONFIDENCE))
+
+    @property
+    def replicates_max(self) -> int | None:
+        """An adaptive study's ``replicates.max`` (None: a fixed number of seeds). MLflow holds
+        the param as the dict's Python text."""
+        raw = self.parent_params.get(REPLICATES_PARAM)
+        if raw in (None, "", "None"):
+            return None
+        value = ast.literal_eval(str(raw))
+        return int(value["max"]) if isinstance(value, dict) and "max" in value else None
+
+    @property
+    def level_confidences(self) -> tuple[float, ...] | None:
+        """Holm's per-look confidences for the levels (index m - 1 for m undecided levels);
+        None for studies logged before levels were adjusted as a family."""
+        raw = self.parent_params.get(LEVEL_CONFIDENCES_PARAM)
+        return None if raw in (None, "", "None") else tuple(float(x) for x in json.loads(raw))
 
     @property
     def target_levels(self) -> tuple[float, ...]:
@@ -260,11 +281,14 @@ def _trials_frame(children: Iterable[Run]) -> pd.DataFrame:
             row[key] = metrics.get(key, math.nan)
         # the target this trial was measured against (one per baseline arm), when logged
         row["trial_target"] = metrics.get(TARGET_METRIC, math.nan)
+        # the baseline best it was loosened from (cross-fitted per seed), which the levels use
+        row["trial_reference_best"] = metrics.get(TARGET_BEST_METRIC, math.nan)
         rows.append(row)
     frame = pd.DataFrame(rows)
     if frame.empty:
         return pd.DataFrame(columns=["run_id", "run_name", "trial_name", "status", "has_summary"])
-    fixed = {"run_id", "run_name", "trial_name", "status", "has_summary", "trial_target", *SUMMARY_METRICS}
+    fixed = {"run_id", "run_name", "trial_name", "status", "has_summary", "trial_target",
+             "trial_reference_best", *SUMMARY_METRICS}
     for col in frame.columns:
         if col not in fixed:
             frame[col] = _numeric(frame[col])

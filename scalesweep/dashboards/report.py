@@ -293,6 +293,7 @@ def render_html(study: Study, table: pd.DataFrame, trials: Sequence[StudyTrial],
             "</figcaption></figure>" for name in names if name in pngs)
 
     warnings = "".join(f"<p class='warn'>{e(w)}</p>" for a in arms if (w := conditioning_text(a)))
+    warnings += "".join(f"<p class='warn'>{e(n)}</p>" for a in arms if a.is_baseline for n in a.notes)
     margin = next((a.margin for a in arms if a.margin), None)
     band = ("" if margin is None else f" inside [{1 / (1 + margin):.3g}, {1 + margin:.3g}] "
             f"(<code>target.equivalence_margin</code> {margin:g})")
@@ -317,11 +318,17 @@ target: <b>{e(goal)}</b> · baseline trial: {e(study.baseline_trial or "none")}<
 by seed number (same init, same data order). The <b>decision</b> reads the paired epochs
 ratio's interval (trial / baseline; &gt; 1 needs more epochs): <b>slower</b> when it lies
 above 1, <b>faster</b> below 1, <b>equivalent</b> when it lies wholly{band}, else <b>not
-resolved</b>. The same is done at every level of time to quality (targets the baseline arm's
-best × (1 + level)): "decided at levels" and the first figure. Intervals: {e(METHOD)};
-nominal {CONFIDENCE:.0%}, two-sided, with the exact coverage the seed count allows (3 seeds:
-75 %, 5: 93.75 %); a seed that never reached counts as +infinity, never dropped ("≤ x" where
-the crossing lies before the first evaluation). A rerun on another CPU is another random draw
+resolved</b>; the verdict says the same decision with the interval it rests on. The same is
+done at every level of time to quality (each pair's target its cross-fitted baseline best ×
+(1 + level)), the levels of an arm adjusted as a family by Holm's step-down: "decided at
+levels" (a level decided only before that adjustment is marked exploratory) and the first
+figure. Targets: the best of the baseline's first-look seeds other than the pair's own,
+read within the horizon / (1 + margin) (docs/design.md §4, "Target"). Intervals: {e(METHOD)};
+each read at {study.decision_confidence:.4g} per look, so that the design's error over its
+planned looks is at most {1 - CONFIDENCE:.0%} (two-sided), with the exact coverage the seed
+count allows (3 seeds: 75 %, 5: 93.75 %); a seed that never reached counts as +infinity,
+never dropped ("≤ x" where the crossing lies before the first evaluation; a ratio drawn as an
+arrow is a bound). A rerun on another CPU is another random draw
 (floating-point rounding differs): compare decisions, not digits.</p>
 {warnings}
 {arms_html(arms)}

@@ -31,7 +31,7 @@ from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep
 from scalesweep.orchestrator.tracking.machine import machine_tags
-from scalesweep.orchestrator.tracking.summary import arm_summaries, summarize
+from scalesweep.orchestrator.tracking.summary import arm_summaries, headline_target, summarize
 from scalesweep.orchestrator.tracking.sweep_runs import (
     close_runs,
     history,
@@ -280,7 +280,8 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
                       summaries=[summaries[row.name] for row in in_play],
                       arms=arm_summaries(plan, curves, in_play))
     try:
-        close_runs(tracker, parent_id, trials, summaries, logged, done, callback.run_for)
+        close_runs(tracker, parent_id, trials, summaries, logged, done, callback.run_for,
+                   headline_target(plan, curves))
     except Exception as exc:
         if not is_outage(exc):
             raise

@@ -21,12 +21,28 @@ from scalesweep.science.stats import sequential
 from scalesweep.science.stats.replicates import CONFIDENCE
 
 
-def design(plan: Plan) -> sequential.Design:
-    """The sweep's looks and the per-look confidence of every interval it reports."""
+def looks(plan: Plan) -> tuple[int, ...]:
+    """The seed counts at which arms are decided: every seed at once without ``replicates``."""
     rep = plan.sweep.spec.replicates
     if rep is None:
-        return sequential.Design((len(plan.sweep.spec.axes.seed),), CONFIDENCE, CONFIDENCE, 0.0)
-    return sequential.design(sequential.adaptive_looks(rep.min, rep.max, rep.step), CONFIDENCE)
+        return (len(plan.sweep.spec.axes.seed),)
+    return sequential.adaptive_looks(rep.min, rep.max, rep.step)
+
+
+def design(plan: Plan, confidence: float = CONFIDENCE) -> sequential.Design:
+    """The sweep's looks and the per-look confidence of every interval it reports, with the
+    design's exact error (a fixed design too: its one look's)."""
+    seen = looks(plan)
+    if seen[0] < sequential.MIN_SEEDS:  # one seed: no interval, nothing is ever decided
+        return sequential.Design(seen, confidence, confidence, 0.0)
+    return sequential.design(seen, confidence)
+
+
+def level_confidences(plan: Plan) -> tuple[float, ...]:
+    """Holm's step-down over the levels of an arm: with m levels still undecided each is read
+    at the per-look confidence of the design at error (1 − confidence) / m (index m − 1)."""
+    n = len(plan.sweep.spec.target.levels)
+    return tuple(design(plan, 1.0 - (1.0 - CONFIDENCE) / m).per_look for m in range(1, n + 1))
 
 
 def first_round(plan: Plan) -> list[PlanRow]:
@@ -50,7 +66,7 @@ def next_round(plan: Plan, in_play: Sequence[PlanRow], decisions: Mapping[str, s
     rep = plan.sweep.spec.replicates
     if rep is None:
         return []
-    looks = design(plan).looks
+    planned = looks(plan)
     seeds: dict[str, int] = {}
     for row in in_play:
         seeds[row.arm] = seeds.get(row.arm, 0) + 1
@@ -60,7 +76,7 @@ def next_round(plan: Plan, in_play: Sequence[PlanRow], decisions: Mapping[str, s
         base = base_of.get(arm)
         if base is None or base == arm or decisions.get(arm, "not resolved") != "not resolved":
             continue
-        later = [look for look in looks if look > n]
+        later = [look for look in planned if look > n]
         if later:
             want[arm] = max(want.get(arm, 0), later[0])
             want[base] = max(want.get(base, 0), later[0])
@@ -82,5 +98,6 @@ def describe(plan: Plan) -> str | None:
     return (f"adaptive seeds: every arm runs seeds {rep.first_seed}-{rep.first_seed + rep.min - 1} "
             f"first; arms not yet decided against their baseline (and the baseline) get more at "
             f"looks {list(d.looks)}, up to {rep.max}; each interval read at {d.per_look:.4g} "
-            f"confidence so that stopping early keeps the error rate at most "
-            f"{1 - d.confidence:.0%} ({sequential.METHOD}); the plan lists every trial that may run")
+            f"confidence so that, over these planned looks and with the targets frozen at the "
+            f"first look, stopping early keeps the error rate at most {1 - d.confidence:.0%} (exactly "
+            f"{d.error:.2%}; {sequential.METHOD}); the plan lists every trial that may run")

@@ -124,10 +124,6 @@ class TargetSpec(BaseModel):
     value: float | None = None
     relative_to_baseline: float | None = Field(default=None, ge=0)
     smoothing: float = Field(default=0.0, ge=0, lt=1)
-    #: a relative target is resolved once, from the baseline arm's seeds' mean curve, and every
-    #: seed is measured against it; true: each seed against its own baseline seed's best (one
-    #: noisy dip then sets that seed's target)
-    per_seed: bool = False
     #: d: a paired epochs ratio whose interval lies in [1/(1+d), 1+d] is "equivalent"
     #: (docs/design.md §4, "Decisions")
     equivalence_margin: float = Field(default=DEFAULT_MARGIN, gt=0, lt=1)
@@ -139,6 +135,15 @@ class TargetSpec(BaseModel):
     def _levels(cls, levels: list[float]) -> list[float]:
         check_levels(levels)
         return levels
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_per_seed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "per_seed" in data:
+            raise ValueError(f"per_seed: {data['per_seed']!r} is no longer accepted: a baseline seed "
+                             "must not set its own pair's target; relative targets are cross-fitted "
+                             "from the baseline's other seeds (docs/design.md §4, 'Target')")
+        return data
 
     @model_validator(mode="after")
     def _exactly_one(self) -> TargetSpec:

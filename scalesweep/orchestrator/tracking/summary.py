@@ -5,6 +5,7 @@ its seeds' arms (:mod:`scalesweep.science.stats.arms`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from scalesweep.mlflow_names import STEP_KEY, TRAIN_SECONDS_METRIC
@@ -13,6 +14,7 @@ from scalesweep.orchestrator.plan.rows import Plan, PlanRow
 from scalesweep.orchestrator.spec.load import metric_mode
 from scalesweep.science.stats import arms
 from scalesweep.science.stats import convergence as conv
+from scalesweep.science.stats.targets import ReferenceBests, reference_bests, target_of
 from scalesweep.science.stats.trial_summary import Reading, TrialEvals, TrialSummary, summarize_trial
 
 
@@ -36,35 +38,66 @@ def _evals(row: PlanRow, curve: Sequence[Mapping[str, Any]], metric: str) -> Tri
     )
 
 
-def _baseline_arm_rows(plan: Plan, base: PlanRow) -> list[PlanRow]:
-    return [r for r in plan.rows if r.arm == base.arm]
+@dataclass(frozen=True)
+class TrialTarget:
+    """The target one trial is measured against, the best it was loosened from (None for an
+    absolute target) and its baseline row (the same seed of its baseline arm)."""
+
+    value: float | None
+    reference_best: float | None
+    baseline: PlanRow | None
 
 
-def targets(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]
-            ) -> dict[str, tuple[float | None, PlanRow | None]]:
-    """Trial name -> (its absolute target, its baseline row with the same seed); target None
-    when a relative target's baseline never produced a value.
+def references(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, ReferenceBests]:
+    """Baseline arm -> the bests its seeds give (:mod:`scalesweep.science.stats.targets`):
+    cross-fitted, from the first look's seeds only, so later rounds never move them."""
+    spec = plan.sweep.spec.target
+    first = {(r.arm, r.seed) for r in adaptive.first_round(plan)}
+    by_arm: dict[str, dict[int, list[conv.EvalPoint]]] = {}
+    for row in plan.rows:
+        base = plan.baseline_for(row)
+        if base is not None:
+            by_arm.setdefault(base.arm, {})
+    for row in plan.rows:
+        if row.arm in by_arm:
+            by_arm[row.arm][row.seed] = points(curves.get(row.name, []), spec.metric)
+    return {arm: reference_bests(seeds, mode=metric_mode(plan.sweep), smoothing=spec.smoothing,
+                                 margin=spec.equivalence_margin,
+                                 first_look={s for (a, s) in first if a == arm})
+            for arm, seeds in by_arm.items()}
 
-    A relative target is resolved once per baseline arm: the mean of its seeds' curves
-    (:func:`scalesweep.science.stats.arms.mean_curve_target`), so every seed meets the same target; with
-    ``target.per_seed`` each seed uses its own baseline seed's best instead."""
+
+def targets(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, TrialTarget]:
+    """Trial name -> its target; the value is None when a relative target's baseline gave no
+    best. A relative target is the best of the baseline arm's first-look seeds other than the
+    trial's own seed, loosened by ``relative_to_baseline`` (docs/design.md §4, "Target")."""
     spec = plan.sweep.spec.target
     mode = metric_mode(plan.sweep)
-    resolved: dict[tuple[str, ...], float | None] = {}  # baseline trials -> their target
-    out: dict[str, tuple[float | None, PlanRow | None]] = {}
+    refs = references(plan, curves) if spec.value is None else {}
+    out: dict[str, TrialTarget] = {}
     for row in plan.rows:
         base = plan.baseline_for(row)
         if spec.value is not None or base is None:
-            out[row.name] = (spec.value, base)
+            out[row.name] = TrialTarget(spec.value, None, base)
             continue
         assert spec.relative_to_baseline is not None
-        sources = (base.name,) if spec.per_seed else tuple(r.name for r in _baseline_arm_rows(plan, base))
-        if sources not in resolved:
-            seed_curves = [pts for name in sources if (pts := points(curves.get(name, []), spec.metric))]
-            resolved[sources] = arms.mean_curve_target(seed_curves, mode, spec.relative_to_baseline,
-                                                       spec.smoothing)
-        out[row.name] = (resolved[sources], base)
+        best = refs[base.arm].best(row.seed)
+        out[row.name] = TrialTarget(target_of(best, spec.relative_to_baseline, mode), best, base)
     return out
+
+
+def headline_target(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> float | None:
+    """The study's one target to show: the absolute one, or the pooled first-look best of its
+    baseline arm loosened (each pair's own is cross-fitted around it); None with several
+    baseline arms or no best."""
+    spec = plan.sweep.spec.target
+    if spec.value is not None:
+        return spec.value
+    refs = references(plan, curves)
+    if len(refs) != 1:
+        return None
+    assert spec.relative_to_baseline is not None
+    return target_of(next(iter(refs.values())).pooled, spec.relative_to_baseline, metric_mode(plan.sweep))
 
 
 def summarize(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, TrialSummary]:
@@ -74,8 +107,9 @@ def summarize(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
     reading = Reading(metric_mode(plan.sweep), spec.smoothing)
     evals = {row.name: _evals(row, curves.get(row.name, []), spec.metric) for row in plan.rows}
     out = {}
-    for name, (target, base) in targets(plan, curves).items():
-        out[name] = summarize_trial(evals[name], target, None if base is None else evals[base.name], reading)
+    for name, t in targets(plan, curves).items():
+        base = None if t.baseline is None else evals[t.baseline.name]
+        out[name] = summarize_trial(evals[name], t.value, base, reading, t.reference_best)
     return out
 
 
@@ -90,9 +124,11 @@ def arm_summaries(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]],
     ran = [summaries[row.name] for row in (plan.rows if rows is None else rows)]
     axes = {row.arm: {k: v for k, v in row.axes.items() if k != "seed"}
             for row in (plan.rows if rows is None else rows)}
-    headline = {s.target_value for s in summaries.values()}
-    single = next(iter(headline)) if len(headline) == 1 and not spec.per_seed else None
+    spec_rep = plan.sweep.spec.replicates
+    notes = tuple(w for r in (references(plan, curves) if spec.value is None else {}).values()
+                  for w in r.warnings())
     rules = arms.Rules(confidence=adaptive.design(plan).per_look, margin=spec.equivalence_margin,
                        levels=tuple(spec.levels), mode=metric_mode(plan.sweep), smoothing=spec.smoothing,
-                       target=single)
+                       target=headline_target(plan, curves), family=adaptive.level_confidences(plan),
+                       notes=notes, max_seeds=None if spec_rep is None else spec_rep.max)
     return arms.summarize_arms(ran, {s.arm: s.baseline_arm for s in ran}, rules, axes)

@@ -85,11 +85,13 @@ def format_arms(arms: Sequence[ArmSummary]) -> str:
              interval_text(ratios(a.epochs_ratio)), a.answer, levels_text(a)]
             for a in arms]
     margin = arms[0].margin
-    note = (f"intervals: {METHOD}; coverage {coverage:.0%} at these seeds "
-            f"(nominal {arms[0].confidence:.0%})" if coverage else
+    note = (f"intervals: {METHOD}; coverage {coverage:.4g} at these seeds, each read at "
+            f"{arms[0].confidence:.4g} per look for the design's 90 % (docs/design.md §4)" if coverage else
             "intervals: n/a with one seed per arm")
     note += (f"; equivalent = the ratio's interval inside [{1 / (1 + margin):.3g}, {1 + margin:.3g}] "
-             f"(target.equivalence_margin {margin:g}); levels: targets best × (1 + level)")
+             f"(target.equivalence_margin {margin:g}); levels: targets best × (1 + level), decided as a "
+             "family (Holm)")
     warnings = [w for a in arms if (w := conditioning_text(a))]
+    warnings += [note for a in arms if a.is_baseline for note in a.notes]
     verdicts = "\n".join(f"  {a.arm}: {a.verdict()}" for a in arms if not a.is_baseline)
     return "\n".join([_table(header, rows), note, *([verdicts] if verdicts else []), *warnings])

@@ -20,6 +20,7 @@ from scalesweep.mlflow_names import (
     DECISION_CONFIDENCE_PARAM,
     EQUIVALENCE_MARGIN_PARAM,
     ERROR_TAG,
+    LEVEL_CONFIDENCES_PARAM,
     PROJECTION_PARAM,
     REPLICATES_PARAM,
     STATUS_TAG,
@@ -60,6 +61,7 @@ def parent_params(plan: Plan) -> dict[str, Any]:
         EQUIVALENCE_MARGIN_PARAM: spec.target.equivalence_margin,
         TARGET_LEVELS_PARAM: json.dumps(spec.target.levels),
         DECISION_CONFIDENCE_PARAM: adaptive.design(plan).per_look,
+        LEVEL_CONFIDENCES_PARAM: json.dumps(adaptive.level_confidences(plan)),
         REPLICATES_PARAM: spec.replicates.model_dump() if spec.replicates else None,
         BASELINE_TRIAL_PARAM: next((r.name for r in plan.rows if plan.baseline_for(r) is r), None),
         "trials": len(plan.rows), "backend": spec.backend, "search": spec.search.type,
@@ -119,16 +121,17 @@ def spool_unsent(tracker: SweepTracker, sweep_dir: Path) -> None:
 
 def close_runs(tracker: SweepTracker, parent_id: str, trials: list[dict[str, Any]],
                summaries: Mapping[str, TrialSummary], logged: dict[str, set[str]],
-               done: dict[str, str], run_for: Callable[[str], str | None]) -> None:
+               done: dict[str, str], run_for: Callable[[str], str | None],
+               headline: float | None = None) -> None:
     """Summary metrics, final tags and statuses: what the end of a sweep writes to MLflow.
     Fails fast (is_outage) where the server does not answer. ``run_for``: a trial's run, made
-    with the evals that waited for it (SweepCallback.run_for)."""
+    with the evals that waited for it (SweepCallback.run_for); ``headline``: the study's one
+    target to show on the parent (each trial logs its own, cross-fitted)."""
     with fail_fast():
         for t in trials:
             _log_trial_end(tracker, t, summaries[t["name"]], logged, done, run_for)
-        targets = [t[TARGET_VALUE_PARAM] for t in trials if t[TARGET_VALUE_PARAM] is not None]
-        if targets and TARGET_VALUE_PARAM not in tracker.client.get_run(parent_id).data.params:
-            tracker.log_params(parent_id, {TARGET_VALUE_PARAM: targets[0]})
+        if headline is not None and TARGET_VALUE_PARAM not in tracker.client.get_run(parent_id).data.params:
+            tracker.log_params(parent_id, {TARGET_VALUE_PARAM: headline})
     if not tracker.flush_with_retry(deadline_s=tracking_grace_s()):
         raise ConnectionError("buffered metrics were not accepted")
     names = {str(t["mlflow_run_id"]): t["name"] for t in trials}

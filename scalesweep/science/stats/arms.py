@@ -2,14 +2,15 @@
 turns their crossings into the per-arm numbers that `run`, the summary JSON, the report and
 `advise` show. Pure: no torch, no Ray, no MLflow.
 
-Also here: the one target every seed is measured against (:func:`mean_curve_target`): the
-baseline arm's seeds' curves averaged eval by eval, smoothed as configured, its best, loosened
-by the relative slack — so no single seed's dip sets the target.
+Which target each pair of seeds is measured against is :mod:`scalesweep.science.stats.targets`'
+(cross-fitted, frozen at the first look); each trial carries its own, and the best it was
+loosened from, which the levels loosen too.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -20,9 +21,6 @@ from scalesweep.science.stats.convergence import (
     EvalPoint,
     Located,
     Mode,
-    best_value,
-    resolve_target,
-    smooth,
 )
 from scalesweep.science.stats.decisions import BASELINE, DEFAULT_MARGIN, Decision, decide
 from scalesweep.science.stats.levels import (
@@ -30,8 +28,8 @@ from scalesweep.science.stats.levels import (
     LevelRatio,
     baseline_best,
     conditioning,
-    mean_curve,
     ratio_by_level,
+    ratio_median_json,
     well_conditioned_level,
 )
 from scalesweep.science.stats.replicates import (
@@ -64,6 +62,9 @@ class SeedCrossing(Protocol):
     @property
     def curve(self) -> Sequence[EvalPoint]: ...  # its evals of the target metric (the levels)
 
+    @property
+    def target_reference_best(self) -> float | None: ...  # the best its target was loosened from
+
 
 @dataclass(frozen=True)
 class TrialCrossing:
@@ -74,6 +75,8 @@ class TrialCrossing:
     located: Located | None  # None: no target could be resolved, or the trial has no evals
     #: the trial's evaluations of the target metric (for the ratios at every level)
     curve: Sequence[EvalPoint] = ()
+    #: the baseline best its target was loosened from (the levels loosen it too)
+    target_reference_best: float | None = None
 
 
 @dataclass(frozen=True)
@@ -86,9 +89,17 @@ class Rules:
     levels: tuple[float, ...] = ()
     mode: Mode = "min"
     smoothing: float = 0.0
-    #: the headline target every seed was measured against (None: per seed, or unknown), for
-    #: the conditioning check on the baseline arm
+    #: the headline target (the pooled first-look one; each pair's own is cross-fitted), for
+    #: the conditioning check on the baseline arm; None: unknown
     target: float | None = None
+    #: Holm's per-look confidences for the levels, index m - 1 with m levels still open
+    #: (docs/design.md §4, "Ratios at every level"); None: each level at ``confidence``
+    family: tuple[float, ...] | None = None
+    #: how the target was set, for the baseline arm to say (left-out seeds and the like)
+    notes: tuple[str, ...] = ()
+    #: an adaptive design's ``replicates.max``: more seeds than that are never advised (a look
+    #: past the planned ones would void the design's error rate); None: a fixed design
+    max_seeds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +125,17 @@ class ArmSummary:
     suggested_level: float | None = None
     #: the settings that make the arm (its axes but the seed), as arms.json lists them
     axes: Mapping[str, Any] = field(default_factory=dict)
+    #: the baseline arm only: how its target was set (seeds left out of it, and why)
+    notes: tuple[str, ...] = ()
+    #: the design's most seeds (adaptive), past which none are advised
+    max_seeds: int | None = None
+
+    @property
+    def seeds_needed(self) -> int | None:
+        """About how many seeds would decide the arm, within the design (None past its max)."""
+        c = self.epochs_ratio
+        needed = None if c is None else c.seeds_needed
+        return None if needed is None or (self.max_seeds is not None and needed > self.max_seeds) else needed
 
     @property
     def is_baseline(self) -> bool:
@@ -131,19 +153,25 @@ class ArmSummary:
         return CONFIDENCE if self.epochs_ratio is None else self.epochs_ratio.confidence
 
     def verdict(self) -> str:
-        """One line on the per-epoch comparison with the baseline arm, resolved or not."""
+        """The decision in words, with the interval it rests on: every flag, table and report
+        says the same as :attr:`decision` (one word per arm)."""
         if self.is_baseline:
             return "baseline"
         c = self.epochs_ratio
         if c is None or c.ratios.n == 0:
             return "no seed paired with the baseline arm"
-        n = c.ratios.n
-        if c.direction == "above":
-            return f"slower per epoch than the baseline (resolved with {n} seeds)"
-        if c.direction == "below":
-            return f"faster per epoch than the baseline (resolved with {n} seeds)"
+        n, mi = c.ratios.n, c.ratios
+        seeds = f"{n} seed{'s' if n != 1 else ''}"
+        if self.decision == "equivalent":
+            return f"equivalent within {self.margin * 100:g} % ({change_text(mi.ci)}; {seeds})"
+        if self.decision in ("slower", "faster"):
+            return f"{self.decision} per epoch than the baseline ({change_text(mi.ci)}; {seeds})"
         side = max(c.n_above, c.n_below)
-        if c.seeds_needed is None:
+        if c.seeds_needed is not None and self.seeds_needed is None:
+            needed = (f"~{c.seeds_needed} seeds would be needed, past the design's replicates.max "
+                      f"of {self.max_seeds}: it ends undecided (a look beyond the plan would void "
+                      "its error rate)")
+        elif c.seeds_needed is None:
             needed = "no majority of seeds lies clearly on one side of the baseline"
         elif side == n:
             needed = f"~{c.seeds_needed} seeds would resolve it if they keep agreeing"
@@ -154,7 +182,7 @@ class ArmSummary:
             tied = (f"; {c.n_tied} of {n} seed{'s' if n != 1 else ''} crossed within the same evals "
                     "as the baseline (brackets straddle 1): evaluating more often "
                     "(training.eval_every_epochs) would tell them apart")
-        return f"not resolved with {n} seed{'s' if n != 1 else ''}: {needed}{tied}"
+        return f"not resolved with {seeds} ({change_text(mi.ci)}): {needed}{tied}"
 
     def as_json(self) -> dict[str, Any]:
         """The arms.json object (docs/design.md §4): intervals as [lo, hi], null where
@@ -173,9 +201,10 @@ class ArmSummary:
             out.update(_median_json(name, comp.ratios))
             out[f"{name}_n_paired"] = comp.ratios.n
         c = self.epochs_ratio
-        out["resolved_vs_baseline"] = bool(c is not None and c.direction != "unresolved")
+        # resolved means decided: the one decision, not the interval's side of 1 on its own
+        out["resolved_vs_baseline"] = self.decision is not None and self.decision != "not resolved"
         out["direction_vs_baseline"] = None if c is None else c.direction
-        out["seeds_needed"] = None if c is None else c.seeds_needed
+        out["seeds_needed"] = self.seeds_needed
         out["n_tied_within_evals"] = 0 if c is None else c.n_tied
         out["verdict"] = self.verdict()
         out["decision"] = self.answer
@@ -184,15 +213,25 @@ class ArmSummary:
         out["method"] = METHOD
         out["ratio_by_target"] = [lv.as_json() for lv in self.levels]
         if (cond := self.conditioning) is not None:
-            out["conditioning"] = {"target": cond.target, "drop": cond.drop, "spread": cond.spread,
-                                   "ok": cond.ok, "suggested_level": self.suggested_level}
+            out["conditioning"] = {"target": cond.target, "crossing_epochs": cond.epochs,
+                                   "slope_per_epoch": cond.slope, "spread": cond.spread,
+                                   "crossing_spread_epochs": _finite(cond.epochs_spread),
+                                   "relative_spread": _finite(cond.relative_spread),
+                                   "threshold": cond.threshold, "ok": cond.ok,
+                                   "suggested_level": self.suggested_level}
+        if self.is_baseline:
+            out["target_notes"] = list(self.notes)
         return out
 
-    def decided_levels(self) -> dict[str, list[float]]:
-        """decision -> the levels it holds at (not resolved left out)."""
+    def decided_levels(self, exploratory: bool = False) -> dict[str, list[float]]:
+        """decision -> the levels it holds at once the levels are a family (not resolved left
+        out); ``exploratory``: those decided only before that adjustment, at their marginal
+        decision."""
         out: dict[str, list[float]] = {}
         for lv in self.levels:
-            if lv.decision != "not resolved":
+            if exploratory and lv.exploratory:
+                out.setdefault(lv.marginal, []).append(lv.level)
+            elif not exploratory and lv.decision != "not resolved":
                 out.setdefault(lv.decision, []).append(lv.level)
         return out
 
@@ -207,24 +246,50 @@ def levels_text(arm: ArmSummary) -> str:
     """Where an arm is decided along its levels: "slower at 0.5, 1, 2; equivalent at 0.1"."""
     if not arm.levels or arm.is_baseline:
         return ""
-    by = arm.decided_levels()
-    if not by:
-        return "none"
-    return "; ".join(f"{d} at {', '.join(f'{x:g}' for x in xs)}" for d, xs in by.items())
+    def text(by: Mapping[str, list[float]]) -> str:
+        return "; ".join(f"{d} at {', '.join(f'{x:g}' for x in xs)}" for d, xs in by.items())
+
+    decided, exploratory = arm.decided_levels(), arm.decided_levels(exploratory=True)
+    out = text(decided) or "none"
+    return out + (f" (exploratory, unadjusted: {text(exploratory)})" if exploratory else "")
 
 
 def conditioning_text(arm: ArmSummary) -> str | None:
-    """The baseline arm's warning when the headline target sits where its curve is flat,
-    naming a level that does not."""
+    """The baseline arm's warning when the seeds' spread at the headline target is a spread of
+    crossings too wide for the margin, naming a level where it is not."""
     c = arm.conditioning
     if c is None or c.ok:
         return None
     level = arm.suggested_level
     better = ("no level of target.levels is better conditioned" if level is None
               else f"level {level:g} is well conditioned (target.levels)")
-    return (f"warning: the target {c.target:.4g} sits where the baseline arm's curve is flat: it "
-            f"changes by {c.drop:.3g} across the crossing's evals, less than its seeds' spread "
-            f"there ({c.spread:.3g}), so the crossing is mostly noise; {better}")
+    return (f"warning: at the target {c.target:.4g} the baseline seeds' spread ({c.spread:.3g}) over "
+            f"the mean curve's slope ({c.slope:.3g} per epoch) is a crossing spread of "
+            f"{c.epochs_spread:.3g} epochs, {c.relative_spread:.0%} of the {c.epochs:.3g} epochs to "
+            f"the target, more than half the margin ({c.threshold:.0%}): the crossing is mostly "
+            f"noise; {better}")
+
+
+def change_text(ci: tuple[float, float] | None) -> str:
+    """A ratio interval as a change per epoch: "4-6 % slower", "between 3 % faster and 8 %
+    slower", "at least 20 % slower" (a seed that never reached)."""
+    if ci is None:
+        return "no interval"
+    lo, hi = ci
+
+    def pct(x: float) -> str:
+        return f"{abs(x - 1) * 100:.0f}"
+
+    def span(a: float, b: float) -> str:
+        return f"{pct(a)} %" if pct(a) == pct(b) else f"{pct(a)}-{pct(b)} %"
+
+    if not math.isfinite(hi):
+        return f"at least {pct(lo)} % slower" if lo > 1 else f"from {pct(lo)} % faster to never"
+    if lo > 1:
+        return f"{span(lo, hi)} slower"
+    if hi < 1:
+        return f"{span(hi, lo)} faster"
+    return f"between {pct(lo)} % faster and {pct(hi)} % slower"
 
 
 def interval_text(mi: MedianInterval | None) -> str:
@@ -246,9 +311,7 @@ def _finite(x: float) -> float | None:
 
 def _median_json(name: str, mi: MedianInterval) -> dict[str, Any]:
     return {
-        f"{name}_median": mi.median.value,
-        f"{name}_median_kind": mi.median.kind if mi.n else None,
-        f"{name}_median_bounds": [_finite(mi.median.lo), _finite(mi.median.hi)] if mi.n else None,
+        **ratio_median_json(mi, name),
         f"{name}_ci": None if mi.ci is None else [_finite(mi.ci[0]), _finite(mi.ci[1])],
         f"{name}_ci_coverage": mi.coverage,
         f"{name}_range": None if mi.spread is None else [_finite(mi.spread[0]), _finite(mi.spread[1])],
@@ -303,6 +366,7 @@ def _arm(arm: str, mine: Sequence[SeedCrossing], by_arm: Mapping[str, Sequence[S
                  for c in ARM_CLOCKS},
         epochs_ratio=epochs_ratio, speedup=speedup, decision=decision, margin=rules.margin,
         levels=levels, conditioning=cond, suggested_level=suggested, axes=dict(axes),
+        notes=rules.notes if base == arm else (), max_seeds=rules.max_seeds,
     )  # fmt: skip
 
 
@@ -311,31 +375,35 @@ def _condition(mine: Sequence[SeedCrossing], rules: Rules) -> tuple[Conditioning
     level when the target is not."""
     assert rules.target is not None
     curves = _curves(mine)
-    cond = conditioning(curves, rules.target, rules.mode, rules.smoothing)
-    best = baseline_best(list(curves.values()), rules.mode, rules.smoothing)
+    cond = conditioning(curves, rules.target, rules.mode, rules.smoothing, rules.margin)
+    best = _pooled_best(mine, rules)
     if cond is None or cond.ok or best is None or not rules.levels:
         return cond, None
-    return cond, well_conditioned_level(curves, best, rules.levels, rules.mode, rules.smoothing)
+    return cond, well_conditioned_level(curves, best, rules.levels, rules.mode, rules.smoothing, rules.margin)
 
 
 def _curves(trials: Sequence[SeedCrossing]) -> dict[int, Sequence[EvalPoint]]:
     return {t.seed: t.curve for t in trials if t.curve}
 
 
+def _pooled_best(base: Sequence[SeedCrossing], rules: Rules) -> float | None:
+    """The best behind the headline target: the median of the seeds' cross-fitted bests, else
+    (trials logged before they were) the baseline's mean curve's best."""
+    bests = [b for t in base if (b := t.target_reference_best) is not None]
+    if bests:
+        return statistics.median(bests)
+    return baseline_best(list(_curves(base).values()), rules.mode, rules.smoothing)
+
+
 def _levels(mine: Sequence[SeedCrossing], base: Sequence[SeedCrossing], rules: Rules) -> list[LevelRatio]:
+    """The ratio at every level, each seed's pair against its own (cross-fitted) best; trials
+    logged before bests were cross-fitted share the baseline's mean-curve best."""
     if not rules.levels:
         return []
-    base_curves = _curves(base)
-    best = baseline_best(list(base_curves.values()), rules.mode, rules.smoothing)
-    return ratio_by_level(_curves(mine), base_curves, best=best, mode=rules.mode,
-                          smoothing=rules.smoothing, levels=rules.levels,
-                          per_look=rules.confidence, margin=rules.margin)
-
-
-def mean_curve_target(curves: Sequence[Sequence[EvalPoint]], mode: Mode, relative: float,
-                      smoothing: float = 0.0) -> float | None:
-    """The target from the baseline arm's seeds: best of their smoothed mean curve, loosened by
-    ``relative``; None when the mean curve has no finite value."""
-    mean = mean_curve(curves)
-    best = best_value(smooth([p.value for p in mean], smoothing), mode) if mean else None
-    return None if best is None else resolve_target(mode, relative=relative, baseline_best=best)
+    bests: dict[int, float | None] = {t.seed: t.target_reference_best for t in base}
+    if not any(b is not None for b in bests.values()):
+        shared = baseline_best(list(_curves(base).values()), rules.mode, rules.smoothing)
+        bests = dict.fromkeys(bests, shared)
+    return ratio_by_level(_curves(mine), _curves(base), bests=bests, mode=rules.mode,
+                          smoothing=rules.smoothing, levels=rules.levels, per_look=rules.confidence,
+                          margin=rules.margin, family=rules.family)

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scalesweep.science.stats.convergence import EvalPoint, Mode, best_value, locate, resolve_target, smooth
-from scalesweep.science.stats.decisions import Decision, decide_pairs
+from scalesweep.science.stats.decisions import DEFAULT_MARGIN, Decision, decide_pairs
 from scalesweep.science.stats.replicates import MedianInterval, Observation
 
 #: the default of target.levels: near the plateau to early in training
@@ -70,75 +70,155 @@ def level_target(best: float, level: float, mode: Mode) -> float:
 
 @dataclass(frozen=True)
 class LevelRatio:
-    """One arm at one level: the paired epochs ratio over its seeds and the decision."""
+    """One arm at one level: the paired epochs ratio over its seeds and the decision, adjusted
+    for the arm's levels as a family (Holm); ``marginal``: the decision at the per-look
+    confidence alone, which a level decided only before adjustment shows as exploratory."""
 
     level: float
     target: float | None
     ratios: MedianInterval | None
     decision: Decision
+    marginal: Decision = "not resolved"
 
     @property
     def n_paired(self) -> int:
         return 0 if self.ratios is None else self.ratios.n
 
+    @property
+    def exploratory(self) -> bool:
+        """Decided at the per-look confidence, not once the arm's levels are a family."""
+        return self.decision == "not resolved" and self.marginal != "not resolved"
+
     def as_json(self) -> dict[str, Any]:
         mi = self.ratios
         fin = _finite
         return {"level": self.level, "target": self.target, "n_paired": self.n_paired,
-                "ratio_median": None if mi is None or not mi.n else mi.median.value,
-                "ratio_median_kind": None if mi is None or not mi.n else mi.median.kind,
-                "ratio_median_bounds": None if mi is None or not mi.n
-                else [fin(mi.median.lo), fin(mi.median.hi)],
+                **ratio_median_json(mi),
                 "ratio_ci": None if mi is None or mi.ci is None else [fin(mi.ci[0]), fin(mi.ci[1])],
                 "ratio_ci_coverage": None if mi is None else mi.coverage,
-                "decision": self.decision}
+                "decision": self.decision,
+                "exploratory_decision": self.marginal if self.exploratory else None}
+
+
+def ratio_median_json(mi: MedianInterval | None, prefix: str = "ratio") -> dict[str, Any]:
+    """A ratio's median as JSON: a number only when it is one; a bound goes under its own name
+    (``_lower_bound`` for "at least", ``_upper_bound`` for "at most"), never as the median."""
+    if mi is None or not mi.n:
+        return {f"{prefix}_median": None, f"{prefix}_median_kind": None, f"{prefix}_median_bounds": None,
+                f"{prefix}_lower_bound": None, f"{prefix}_upper_bound": None}
+    kind = mi.median.kind
+    return {f"{prefix}_median": mi.median.value if kind == "value" else None,
+            f"{prefix}_median_kind": kind,
+            f"{prefix}_median_bounds": [_finite(mi.median.lo), _finite(mi.median.hi)],
+            f"{prefix}_lower_bound": mi.median.lo if kind == "at_least" else None,
+            f"{prefix}_upper_bound": mi.median.hi if kind == "at_most" else None}
 
 
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _epochs(curves: Curves, target: float, mode: Mode, smoothing: float) -> dict[int, Observation]:
+def _epochs(curves: Curves, targets: Mapping[int, float], mode: Mode, smoothing: float
+            ) -> dict[int, Observation]:
     out = {}
     for seed, pts in curves.items():
-        if pts:
-            obs = locate(pts, target, mode, smoothing).observation("epochs")
+        if pts and seed in targets:
+            obs = locate(pts, targets[seed], mode, smoothing).observation("epochs")
             if obs is not None:
                 out[seed] = obs
     return out
 
 
-def ratio_by_level(arm: Curves, baseline: Curves, *, best: float | None, mode: Mode, smoothing: float,
-                   levels: Sequence[float], per_look: float, margin: float) -> list[LevelRatio]:
-    """The arm's paired epochs ratio against the baseline arm at each level's target."""
-    out = []
-    for level in levels:
-        if best is None:
-            out.append(LevelRatio(level, None, None, "not resolved"))
-            continue
-        target = level_target(best, level, mode)
-        decision, comparison = decide_pairs(_epochs(arm, target, mode, smoothing),
-                                            _epochs(baseline, target, mode, smoothing), per_look, margin)
-        out.append(LevelRatio(level, target, comparison.ratios, decision))
+def holm(decide_at: Callable[[int, float], Decision], m: int, confidences: Sequence[float]) -> list[Decision]:
+    """Holm's step-down over m hypotheses: with j still open, each is tested at
+    ``confidences[j - 1]``; those it decides are kept and the rest tested again at the next
+    (lower) confidence, until a step decides nothing. ``decide_at(i, confidence)``: hypothesis
+    i's decision at that confidence (wider intervals decide less, so the steps only add)."""
+    if len(confidences) < m:
+        raise ValueError(f"confidences must give one per family size up to {m=}, but got "
+                         f"{list(confidences)}")
+    out: list[Decision] = ["not resolved"] * m
+    open_ = set(range(m))
+    while open_:
+        at = confidences[len(open_) - 1]
+        found = {i: d for i in sorted(open_) if (d := decide_at(i, at)) != "not resolved"}
+        if not found:
+            break
+        for i, d in found.items():
+            out[i] = d
+            open_.discard(i)
     return out
+
+
+def ratio_by_level(arm: Curves, baseline: Curves, *, bests: Mapping[int, float | None], mode: Mode,
+                   smoothing: float, levels: Sequence[float], per_look: float, margin: float,
+                   family: Sequence[float] | None = None) -> list[LevelRatio]:
+    """The arm's paired epochs ratio against the baseline arm at each level. Seed s's pair is
+    measured against ``bests[s]`` loosened by the level (a seed without a best is left out).
+    ``family``: Holm's per-look confidences by the number of levels still open (index m - 1);
+    None: each level at ``per_look`` alone."""
+    family = family or [per_look] * len(levels)
+    pairs = []
+    for level in levels:
+        targets = {s: level_target(b, level, mode) for s, b in bests.items() if b is not None}
+        pairs.append((_epochs(arm, targets, mode, smoothing), _epochs(baseline, targets, mode, smoothing),
+                      targets))
+
+    def decide_at(i: int, confidence: float) -> Decision:
+        return decide_pairs(pairs[i][0], pairs[i][1], confidence, margin)[0]
+
+    adjusted = holm(decide_at, len(levels), family)
+    out = []
+    for i, level in enumerate(levels):
+        arm_obs, base_obs, targets = pairs[i]
+        marginal, comparison = decide_pairs(arm_obs, base_obs, per_look, margin)
+        shown = _headline(targets)
+        out.append(LevelRatio(level, shown, comparison.ratios if targets else None, adjusted[i], marginal))
+    return out
+
+
+def _headline(targets: Mapping[int, float]) -> float | None:
+    """One number for a level's cross-fitted targets: their median (None without any)."""
+    return statistics.median(targets.values()) if targets else None
 
 
 @dataclass(frozen=True)
 class Conditioning:
-    """How well a target pins the baseline arm's crossing down."""
+    """How well a target pins the baseline arm's crossing down, in epochs: the seeds' spread
+    of the metric there turned into a spread of crossings (spread / slope), relative to the
+    epochs to the target. Unlike a drop over one eval interval it does not move with the eval
+    spacing, so evaluating more often cannot make a target look worse."""
 
     target: float
-    #: how much the baseline's (smoothed) mean curve changes across its crossing's eval bracket
-    drop: float
+    #: the baseline's (smoothed) mean curve's crossing, in epochs
+    epochs: float
+    #: how fast that mean curve moves there: |change| / epochs across the crossing's evals
+    slope: float
     #: the seeds' standard deviation of the (smoothed) metric at the eval that meets the target
     spread: float
+    #: the equivalence margin d: a crossing spread above d / 2 of the epochs is too noisy
+    margin: float
+
+    @property
+    def epochs_spread(self) -> float:
+        """The seeds' spread of the metric read as a spread of crossings, in epochs."""
+        return self.spread / self.slope if self.slope > 0 else math.inf
+
+    @property
+    def relative_spread(self) -> float:
+        return self.epochs_spread / self.epochs if self.epochs > 0 else math.inf
+
+    @property
+    def threshold(self) -> float:
+        return self.margin / 2.0
 
     @property
     def ok(self) -> bool:
-        return self.drop >= self.spread
+        return self.relative_spread <= self.threshold
 
 
-def conditioning(baseline: Curves, target: float, mode: Mode, smoothing: float = 0.0) -> Conditioning | None:
+def conditioning(baseline: Curves, target: float, mode: Mode, smoothing: float = 0.0,
+                 margin: float = DEFAULT_MARGIN) -> Conditioning | None:
     """None when it cannot be judged: fewer than 2 seeds, or the mean curve crosses the target
     at its first eval or never."""
     curves = [list(c) for c in baseline.values() if c]
@@ -146,7 +226,7 @@ def conditioning(baseline: Curves, target: float, mode: Mode, smoothing: float =
     if len(curves) < 2 or not mean:
         return None
     where = locate(mean, target, mode, smoothing)
-    if where.kind != "interpolated" or where.before is None or where.at is None:
+    if where.kind != "interpolated" or where.before is None or where.at is None or where.crossing is None:
         return None
     values = smooth([p.value for p in mean], smoothing)
     i = next(j for j, p in enumerate(mean) if p.update == where.at.update)
@@ -157,14 +237,16 @@ def conditioning(baseline: Curves, target: float, mode: Mode, smoothing: float =
         seeds_there += [v for p, v in zip(c, smoothed, strict=True) if p.update == at_update]
     if len(seeds_there) < 2 or not all(math.isfinite(v) for v in seeds_there):
         return None
-    return Conditioning(target, abs(values[i - 1] - values[i]), statistics.stdev(seeds_there))
+    width = mean[i].epoch - mean[i - 1].epoch
+    slope = abs(values[i - 1] - values[i]) / width if width > 0 else 0.0
+    return Conditioning(target, where.crossing.epochs_to_target, slope, statistics.stdev(seeds_there), margin)
 
 
 def well_conditioned_level(baseline: Curves, best: float, levels: Sequence[float], mode: Mode,
-                           smoothing: float = 0.0) -> float | None:
+                           smoothing: float = 0.0, margin: float = DEFAULT_MARGIN) -> float | None:
     """The lowest level (the closest to the plateau) whose target is well conditioned."""
     for level in sorted(levels):
-        c = conditioning(baseline, level_target(best, level, mode), mode, smoothing)
+        c = conditioning(baseline, level_target(best, level, mode), mode, smoothing, margin)
         if c is not None and c.ok:
             return level
     return None

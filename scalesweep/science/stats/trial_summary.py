@@ -23,6 +23,7 @@ from scalesweep.mlflow_names import (
     BRACKETS,
     CROSSING_TAG,
     SUMMARY_METRICS,
+    TARGET_BEST_METRIC,
     TARGET_METRIC,
     TARGET_VALUE_PARAM,
 )
@@ -44,7 +45,7 @@ from scalesweep.science.stats.replicates import CrossingKind
 JSON_FIELDS = (*SUMMARY_METRICS, CROSSING_TAG, *BRACKETS, TARGET_VALUE_PARAM, BASELINE_TRIAL_PARAM,
                BASELINE_ARM_PARAM)
 #: the summary metrics a trial's MLflow run holds (docs/design.md §4.5), attributes likewise
-METRIC_FIELDS = (*SUMMARY_METRICS, *BRACKETS, TARGET_METRIC)
+METRIC_FIELDS = (*SUMMARY_METRICS, *BRACKETS, TARGET_METRIC, TARGET_BEST_METRIC)
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,9 @@ class TrialSummary:
     speedup_by_epochs: float | None
     scaling_efficiency: float | None
     train_seconds: float | None
+    #: the baseline best its target was loosened from, which every level loosens too
+    #: (:mod:`scalesweep.science.stats.targets`); None for an absolute target
+    target_reference_best: float | None = None
     #: what the arms read (:mod:`scalesweep.science.stats.arms`): the crossing with its bracket
     #: (None without a target or evals) and the target metric's evals
     located: Located | None = field(default=None, compare=False, repr=False)
@@ -120,9 +124,10 @@ class TrialSummary:
 
 
 def summarize_trial(trial: TrialEvals, target: float | None, baseline: TrialEvals | None,
-                    reading: Reading = Reading()) -> TrialSummary:
+                    reading: Reading = Reading(), reference_best: float | None = None) -> TrialSummary:
     """``trial`` against ``target``, its speedups against ``baseline`` (the same seed of its
-    baseline arm, whose crossing is located on its own evals against the same target)."""
+    baseline arm, whose crossing is located on its own evals against the same target);
+    ``reference_best``: the baseline best a relative target was loosened from."""
     located = _locate(trial, target, reading)
     crossing = None if located is None else located.crossing
     base = None if baseline is None else _locate(baseline, target, reading)
@@ -141,7 +146,7 @@ def summarize_trial(trial: TrialEvals, target: float | None, baseline: TrialEval
         final_dev_loss=final, best_dev_loss=best,
         speedup_vs_baseline=up, speedup_by_epochs=speedup(crossing, base_crossing, "epochs"),
         scaling_efficiency=_efficiency(up, trial, baseline), train_seconds=trial.train_seconds,
-        located=located, curve=trial.curve,
+        target_reference_best=reference_best, located=located, curve=trial.curve,
     )  # fmt: skip
 
 
