@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import pytest
 
+from scalesweep.orchestrator.plan.rows import make_plan
+from scalesweep.orchestrator.spec.load import load_sweep
+from scalesweep.orchestrator.tracking import summary
 from scalesweep.science.stats.convergence import EvalPoint, locate
 from scalesweep.science.stats.levels import baseline_best
 from scalesweep.science.stats.targets import reference_bests, target_of
 
 EPOCHS = [0.25 * i for i in range(1, 17)]  # 4 epochs, an eval every quarter
+SMOKE = Path(__file__).resolve().parents[1] / "sweeps" / "smoke.yaml"
 
 
 def _curve(plateau: float, scale: float = 1.0, start: float = 4.0, epochs: list[float] = EPOCHS
@@ -130,3 +135,30 @@ def test_the_baseline_only_target_favoured_the_baseline() -> None:
     # the rule this module replaced, on the same studies: the arm's seeds miss far more often
     arm, base, se = _never_rates(1500, naive=True)
     assert arm - base > 3 * se, (arm, base, se)
+
+
+def _driver_curve(plateau: float) -> list[dict[str, float]]:
+    return [{"update": p.update, "samples_seen": p.samples_seen, "epoch": p.epoch, "wall_s": p.wall_s,
+             "dev_loss": p.value} for p in _curve(plateau)]
+
+
+def test_the_driver_freezes_each_pairs_target_at_the_first_look(tmp_path: Path) -> None:
+    # sweeps/smoke.yaml with adaptive seeds 3..6: the targets the first round gives stay put
+    # when later rounds' baseline seeds arrive, whatever those seeds do
+    text = SMOKE.read_text(encoding="utf-8").replace("  seed: [0]\n", "")
+    path = tmp_path / "smoke.yaml"
+    path.write_text(text, encoding="utf-8")
+    plan = make_plan(load_sweep(str(path), ["replicates={min: 3, max: 6}"]))
+    base = next(r for r in plan.rows if plan.baseline_for(r) is r)
+    rows = [r for r in plan.rows if r.arm == base.arm]
+    plateaus = {0: 0.5, 1: 0.55, 2: 0.45, 3: 3.0, 4: 0.01, 5: 0.4}
+    first = {r.name: _driver_curve(plateaus[r.seed]) for r in rows if r.seed < 3}
+    every = {r.name: _driver_curve(plateaus[r.seed]) for r in rows}
+    before, after = summary.targets(plan, first), summary.targets(plan, every)
+    assert {n: (t.value, t.reference_best) for n, t in before.items()} == \
+        {n: (t.value, t.reference_best) for n, t in after.items()}
+    by_seed = {r.seed: after[r.name] for r in rows}
+    assert by_seed[0].reference_best == pytest.approx(
+        _best_within([_curve(0.55), _curve(0.45)], 4.0 / 1.1))  # seeds 1 and 2 only
+    assert by_seed[4].reference_best == by_seed[5].reference_best  # later seeds: the pooled best
+    assert summary.headline_target(plan, every) == pytest.approx(by_seed[5].value)
