@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from scalesweep.orchestrator.plan.rows import make_plan
+from scalesweep.orchestrator.plan.table import format_plan
 from scalesweep.orchestrator.spec.load import load_sweep
 from scalesweep.orchestrator.tracking import summary
 from scalesweep.science.stats.convergence import EvalPoint, locate
@@ -162,3 +163,10 @@ def test_the_driver_freezes_each_pairs_target_at_the_first_look(tmp_path: Path) 
         _best_within([_curve(0.55), _curve(0.45)], 4.0 / 1.1))  # seeds 1 and 2 only
     assert by_seed[4].reference_best == by_seed[5].reference_best  # later seeds: the pooled best
     assert summary.headline_target(plan, every) == pytest.approx(by_seed[5].value)
+
+
+def test_the_plan_says_where_the_target_is_read() -> None:
+    plan = make_plan(load_sweep(str(SMOKE.parent / "wenet_4v16.yaml"), []))
+    head = format_plan(plan).splitlines()[0]
+    assert "within its first 3.64 of 4 epochs (horizon / (1 + margin 0.1)" in head
+    assert "cross-fitted, frozen at the first look" in head

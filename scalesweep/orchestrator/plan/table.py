@@ -107,4 +107,13 @@ def _target(plan: Plan) -> str:
     t = plan.sweep.spec.target
     if t.value is not None:
         return f"= {t.value:g}"
-    return f"within {t.relative_to_baseline:.0%} of the baseline's best"
+    text = f"within {t.relative_to_baseline:.0%} of the baseline's best"
+    base = next((r for r in plan.rows if plan.baseline_for(r) is r), None)
+    if base is None:
+        return text
+    # docs/design.md §4, "Target": the best is read within H / (1 + d), so that an arm that
+    # never meets the target by H is at least about (1 + d)x slower: "never" decides
+    d = t.equivalence_margin
+    return (f"{text} within its first {base.epochs / (1 + d):.3g} of {base.epochs:.3g} epochs "
+            f"(horizon / (1 + margin {d:g}): a seed that never reaches it by the end is about "
+            f"{1 + d:g}x slower or more), cross-fitted, frozen at the first look")
