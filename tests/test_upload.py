@@ -93,9 +93,21 @@ def test_an_upload_over_the_cap_is_refused_by_name(checkout: Path) -> None:
     ("https://token@h", "https://h", {credentials.USERNAME: "token"}),
     ("http://[::1]:5000", "http://[::1]:5000", {}),
     ("sqlite:////data/mlflow.db", "sqlite:////data/mlflow.db", {}),
+    # a PostgreSQL store's driver (libpq) reads these; MLflow's own variables are http only
+    ("postgresql://bob:p%3Aw@db.example:5432/mlflow", "postgresql://db.example:5432/mlflow",
+     {credentials.PG_USER: "bob", credentials.PG_PASSWORD: "p:w"}),
+    ("postgresql+psycopg2://bob@db/mlflow", "postgresql+psycopg2://db/mlflow", {credentials.PG_USER: "bob"}),
 ])
 def test_credentials_leave_the_uri(uri: str, clean: str, env: dict[str, str]) -> None:
     assert credentials.split(uri) == (clean, env)
+
+
+def test_credentials_nothing_would_read_are_refused_by_name() -> None:
+    with pytest.raises(InputError) as err:
+        credentials.split("mysql://root:hunter2@db/mlflow")
+    (problem,) = err.value.problems
+    assert problem.path == "--tracking-uri" and "hunter2" not in str(err.value)
+    assert "mysql://***@db/mlflow" in str(err.value) and "nothing reads them" in problem.rule
 
 
 def test_dry_run_lists_the_upload_and_never_shows_the_credentials(tmp_path: Path) -> None:
@@ -107,3 +119,10 @@ def test_dry_run_lists_the_upload_and_never_shows_the_credentials(tmp_path: Path
            "--tracking-uri http://mlflow.example:5000" in done.stdout
     assert "tracking credentials: passed in the job's environment" in done.stdout
     assert "scalesweep/orchestrator/cli.py" in done.stdout and ".venv" not in done.stdout
+
+
+def test_run_refuses_such_a_uri_with_exit_2_and_starts_nothing(tmp_path: Path) -> None:
+    done = scalesweep("run", str(SWEEPS / "smoke.yaml"), "--tracking-uri", "mysql://root:hunter2@db/mlflow",
+                      cwd=tmp_path)
+    assert done.returncode == 2 and "hunter2" not in done.stdout + done.stderr
+    assert "--tracking-uri = 'mysql://***@db/mlflow'" in done.stderr and list(tmp_path.iterdir()) == []
