@@ -269,3 +269,17 @@ def test_no_more_seeds_are_advised_than_the_design_plans() -> None:
     capped = summarize_arms(trials, {"base": "base", "other": "base"}, Rules(levels=(), max_seeds=6))[1]
     assert capped.seeds_needed is None and capped.as_json()["seeds_needed"] is None
     assert "past the design's replicates.max of 6: it ends undecided" in capped.verdict()
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ('{"min": 5, "max": 10, "step": 1, "first_seed": 0}', 10), ("null", None), ("None", None), (None, None),
+])
+def test_the_report_reads_the_designs_max(raw: str | None, expected: int | None) -> None:
+    import pandas as pd
+
+    from scalesweep.dashboards.mlflow_data import Study
+    from scalesweep.mlflow_names import REPLICATES_PARAM
+
+    params = {} if raw is None else {REPLICATES_PARAM: raw}
+    study = Study("e", "p", "p", params, pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
+    assert study.replicates_max == expected

@@ -7,7 +7,6 @@ orchestrator. ``Study.trials`` has one row per child run; ``Study.history`` has 
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -107,13 +106,16 @@ class Study:
 
     @property
     def replicates_max(self) -> int | None:
-        """An adaptive study's ``replicates.max`` (None: a fixed number of seeds). MLflow holds
-        the param as the dict's Python text."""
+        """An adaptive study's ``replicates.max`` (None: a fixed number of seeds, or a study
+        that logged none). The param is JSON, as every non-string param."""
         raw = self.parent_params.get(REPLICATES_PARAM)
-        if raw in (None, "", "None"):
+        if raw in (None, "", "None", "null"):
             return None
-        value = ast.literal_eval(str(raw))
-        return int(value["max"]) if isinstance(value, dict) and "max" in value else None
+        try:
+            value = json.loads(str(raw))
+        except ValueError:
+            return None
+        return int(value["max"]) if isinstance(value, dict) and value.get("max") is not None else None
 
     @property
     def level_confidences(self) -> tuple[float, ...] | None:
