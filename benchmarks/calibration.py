@@ -1,0 +1,366 @@
+"""Calibration of the decisions through the driver's real path: simulated studies whose truth
+is known, run round after round as the driver runs them (docs/design.md §4, "Target",
+"Decisions", "Ratios at every level", "Adaptive seeds").
+
+Each study is a real plan (sweeps/smoke.yaml without its seed axis, adaptive replicates
+{min: 5, max: 10} as the shipped study's, the default levels, world sizes 2, 4 and 8 with two
+lr rules: a baseline arm and four arms against it) fed simulated curves in the driver's dicts
+({update, samples_seen, epoch, wall_s, dev_loss}). The rounds are the driver's: the first
+round's seeds, then ``scalesweep.orchestrator.plan.adaptive.next_round`` on the decisions
+(``ArmSummary.answer``) that ``scalesweep.orchestrator.tracking.summary.arm_summaries`` gives
+for the trials run so far, its relative target cross-fitted and frozen at the first look, its
+intervals at the design's per-look confidence and its levels a Holm family. Nothing is
+re-implemented here but the curves.
+
+Curves: dev_loss(t) = p · (1 + ε) + A · exp(−t / τ), evaluated every 0.1 epoch up to 4 epochs,
+with a per-seed time scale τ (a part shared by the arms' same seed, as a seed fixes init and
+data order, and a part of each trial's own), a per-seed plateau p likewise, 5 % of trials stuck
+on a plateau 15 % higher (they never reach the target: censored), and eval noise ε. An arm with
+a planted per-epoch ratio r has its time scale multiplied by r, so each of its seeds crosses
+any level r times later than it would have: its true paired ratio is r at every level.
+
+Shapes: ``falling`` (τ = 1 epoch, the baseline still falling at the horizon, its crossing of the
+headline target near 2.8 epochs) and ``plateau`` (τ = 0.4 epoch: the baseline flat over the last
+half of the horizon, so the target sits on the plateau's knee, where seed noise moves the
+crossing most). Each study of a shape holds all four arms, A/A (r = 1, the baseline's own
+distribution) and r = 1.05, 1.10, 1.20: a case's rate is one arm per study, independent
+across studies (seeded per study, so the figures do not depend on the process count).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import multiprocessing
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks._common import RESULTS, ROOT, Column, Report, Table, parse_args, say
+
+NAME = "calibration"
+SWEEP = ROOT / "sweeps" / "smoke.yaml"
+#: the shipped study's replicates (sweeps/wenet_4v16.yaml) and a horizon and eval spacing like its
+OVERRIDES = ("replicates={min: 5, max: 10}", "axes.world_size=[2, 4, 8]",
+             "axes.scaling_rule=[none, linear]", "training.epochs=4", "training.eval_every_epochs=0.1")
+EPOCHS, EVAL_EVERY = 4.0, 0.1
+#: the stated error rate of every decision (1 - the design's confidence)
+ALPHA = 0.10
+#: the planted per-epoch ratios, one arm each; 1.0 is the A/A arm
+RATIOS = (1.0, 1.05, 1.10, 1.20)
+STUDIES = 2000
+#: the answers an arm can end with (scalesweep.science.stats.decisions.DECISIONS)
+ANSWERS = ("slower", "faster", "equivalent", "not resolved")
+#: what the dicts' clocks other than epochs are built from (they do not enter the decisions)
+TRAIN_SIZE, SECONDS_PER_EPOCH = 8192, 30.0
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How one shape's curves are drawn (see the module docstring)."""
+
+    name: str
+    tau: float
+    amplitude: float = 3.0
+    plateau: float = 1.0
+    #: sd of log τ: shared by a seed's trials, and each trial's own
+    tau_shared: float = 0.05
+    tau_own: float = 0.03
+    #: sd of the plateau's relative offset: shared, and own
+    plateau_shared: float = 0.02
+    plateau_own: float = 0.01
+    #: a trial stuck on a higher plateau: its chance and how much higher
+    stuck_p: float = 0.05
+    stuck_shift: float = 0.15
+    #: relative sd of each eval's noise
+    eval_noise: float = 0.002
+
+
+SHAPES = (Shape("falling", tau=1.0), Shape("plateau", tau=0.4))
+
+
+def case_name(shape: str, ratio: float) -> str:
+    head = "A/A" if ratio == 1.0 else f"{ratio:.2f}"
+    return head if shape == "falling" else f"{shape} {head}"
+
+
+def wrong(ratio: float, decision: str, margin: float) -> bool:
+    """Whether ``decision`` claims what the true ratio is not: a direction it does not have,
+    or equivalence when the ratio lies on the band's edge or outside it."""
+    if decision == "faster":
+        return ratio >= 1.0
+    if decision == "slower":
+        return ratio <= 1.0
+    if decision == "equivalent":
+        return ratio >= 1.0 + margin - 1e-12 or ratio <= 1.0 / (1.0 + margin) + 1e-12
+    return False
+
+
+# -- one study through the driver's path --------------------------------------------------------
+
+_PLAN: Any = None  # the plan every study runs, made once per process (fork inherits it)
+
+
+def make_calibration_plan() -> Any:
+    """The real plan the studies run: smoke.yaml without its seed axis (adaptive replicates
+    number the seeds), with the overrides above."""
+    from scalesweep.orchestrator.plan.rows import make_plan
+    from scalesweep.orchestrator.spec.load import load_sweep
+
+    text = SWEEP.read_text(encoding="utf-8")
+    assert "  seed: [0]\n" in text, "sweeps/smoke.yaml changed its seed axis"
+    with tempfile.TemporaryDirectory(prefix="scalesweep-calibration-") as tmp:
+        path = Path(tmp) / "smoke.yaml"
+        path.write_text(text.replace("  seed: [0]\n", ""), encoding="utf-8")
+        return make_plan(load_sweep(str(path), list(OVERRIDES)))
+
+
+def arm_ratios(plan: Any) -> dict[str, float]:
+    """Arm -> its planted ratio: the baseline arm 1, the others in name order RATIOS."""
+    base = {r.arm for r in plan.rows if plan.baseline_for(r) is r}
+    assert len(base) == 1, base
+    others = sorted({r.arm for r in plan.rows} - base)
+    assert len(others) == len(RATIOS), others
+    return {next(iter(base)): 1.0, **dict(zip(others, RATIOS, strict=True))}
+
+
+def curves_for(plan: Any, ratios: Mapping[str, float], shape: Shape, rng: random.Random
+               ) -> dict[str, list[dict[str, float]]]:
+    """Every planned trial's curve (drawn up front, so which trials a round runs never changes
+    another trial's draw)."""
+    seeds = sorted({r.seed for r in plan.rows})
+    shared = {s: (rng.gauss(0.0, shape.tau_shared), rng.gauss(0.0, shape.plateau_shared)) for s in seeds}
+    n_evals = round(EPOCHS / EVAL_EVERY)
+    out = {}
+    for row in plan.rows:
+        tau_z, plateau_z = shared[row.seed]
+        tau = shape.tau * ratios[row.arm] * math.exp(tau_z + rng.gauss(0.0, shape.tau_own))
+        stuck = shape.stuck_shift if rng.random() < shape.stuck_p else 0.0
+        plateau = shape.plateau * (1.0 + plateau_z + rng.gauss(0.0, shape.plateau_own) + stuck)
+        per_epoch = TRAIN_SIZE / row.global_batch
+        curve = []
+        for i in range(1, n_evals + 1):
+            t = i * EVAL_EVERY
+            loss = (plateau + shape.amplitude * math.exp(-t / tau)) * (1.0 + rng.gauss(0.0, shape.eval_noise))
+            curve.append({"update": float(round(t * per_epoch)), "samples_seen": t * TRAIN_SIZE,
+                          "epoch": t, "wall_s": t * SECONDS_PER_EPOCH, "dev_loss": loss})
+        out[row.name] = curve
+    return out
+
+
+@dataclass(frozen=True)
+class ArmOutcome:
+    """One arm at the end of one study."""
+
+    ratio: float
+    decision: str
+    seeds: int
+    #: the levels' decisions, Holm-adjusted and at the per-look confidence alone
+    levels: tuple[str, ...]
+    levels_marginal: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StudyOutcome:
+    shape: str
+    arms: tuple[ArmOutcome, ...]
+    rounds: int
+    #: the baseline's conditioning check at the headline target (None: not judged)
+    conditioning_ok: bool | None
+
+
+def run_study(plan: Any, ratios: Mapping[str, float], shape: Shape, rng: random.Random) -> StudyOutcome:
+    """One study, round after round as ``scalesweep.orchestrator.launch.rounds.Rounds`` runs it:
+    each round decides from the trials run so far, undecided arms (and their baseline) get
+    seeds up to the next look."""
+    from scalesweep.orchestrator.plan import adaptive
+    from scalesweep.orchestrator.tracking.summary import arm_summaries
+
+    curves = curves_for(plan, ratios, shape, rng)
+    in_play = adaptive.first_round(plan)
+    rounds = 0
+    while True:
+        rounds += 1
+        seen = {r.name: curves[r.name] for r in in_play}  # a round sees only what has run
+        summaries = arm_summaries(plan, seen, in_play)
+        more = adaptive.next_round(plan, in_play, {a.arm: a.answer for a in summaries})
+        if not more:
+            break
+        in_play = [*in_play, *more]
+    arms = tuple(ArmOutcome(ratios[a.arm], a.answer, a.n_seeds, tuple(lv.decision for lv in a.levels),
+                            tuple(lv.marginal for lv in a.levels))
+                 for a in summaries if not a.is_baseline)
+    base = next(a for a in summaries if a.is_baseline)
+    cond = None if base.conditioning is None else base.conditioning.ok
+    return StudyOutcome(shape.name, arms, rounds, cond)
+
+
+def study_rng(seed: int, shape: str, index: int) -> random.Random:
+    # a string seed is hashed deterministically (not by PYTHONHASHSEED): reproducible per study
+    return random.Random(f"calibration/{seed}/{shape}/{index}")
+
+
+def _one(job: tuple[int, int, int]) -> StudyOutcome:
+    global _PLAN
+    seed, shape_index, index = job
+    if _PLAN is None:
+        _PLAN = make_calibration_plan()
+    shape = SHAPES[shape_index]
+    return run_study(_PLAN, arm_ratios(_PLAN), shape, study_rng(seed, shape.name, index))
+
+
+def run_all(seed: int, studies: int, processes: int) -> list[StudyOutcome]:
+    """``studies`` studies of every shape, on ``processes`` processes (1: in this one)."""
+    global _PLAN
+    _PLAN = make_calibration_plan()
+    jobs = [(seed, k, i) for k in range(len(SHAPES)) for i in range(studies)]
+    if processes <= 1:
+        return [_one(j) for j in jobs]
+    with multiprocessing.get_context("fork").Pool(processes) as pool:
+        return list(pool.imap(_one, jobs, chunksize=max(1, min(50, len(jobs) // (4 * processes)))))
+
+
+# -- the figures --------------------------------------------------------------------------------
+
+def _rate(hits: int, n: int) -> tuple[float, float]:
+    """A proportion and its standard error."""
+    p = hits / n if n else math.nan
+    return p, math.sqrt(p * (1.0 - p) / n) if n else math.nan
+
+
+def case_row(shape: str, ratio: float, arms: Sequence[ArmOutcome], conditioning_ok: Sequence[bool],
+             margin: float) -> dict[str, Any]:
+    """One case's figures: the JSON list's object."""
+    n = len(arms)
+
+    def share(hit: Callable[[ArmOutcome], bool]) -> tuple[float, float]:
+        return _rate(sum(1 for a in arms if hit(a)), n)
+
+    false_dir, false_dir_se = share(lambda a: a.decision in ("slower", "faster")
+                                    and wrong(ratio, a.decision, margin))
+    # equivalence is an error on the band's edge or outside it; inside, it is the right answer
+    edge_or_out = ratio >= 1.0 + margin - 1e-12
+    false_eq, false_eq_se = share(lambda a: a.decision == "equivalent") if edge_or_out else (None, None)
+    fw, fw_se = share(lambda a: any(wrong(ratio, d, margin) for d in a.levels))
+    fw_raw, fw_raw_se = share(lambda a: any(wrong(ratio, d, margin) for d in a.levels_marginal))
+    p = {d: _rate(sum(1 for a in arms if a.decision == d), n)[0] for d in ANSWERS}
+    mean_seeds = sum(a.seeds for a in arms) / n if n else math.nan
+    sd_seeds = math.sqrt(sum((a.seeds - mean_seeds) ** 2 for a in arms) / (n - 1)) if n > 1 else math.nan
+    return {
+        "case": case_name(shape, ratio), "shape": shape, "ratio": ratio, "studies": n,
+        "false_direction": false_dir, "false_equivalent": false_eq,
+        "p_slower": p["slower"], "p_equivalent": p["equivalent"],
+        "p_not_resolved": p["not resolved"], "p_faster": p["faster"],
+        "mean_seeds": mean_seeds, "familywise_levels": fw, "familywise_levels_unadjusted": fw_raw,
+        "false_direction_se": false_dir_se, "false_equivalent_se": false_eq_se,
+        "familywise_levels_se": fw_se, "familywise_levels_unadjusted_se": fw_raw_se,
+        "mean_seeds_se": sd_seeds / math.sqrt(n) if n > 1 else math.nan,
+        "baseline_conditioning_ok": sum(conditioning_ok) / len(conditioning_ok) if conditioning_ok else None,
+    }  # fmt: skip
+
+
+def summarize(outcomes: Sequence[StudyOutcome], margin: float) -> list[dict[str, Any]]:
+    """One row per case, shape by shape."""
+    rows = []
+    for shape in SHAPES:
+        mine = [o for o in outcomes if o.shape == shape.name]
+        cond = [o.conditioning_ok for o in mine if o.conditioning_ok is not None]
+        for ratio in RATIOS:
+            rows.append(case_row(shape.name, ratio, [a for o in mine for a in o.arms if a.ratio == ratio],
+                                 cond, margin))
+    return rows
+
+
+COLUMNS = [
+    Column("case", "case", "text"), Column("studies", "studies", fmt=".0f"),
+    Column("false_direction", "false direction", "number", ".3f"),
+    Column("false_equivalent", "false equivalent", "number", ".3f"),
+    Column("p_slower", "P(slower)", "number", ".3f"),
+    Column("p_equivalent", "P(equivalent)", "number", ".3f"),
+    Column("p_not_resolved", "P(not resolved)", "number", ".3f"),
+    Column("p_faster", "P(faster)", "number", ".3f"),
+    Column("mean_seeds", "mean seeds", fmt=".2f"),
+    Column("familywise_levels", "levels FWER (Holm)", "number", ".3f"),
+    Column("familywise_levels_unadjusted", "levels FWER (unadjusted)", "number", ".3f"),
+    Column("baseline_conditioning_ok", "baseline target well conditioned", "number", ".2f"),
+]
+
+
+def _options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=int, default=0, help="the simulation's seed (each study's is derived)")
+    p.add_argument("--studies", type=int, default=None, help=f"studies per shape (default {STUDIES})")
+    p.add_argument("--processes", type=int, default=2, help="worker processes (1: in this one)")
+    p.add_argument("--json", action="store_true", help="print the JSON list of cases on stdout")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(__doc__, argv, _options)
+    studies = args.studies or (20 if args.quick else STUDIES)
+    if args.out == RESULTS and studies < STUDIES:
+        args.out = RESULTS / "quick"  # a smaller run never overwrites the committed figures
+    from scalesweep.orchestrator.plan import adaptive
+
+    plan = make_calibration_plan()
+    design = adaptive.design(plan)
+    margin = plan.sweep.spec.target.equivalence_margin
+    report = Report(NAME, quick=studies < STUDIES, settings={
+        "seed": args.seed, "studies_per_shape": studies, "processes": args.processes,
+        "sweep": str(SWEEP.relative_to(ROOT)), "overrides": list(OVERRIDES), "ratios": list(RATIOS),
+        "shapes": [s.__dict__ for s in SHAPES], "looks": list(design.looks), "per_look": design.per_look,
+        "design_error": design.error, "level_confidences": list(adaptive.level_confidences(plan)),
+        "levels": list(plan.sweep.spec.target.levels), "margin": margin})
+    say(f"{studies} studies x {len(SHAPES)} shapes on {args.processes} process(es)")
+    t0, c0 = time.perf_counter(), time.process_time()
+    outcomes = run_all(args.seed, studies, args.processes)
+    wall, cpu_main = time.perf_counter() - t0, time.process_time() - c0
+    rows = summarize(outcomes, margin)
+    report.tables.append(Table(
+        f"decisions over {studies} simulated studies per case through tracking.summary.arm_summaries "
+        f"and adaptive.next_round (looks {list(design.looks)}, per-look confidence {design.per_look:.4g}, "
+        f"margin {margin:g})", COLUMNS, rows))
+    for row in rows:
+        three = 3 * (row["false_direction_se"] or 0.0)
+        if row["ratio"] == 1.0:
+            report.target(f"{row['case']}: false direction", row["false_direction"], "<=", ALPHA + three)
+            report.target(f"{row['case']}: levels FWER (Holm)", row["familywise_levels"], "<=",
+                          ALPHA + 3 * row["familywise_levels_se"])
+        if row["ratio"] > 1.0 + margin:
+            report.target(f"{row['case']}: false equivalent", row["false_equivalent"], "<=",
+                          ALPHA + 3 * row["false_equivalent_se"])
+    report.target("wall seconds for every case", wall, "<=", 600.0)
+    report.notes += [
+        f"Wall {wall:.0f} s for {len(outcomes)} studies on {args.processes} process(es) "
+        f"({wall / max(len(outcomes), 1) * 1000:.0f} ms per study; CPU in the parent {cpu_main:.0f} s).",
+        f"The design's exact error over looks {list(design.looks)} at per-look confidence "
+        f"{design.per_look:.4g} is {design.error:.4%} (sequential.design): what A/A false directions "
+        "reach with point crossings and no equivalence stopping; brackets, censoring and "
+        "equivalence only lower it.",
+        "false direction: A/A any slower/faster; planted ratios a faster. false equivalent: "
+        "equivalent called at a ratio on the band's edge (1.10: a one-sided error, alpha/2 for "
+        "a fixed design) or outside it (1.20). levels FWER: some level of the arm decided "
+        "wrongly (the same rules) after Holm, and before it.",
+        "Standard errors are in the JSON (raw.cases, *_se): sqrt(p(1-p)/studies).",
+    ]
+    report.raw = {"cases": rows, "wall_s": wall, "rounds_mean": {
+        s.name: sum(o.rounds for o in outcomes if o.shape == s.name) / max(1, studies) for s in SHAPES}}
+    if args.json:
+        with contextlib.redirect_stdout(sys.stderr):
+            report.finish(args.out)
+        print(json.dumps(rows, indent=1, default=_json_default))
+    else:
+        report.finish(args.out)
+
+
+def _json_default(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else str(value)
+
+
+if __name__ == "__main__":
+    main()
