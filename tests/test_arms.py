@@ -4,6 +4,7 @@ the arms.json fields, the texts the tables show and the table `run` prints."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -74,7 +75,8 @@ def test_a_uniformly_slower_arm_is_slower_at_the_target_and_every_level() -> Non
     assert best is not None
     assert [lv["target"] for lv in levels] == pytest.approx([best * 1.5, best * 2.0, best * 3.0])
     assert other["axes"] == {"world_size": 4} and arms["base"]["axes"] == {}
-    assert levels_text(_summaries([1.3, 1.32, 1.28, 1.31, 1.29])["other"]) == "slower at 0.5, 1, 2"
+    text = levels_text(_summaries([1.3, 1.32, 1.28, 1.31, 1.29])["other"])
+    assert text == "slower at every level (intersection-union)"
 
 
 def test_the_same_curves_are_equivalent() -> None:
@@ -133,7 +135,7 @@ def test_the_run_table_shows_decisions_levels_and_the_margin() -> None:
     text = format_arms(list(_summaries([1.3, 1.32, 1.28, 1.31, 1.29]).values()))
     header, base, other = text.splitlines()[:3]
     assert "decision" in header and "decided at levels" in header
-    assert "baseline" in base and "slower" in other and "slower at 0.5, 1, 2" in other
+    assert "baseline" in base and "slower" in other and "slower at every level (intersection-union)" in other
     assert "equivalent = the ratio's interval inside [0.909, 1.1]" in text
     assert "other: slower per epoch than the baseline (21-41 % slower; 5 seeds)" in text
 
@@ -212,8 +214,15 @@ def test_a_level_decided_only_before_adjustment_is_exploratory() -> None:
     assert [lv.decision for lv in other.levels] == ["not resolved"] * 3
     assert [lv.marginal for lv in other.levels] == ["slower"] * 3
     assert all(lv.exploratory for lv in other.levels)
-    assert levels_text(other) == "none (exploratory, unadjusted: slower at 0.5, 1, 2)"
     assert other.as_json()["ratio_by_target"][0]["exploratory_decision"] == "slower"
+    # all three slower each at its own confidence: the intersection-union claim stands at α
+    assert other.every_level == "slower" and other.as_json()["decision_at_every_level"] == "slower"
+    assert levels_text(other) == "slower at every level (intersection-union)"
+    # one level open: no such claim, and the others are exploratory only
+    last = dataclasses.replace(other.levels[2], marginal="not resolved")
+    partial = dataclasses.replace(other, levels=(*other.levels[:2], last))
+    assert partial.every_level is None
+    assert levels_text(partial) == "none (exploratory, unadjusted: slower at 0.5, 1)"
 
 
 def test_an_equivalent_arm_says_equivalent_in_every_field() -> None:

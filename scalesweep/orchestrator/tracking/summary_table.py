@@ -78,6 +78,8 @@ def format_arms(arms: Sequence[ArmSummary]) -> str:
     if not arms:
         return ""
     coverage = next((c for a in arms if (c := a.medians["epochs"].coverage)), None)
+    # the per-look confidence is the comparisons' (the baseline arm has none of its own)
+    per_look = next((a.confidence for a in arms if a.epochs_ratio is not None), arms[0].confidence)
     header = ["arm", "reached", "epochs→target (median)", "interval", "epochs ratio vs baseline",
               "interval", "decision", "decided at levels"]
     rows = [[a.arm, f"{a.n_reached}/{a.n_seeds}", median_text(a.medians["epochs"]),
@@ -86,7 +88,7 @@ def format_arms(arms: Sequence[ArmSummary]) -> str:
             for a in arms]
     margin = arms[0].margin
     note = (f"intervals: {METHOD}; coverage {coverage:.4g} at these seeds, each read at "
-            f"{arms[0].confidence:.4g} per look for the design's 90 % (docs/design.md §4)" if coverage else
+            f"{per_look:.4g} per look for the design's 90 % (docs/design.md §4)" if coverage else
             "intervals: n/a with one seed per arm")
     note += (f"; equivalent = the ratio's interval inside [{1 / (1 + margin):.3g}, {1 + margin:.3g}] "
              f"(target.equivalence_margin {margin:g}); levels: targets best × (1 + level), decided as a "

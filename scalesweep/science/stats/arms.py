@@ -212,6 +212,7 @@ class ArmSummary:
         out["confidence"] = self.confidence
         out["method"] = METHOD
         out["ratio_by_target"] = [lv.as_json() for lv in self.levels]
+        out["decision_at_every_level"] = self.every_level
         if (cond := self.conditioning) is not None:
             out["conditioning"] = {"target": cond.target, "crossing_epochs": cond.epochs,
                                    "slope_per_epoch": cond.slope, "spread": cond.spread,
@@ -222,6 +223,17 @@ class ArmSummary:
         if self.is_baseline:
             out["target_notes"] = list(self.notes)
         return out
+
+    @property
+    def every_level(self) -> Decision | None:
+        """The decision every level holds at its own per-look confidence, when they all agree
+        (and there are two or more): an intersection-union claim, valid at the design's error
+        rate as it stands (docs/design.md §4, "Ratios at every level"); None otherwise."""
+        marginal = {lv.marginal for lv in self.levels}
+        if len(self.levels) < 2 or len(marginal) != 1:
+            return None
+        (only,) = marginal
+        return None if only == "not resolved" else only
 
     def decided_levels(self, exploratory: bool = False) -> dict[str, list[float]]:
         """decision -> the levels it holds at once the levels are a family (not resolved left
@@ -249,6 +261,9 @@ def levels_text(arm: ArmSummary) -> str:
     def text(by: Mapping[str, list[float]]) -> str:
         return "; ".join(f"{d} at {', '.join(f'{x:g}' for x in xs)}" for d, xs in by.items())
 
+    every = arm.every_level
+    if every is not None:
+        return f"{every} at every level (intersection-union)"
     decided, exploratory = arm.decided_levels(), arm.decided_levels(exploratory=True)
     out = text(decided) or "none"
     return out + (f" (exploratory, unadjusted: {text(exploratory)})" if exploratory else "")
