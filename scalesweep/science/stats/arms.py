@@ -195,7 +195,8 @@ class ArmSummary:
         for name, comp in (("epochs_ratio_vs_baseline", self.epochs_ratio),
                            (SPEEDUP_METRIC, self.speedup)):
             if comp is None:
-                out.update({**ratio_median_json(None, name), f"{name}_ci": None, f"{name}_n_paired": 0})
+                out.update({**ratio_median_json(None, name), f"{name}_ci": None, f"{name}_ci_coverage": None,
+                            f"{name}_range": None, f"{name}_n_paired": 0})
                 continue
             out.update(_median_json(name, comp.ratios))
             out[f"{name}_n_paired"] = comp.ratios.n
