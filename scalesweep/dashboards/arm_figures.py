@@ -163,13 +163,15 @@ def plot_ratio_by_level(arms: Sequence[ArmSummary]) -> Figure:
                         markersize=7)
     finite = [v for v in tops if v > 0]
     if finite:
-        ax.set_ylim(max(0.0, min(finite) * 0.9 if min(finite) < 1 else 0.8), max(max(finite) * 1.1, 1.2))
+        # room above the highest bound for its arrow
+        ax.set_ylim(max(0.0, min(finite) * 0.9 if min(finite) < 1 else 0.8), max(max(finite) * 1.3, 1.2))
     ax.set_xscale("log")
     ax.invert_xaxis()  # training runs left to right: high losses first
     ax.set_xlabel("target loss (levels: the baseline arm's best × (1 + level))")
     ax.set_ylabel("epochs ratio vs baseline (paired; > 1: slower)")
     ax.set_title("time to quality: epochs ratio at every target; ▲ slower, ▼ faster, ■ equivalent, "
-                 "● not resolved; an arrow: a bound (seeds that never reached)", fontsize="small")
+                 "● not resolved\nan arrow: a bound (seeds that never reached); bars: intervals",
+                 fontsize="small")
     ax.grid(alpha=0.3)
     if ax.lines:
         ax.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.01, 0.5))
