@@ -300,9 +300,9 @@ def change_text(ci: tuple[float, float] | None) -> str:
 
     if not math.isfinite(hi):
         return f"at least {pct(lo)} % slower" if lo > 1 else f"from {pct(lo)} % faster to never"
-    if lo > 1:
+    if lo >= 1:  # an end at exactly 1 is "no change", not "0 % faster"
         return f"{span(lo, hi)} slower"
-    if hi < 1:
+    if hi <= 1:
         return f"{span(hi, lo)} faster"
     return f"between {pct(lo)} % faster and {pct(hi)} % slower"
 
