@@ -57,6 +57,7 @@ and the trial would wait for a resize decision forever, the one loss elasticity 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -79,6 +80,12 @@ DRIVER_MEMORY_BYTES = 256 * 2**20
 #: Ray's own resource of the head node; a small share of it pins an actor there.
 HEAD_NODE_RESOURCE = "node:__internal_head__"
 HEAD_NODE_SHARE = 0.001
+#: Ray Train V2's controller takes a worker's report off its one-slot queue only when it polls
+#: the workers, every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by default), and ``report`` blocks
+#: until then: a loop evaluating more often than that waited up to the whole interval at each
+#: eval. A poll is one small actor call per worker, so a short interval costs little CPU.
+REPORT_POLL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
+REPORT_POLL_S = 0.05
 
 
 def trainable(config: dict[str, Any]) -> None:
@@ -225,6 +232,7 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
     storage_path = config.get("storage_path")
     name = run_name(trial, ray.tune.get_context().get_trial_id())
     worker, worker_config, callback = _workers(trial, config)
+    use_report_poll()
     trainer = TorchTrainer(
         worker,
         train_loop_config=worker_config,
@@ -260,6 +268,14 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
         # Ray Train spent this trial's retries: report the failure and return, so Tune's own
         # FailureConfig does not start max_failures more rounds of them ((m + 1)^2 tries)
         ray.tune.report({STATUS_TAG: "failed", ERROR_TAG: failure_line(exc)})
+
+
+def use_report_poll() -> str:
+    """Have the Ray Train controller this process starts poll its workers every
+    :data:`REPORT_POLL_S` (module docs), unless the environment already names an interval;
+    returns the interval in force. V2 reads the variable in the controller actor, which it
+    starts with the variables of this process that it propagates (``fit()`` runs here)."""
+    return os.environ.setdefault(REPORT_POLL_ENV, f"{REPORT_POLL_S:g}")
 
 
 def _workers(trial: TrialConfig, config: Mapping[str, Any]) -> tuple[Any, dict[str, Any], Any]:
