@@ -62,6 +62,25 @@ def test_what_would_change_the_plan_is_refused_by_name() -> None:
         hf.training_arguments({**config, "world_size": 2, "physical_workers": 1}, tiny_gpt2())
 
 
+def test_a_warmup_override_is_refused_with_where_the_plans_warmup_lives() -> None:
+    # the plan's warmup is inside its schedule (16 updates of warmuplr), not TrainingArguments'
+    # warmup_steps (0, off): the refusal says so and names the sweep's scheduler block (#34)
+    config = trial_config()
+    assert config["schedule"] == {"type": "warmuplr", "warmup_steps": 16}
+    for key, value in (("warmup_steps", 40), ("lr_scheduler_type", "linear")):
+        with pytest.raises(AdapterConfigError) as refused:
+            hf.training_arguments(config, tiny_gpt2(), **{key: value})
+        message = str(refused.value)
+        assert message.startswith(f"training_arguments {key}={value!r}: must not be given")
+        assert "the trial's plan sets it" not in message
+        assert "the sweep's `scheduler` block" in message
+        assert "{'type': 'warmuplr', 'warmup_steps': 16}" in message
+        assert "hf.optimizers(model, config)" in message
+    with pytest.raises(AdapterConfigError, match=r"seed=3: must not be given, the trial's plan "
+                                                 r"sets it \(0\) from the sweep's seed axis"):
+        hf.training_arguments(config, tiny_gpt2(), seed=3)
+
+
 def test_a_trainer_outside_the_trials_process_group_is_refused(tmp_path: Path) -> None:
     # the ws2 trial's config in one process: the Trainer finds 1 rank, so each worker would
     # train alone on half the planned global batch

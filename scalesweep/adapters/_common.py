@@ -17,14 +17,16 @@ class AdapterConfigError(ScalesweepError, ValueError):
 
 
 def with_plan(what: str, defaults: Mapping[str, Any], overrides: Mapping[str, Any],
-              planned: Mapping[str, Any]) -> dict[str, Any]:
+              planned: Mapping[str, Any], sources: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A framework's arguments: ``defaults``, then the user's ``overrides``, then what the plan
     sets; an override of a planned value is refused by name (it would change what the plan
-    counts)."""
+    counts). ``sources[key]``: why, in place of "the trial's plan sets it (value)": where in
+    the sweep file the value lives and what the plan holds there, so that the refusal says
+    what to change instead."""
     for key, value in overrides.items():
         if key in planned:
-            raise AdapterConfigError(f"{what} {key}={value!r}: must not be given, the trial's "
-                                     f"plan sets it ({planned[key]!r})")
+            reason = (sources or {}).get(key) or f"the trial's plan sets it ({planned[key]!r})"
+            raise AdapterConfigError(f"{what} {key}={value!r}: must not be given, {reason}")
     return {**defaults, **overrides, **planned}
 
 

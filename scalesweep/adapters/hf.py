@@ -199,7 +199,8 @@ def training_arguments(config: Mapping[str, Any], model: torch.nn.Module,
     }
     if output_dir is None:  # not the worker's cwd, which several trials may share
         output_dir = tempfile.mkdtemp(prefix="scalesweep-hf-")
-    arguments = with_plan("training_arguments", defaults, overrides, planned)
+    arguments = with_plan("training_arguments", defaults, overrides, planned,
+                          _sources(config, planned))
     if arguments["save_strategy"] == "steps" and int(arguments["save_steps"]) % int(config["eval_every"]):
         # a checkpoint travels with a report, and reports come with evaluations
         raise AdapterConfigError(
@@ -207,6 +208,32 @@ def training_arguments(config: Mapping[str, Any], model: torch.nn.Module,
             f"the trial's eval_every ({config['eval_every']}), so that every save comes with an "
             "evaluation's report")
     return TrainingArguments(output_dir=output_dir, **arguments)
+
+
+def _sources(config: Mapping[str, Any], planned: Mapping[str, Any]) -> dict[str, str]:
+    """Why each planned ``TrainingArguments`` value may not be overridden: where it lives in the
+    sweep file. The warmup and the schedule are no ``TrainingArguments`` of the trial at all
+    (HF's are off) but the sweep's ``scheduler`` block, which :func:`optimizers` applies."""
+    schedule = (f"the trial's warmup and lr schedule are not the Trainer's (its own are off: "
+                f"{key}={planned[key]!r}) but the sweep's `scheduler` block, where the plan holds "
+                f"{config.get('schedule')!r} (after the warmup rule), applied by "
+                "optimizers=hf.optimizers(model, config): change `scheduler` (or the warmup_rule "
+                "axis) in the sweep file instead"
+                for key in ("warmup_steps", "lr_scheduler_type"))
+    where = {
+        "learning_rate": "the sweep's `optimizer.lr` after its lr rule (scaling_rule)",
+        "max_steps": "the sweep's `training.epochs` x the updates per epoch (total_updates)",
+        "per_device_train_batch_size": "the sweep's `training.per_worker_batch`",
+        "gradient_accumulation_steps": "the sweep's `training.accum_grad`",
+        "eval_strategy": "the sweep's `training.eval_every_epochs`",
+        "eval_steps": "the sweep's `training.eval_every_epochs` (eval_every updates)",
+        "seed": "the sweep's seed axis",
+        "max_grad_norm": "the sweep's `training.grad_clip` (none: 0, off)",
+        "dataloader_drop_last": "the plan's count of full global batches",
+        "average_tokens_across_devices": "how the model's loss reduces (loss_counts_items)",
+    }
+    sources = {key: f"the trial's plan sets it ({planned[key]!r}) from {text}" for key, text in where.items()}
+    return {**sources, **dict(zip(("warmup_steps", "lr_scheduler_type"), schedule, strict=True))}
 
 
 @contextlib.contextmanager
