@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,8 @@ class PlannedLR(torch.optim.lr_scheduler.LRScheduler):
     def __init__(self, optimizer: torch.optim.Optimizer, schedule: schedules.Schedule,
                  last_epoch: int = -1) -> None:
         self.schedule = schedule  # set first: the base class steps once while it initialises
+        #: called with the updates done after each step (the adapters' check of their callback)
+        self.after_step: Callable[[int], None] | None = None
         super().__init__(optimizer, last_epoch)
 
     def lr_at(self, update: int) -> float:
@@ -84,10 +86,12 @@ class PlannedLR(torch.optim.lr_scheduler.LRScheduler):
             for group in self.optimizer.param_groups:
                 if "betas" in group:  # as DeepSpeed: nothing for SGD
                     group["betas"] = betas
+        if self.after_step is not None:
+            self.after_step(self.last_epoch)
 
     def state_dict(self) -> dict[str, Any]:
-        # the schedule is rebuilt from the config; only the count is state
-        return {k: v for k, v in super().state_dict().items() if k != "schedule"}
+        # the schedule is rebuilt from the config, the hook by the adapter; only the count is state
+        return {k: v for k, v in super().state_dict().items() if k not in ("schedule", "after_step")}
 
 
 def lr_scheduler(optimizer: torch.optim.Optimizer, config: Mapping[str, Any]) -> PlannedLR:

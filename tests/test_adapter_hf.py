@@ -19,6 +19,7 @@ from scalesweep.adapters._common import AdapterConfigError
 from scalesweep.orchestrator.plan.loop_config import loop_config
 from scalesweep.orchestrator.plan.rows import make_plan
 from scalesweep.orchestrator.spec.load import load_sweep
+from scalesweep.trainables import user_loop
 from tests.helpers import SWEEPS, AsRayTrain
 
 
@@ -189,3 +190,35 @@ def test_biases_and_norms_get_no_weight_decay_as_in_hfs_trainer() -> None:
     assert decayed | exempt == set(names.values()) and not decayed & exempt
     assert "transformer.h.0.attn.c_attn.weight" in decayed
     assert {"transformer.h.0.ln_1.weight", "transformer.h.0.attn.c_attn.bias"} <= exempt
+
+
+def _gpt2_trainer(config: dict[str, Any], out: Path, callbacks: list[Any]) -> Trainer:
+    model = tiny_gpt2()
+    return Trainer(model=model, args=hf.training_arguments(config, model, output_dir=str(out)),
+                   train_dataset=example.CharBlocks(config["train_size"], data_seed=1),
+                   eval_dataset=example.CharBlocks(8, data_seed=2),
+                   optimizers=hf.optimizers(model, config), callbacks=callbacks)
+
+
+def test_a_trainer_without_the_report_callback_fails_its_trial_at_update_1(tmp_path: Path) -> None:
+    # in a trial (loop_worker's running), the adapter's scheduler finds at its first step that
+    # no hf.ReportCallback saw training begin: the trial fails then, naming the callback, with
+    # the FAIL marker its controller raises (not after training to the end, #34 item 3b)
+    config = trial_config("training.max_updates=40")
+    sent: list[dict[str, Any]] = []
+    with user_loop.running("pkg.loops:train", send=sent.append) as run:
+        trainer = _gpt2_trainer(config, tmp_path, [])
+        with pytest.raises(user_loop.LoopReportError,
+                           match=r"without its report callback \(found at update 1, before any "
+                                 r"evaluation\): pass callbacks=\[hf.ReportCallback\(config\)\] "
+                                 r"to the Trainer"):
+            trainer.train()
+    assert trainer.state.global_step <= 1 and run.adapter == "hf"
+    assert [m[user_loop.MARKER_KEY] for m in sent] == [user_loop.FAIL]
+    assert "hf.ReportCallback(config)" in sent[0][user_loop.REASON_KEY]
+    # with the callback the same trial trains on; outside a trial nothing is checked
+    short = trial_config("training.max_updates=2")
+    with user_loop.running("pkg.loops:train", send=sent.append):
+        _gpt2_trainer(short, tmp_path / "with", [hf.ReportCallback(short, send=AsRayTrain(tmp_path))]).train()
+    _gpt2_trainer(short, tmp_path / "outside", []).train()
+    assert len(sent) == 1

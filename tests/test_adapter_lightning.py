@@ -21,6 +21,7 @@ from scalesweep.adapters._common import AdapterConfigError
 from scalesweep.orchestrator.plan.loop_config import loop_config
 from scalesweep.orchestrator.plan.rows import make_plan
 from scalesweep.orchestrator.spec.load import load_sweep
+from scalesweep.trainables import user_loop
 from tests.helpers import SWEEPS, AsRayTrain
 
 
@@ -174,3 +175,21 @@ def test_each_report_carries_its_checkpoint_and_a_resumed_fit_goes_on_from_it(
     assert [resumed.lrs.at(k) for k in (17, 32, 40)] == pytest.approx(
         [planned.lr(k) for k in (17, 32, 40)], rel=1e-12)
     assert resumed.lrs.at(16) is None  # no update before the restored one was made again
+
+
+def test_a_trainer_without_the_report_callback_fails_its_trial_at_update_1() -> None:
+    # in a trial, the adapter's scheduler finds at its first step that no
+    # lightning.ReportCallback saw the fit start: the trial fails then, naming it (#34 item 3b)
+    config = trial_config("training.max_updates=40")
+    sent: list[dict[str, Any]] = []
+    pl.seed_everything(0)
+    trainer = pl.Trainer(**lightning.trainer_arguments(config))
+    train = DataLoader(example.make_spirals(config["train_size"], data_seed=1),
+                       batch_size=config["per_worker_batch"], shuffle=True, drop_last=True)
+    with user_loop.running("pkg.loops:train", send=sent.append) as run, pytest.raises(
+            user_loop.LoopReportError, match=r"pass callbacks=\[lightning.ReportCallback\(config\)\] "
+                                             r"to the pl.Trainer"):
+        trainer.fit(example.SpiralClassifier(config), train,
+                    DataLoader(example.make_spirals(128, data_seed=2), batch_size=64))
+    assert trainer.global_step <= 1 and run.adapter == "lightning"
+    assert [m[user_loop.MARKER_KEY] for m in sent] == [user_loop.FAIL]

@@ -230,6 +230,25 @@ def test_a_loop_that_never_reports_fails_by_name() -> None:
         _checker().finish()
 
 
+@pytest.mark.parametrize(("adapter", "hint"), [
+    ("hf", "pass `callbacks=[hf.ReportCallback(config)]` to the Trainer"),
+    ("lightning", "pass `callbacks=[lightning.ReportCallback(config)]` to the pl.Trainer"),
+    (None, "(scalesweep.loop_helpers.report)"),
+])
+def test_a_loop_that_never_reports_is_told_its_adapters_callback(adapter: str | None, hint: str) -> None:
+    # the end marker names the adapter whose arguments the loop built (#34 item 3b)
+    with pytest.raises(LoopReportError) as info:
+        _checker().finish(adapter)
+    assert hint in str(info.value)
+    assert ("loop_helpers.report" in str(info.value)) == (adapter is None)
+
+
+def test_a_fail_marker_fails_the_trial_by_name() -> None:
+    with pytest.raises(LoopReportError, match=r"^trial ws2-s0: train_loop pkg.loops:train trains "
+                                              r"without its callback$"):
+        _checker().fail("trains without its callback")
+
+
 def test_the_report_of_the_furthest_checkpoint_is_found_and_a_torn_one_passed_over(
         tmp_path: Path) -> None:
     from scalesweep.trainables.user_loop import REPORT_FILE, newest_report

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from scalesweep import loop_helpers
 from scalesweep.errors import ScalesweepError
+from scalesweep.trainables import user_loop
 
 #: sends one report; :func:`scalesweep.loop_helpers.report` in a trial
 Send = Callable[..., Any]
@@ -63,3 +65,43 @@ class LrRecord:
     def at(self, update: int) -> float | None:
         return self.by_update.get(update)
 
+
+
+#: each adapter's report callback, as the script must pass it
+CALLBACKS = {"hf": "callbacks=[hf.ReportCallback(config)] to the Trainer",
+             "lightning": "callbacks=[lightning.ReportCallback(config)] to the pl.Trainer"}
+
+
+def uses(adapter: str) -> None:
+    """The trial's loop builds its arguments with ``adapter`` (for the hint of a loop that
+    never reports); nothing outside a trial."""
+    run = user_loop.current()
+    if run is not None:
+        run.adapter = adapter
+
+
+def callback_started(adapter: str) -> None:
+    """``adapter``'s ReportCallback saw training begin in this trial's loop."""
+    run = user_loop.current()
+    if run is not None:
+        run.callbacks.add(adapter)
+
+
+def require_callback(scheduler: loop_helpers.PlannedLR, adapter: str) -> None:
+    """In a trial, fail it at the scheduler's first step (update 1, before any evaluation)
+    when ``adapter``'s ReportCallback did not see training begin: the loop would train to the
+    end and report nothing. Outside a trial (tests, a script run alone) nothing is checked."""
+    uses(adapter)
+
+    def check(updates: int) -> None:
+        run = user_loop.current()
+        if updates < 1 or run is None:
+            return
+        scheduler.after_step = None  # once
+        if adapter not in run.callbacks:
+            user_loop.fail_trial(
+                f"trains with the {adapter} adapter's optimizers but without its report "
+                f"callback (found at update 1, before any evaluation): pass {CALLBACKS[adapter]}, "
+                "which reports every evaluation")
+
+    scheduler.after_step = check

@@ -49,8 +49,11 @@ from scalesweep.adapters._common import (
     AdapterConfigError,
     LrRecord,
     Send,
+    callback_started,
+    require_callback,
     require_real_ranks,
     require_world,
+    uses,
     with_plan,
 )
 from scalesweep.trainables.loop import build_optimizer
@@ -197,6 +200,7 @@ def training_arguments(config: Mapping[str, Any], model: torch.nn.Module,
         # CPU; otherwise a CPU worker trains alone (ReportCallback refuses that at train start)
         "use_cpu": not torch.cuda.is_available(),
     }
+    uses("hf")
     if output_dir is None:  # not the worker's cwd, which several trials may share
         output_dir = tempfile.mkdtemp(prefix="scalesweep-hf-")
     arguments = with_plan("training_arguments", defaults, overrides, planned,
@@ -267,7 +271,9 @@ def optimizers(model: torch.nn.Module, config: Mapping[str, Any]
         optimizer.add_param_group({"params": second, "weight_decay": 0.0})
     elif not groups[0]:  # nothing decayed: the one group holds no decay either
         optimizer.param_groups[0]["weight_decay"] = 0.0
-    return optimizer, lr_scheduler(optimizer, config)
+    scheduler = lr_scheduler(optimizer, config)
+    require_callback(scheduler, "hf")
+    return optimizer, scheduler
 
 
 class ReportCallback(TrainerCallback):
@@ -290,6 +296,7 @@ class ReportCallback(TrainerCallback):
     def on_train_begin(self, args: TrainingArguments, state: TrainerState,
                        control: TrainerControl, **kwargs: Any) -> None:
         require_world(self.config, int(args.world_size), "the Hugging Face Trainer")
+        callback_started("hf")
 
     def on_pre_optimizer_step(self, args: TrainingArguments, state: TrainerState,
                               control: TrainerControl, **kwargs: Any) -> None:

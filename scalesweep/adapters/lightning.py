@@ -36,8 +36,11 @@ from scalesweep.adapters._common import (
     AdapterConfigError,
     LrRecord,
     Send,
+    callback_started,
+    require_callback,
     require_real_ranks,
     require_world,
+    uses,
     with_plan,
 )
 from scalesweep.trainables.loop import build_optimizer
@@ -55,6 +58,7 @@ def trainer_arguments(config: Mapping[str, Any], *, ray_train: bool | None = Non
     worker). ``overrides`` are passed on; one that would change what the plan counts (steps,
     validation cadence, accumulation, clipping) is refused."""
     require_real_ranks(config, "Lightning")
+    uses("lightning")
     accum = int(config.get("accum_grad", 1))
     planned: dict[str, Any] = {
         "max_steps": int(config["total_updates"]),
@@ -80,8 +84,9 @@ def lr_scheduler_config(optimizer: torch.optim.Optimizer, config: Mapping[str, A
                         ) -> dict[str, Any]:
     """Lightning's scheduler config for the planned schedule on ``optimizer``: stepped after
     every optimizer update, so update k runs with the schedule's lr(k)."""
-    return {"scheduler": loop_helpers.lr_scheduler(optimizer, config), "interval": "step",
-            "frequency": 1}
+    scheduler = loop_helpers.lr_scheduler(optimizer, config)
+    require_callback(scheduler, "lightning")
+    return {"scheduler": scheduler, "interval": "step", "frequency": 1}
 
 
 def configure_optimizers(module: torch.nn.Module, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -140,6 +145,7 @@ class ReportCallback(pl.Callback):
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         require_world(self.config, int(trainer.world_size), "the Lightning Trainer")
+        callback_started("lightning")
 
     def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                                  optimizer: torch.optim.Optimizer) -> None:

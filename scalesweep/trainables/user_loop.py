@@ -22,10 +22,11 @@ refuse a path that cannot be imported (exit 2) before anything starts.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -33,9 +34,12 @@ from typing import Any, NoReturn
 from scalesweep.errors import ScalesweepError
 from scalesweep.mlflow_names import DEV_PREFIX, STATUS_TAG, STEP_KEY, TRAIN_SECONDS_METRIC
 
-#: the key of the marker reports :func:`loop_worker` makes around the user's loop
+#: the key of the marker reports :func:`loop_worker` makes around the user's loop; FAIL is
+#: the report an adapter makes when it finds the loop cannot report (:func:`fail_trial`)
 MARKER_KEY = "_scalesweep_marker"
-START, END = "start", "end"
+START, END, FAIL = "start", "end", "fail"
+#: the key of a FAIL marker's reason
+REASON_KEY = "_scalesweep_reason"
 #: the key of the start marker's plan (:func:`plan_of`)
 PLAN_KEY = "_scalesweep_plan"
 #: the key of a report that names what sent it: "loop_helpers" (loop_helpers.report), "hf" or
@@ -62,6 +66,13 @@ COUNT_HINTS = {
                  "(max_steps = total_updates) and the adapter's ReportCallback?",
     "loop_helpers": "does the loop stop after config['total_updates'] updates, and report the "
                     "last one (loop_helpers.eval_due)?",
+}
+#: how to report at all, by the adapter the loop used (:attr:`LoopRun.adapter`)
+REPORT_HINTS = {
+    "hf": "pass `callbacks=[hf.ReportCallback(config)]` to the Trainer",
+    "lightning": "pass `callbacks=[lightning.ReportCallback(config)]` to the pl.Trainer",
+    "loop_helpers": "report {'update': k, 'dev_loss': x, 'lr': lr} at every evaluation "
+                    "(scalesweep.loop_helpers.report)",
 }
 NO_LR_HINT = ("every report needs the lr its update ran with, to be checked against the plan: "
               "loop_helpers.report(config, update=k, dev_loss=x, lr=lr) with lr = "
@@ -231,18 +242,22 @@ class ReportChecker:
         self.last, self.reports = out, self.reports + 1
         return out
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self, adapter: str | None = None) -> dict[str, Any]:
         """The loop returned: its last report again, now ``completed`` (the tracker does not
-        log its step twice), or :class:`LoopReportError` when it never reported."""
+        log its step twice), or :class:`LoopReportError` when it never reported. ``adapter``:
+        the framework adapter the loop used (the end marker says), for the hint."""
         if not self.reports:
-            self._fail("returned without ever calling ray.train.report: report "
-                       "{'update': k, 'dev_loss': x, ...} at every evaluation "
-                       "(scalesweep.loop_helpers.report)")
+            self._fail(f"returned without ever calling ray.train.report: "
+                       f"{_hint(REPORT_HINTS, adapter)}")
         if self.plan is not None and self.last[STEP_KEY] != self.plan.total_updates:
             self._fail(f"ended at update {int(self.last[STEP_KEY])}, the plan says "
                        f"{self.plan.total_updates} updates: {_hint(COUNT_HINTS, self.source)}")
         return {**self.last, STATUS_TAG: "completed",
                 TRAIN_SECONDS_METRIC: self.last.get("wall_s", 0.0)}
+
+    def fail(self, what: str) -> NoReturn:
+        """The loop's own worker found what is wrong (a FAIL marker): the trial fails by name."""
+        self._fail(what)
 
     def _fail(self, what: str) -> NoReturn:
         raise LoopReportError(f"trial {self.trial}: train_loop {self.train_loop} {what}")
@@ -263,6 +278,51 @@ def newest_report(run_dir: Path) -> dict[str, Any] | None:
     return max(reports, key=lambda r: int(r[STEP_KEY]), default=None)
 
 
+@dataclass
+class LoopRun:
+    """What this worker's loop has shown of itself while it runs, for the adapters' checks and
+    the end marker's hint: the adapter whose arguments it built (``adapter``), and the adapters
+    whose ReportCallback saw training begin (``callbacks``)."""
+
+    train_loop: str
+    #: how the FAIL marker goes out: ``ray.train.report`` in a Ray Train worker
+    send: Callable[[dict[str, Any]], Any] | None = None
+    adapter: str | None = None
+    callbacks: set[str] = field(default_factory=set)
+
+
+#: the loop this process runs now (:func:`loop_worker`), None outside a trial
+CURRENT: LoopRun | None = None
+
+
+def current() -> LoopRun | None:
+    return CURRENT
+
+
+@contextlib.contextmanager
+def running(train_loop: str, send: Callable[[dict[str, Any]], Any] | None = None
+            ) -> Iterator[LoopRun]:
+    """This process runs ``train_loop`` as a trial's loop for the duration; ``send`` makes
+    its FAIL marker report (:func:`fail_trial`)."""
+    global CURRENT
+    CURRENT = run = LoopRun(train_loop, send)
+    try:
+        yield run
+    finally:
+        CURRENT = None
+
+
+def fail_trial(reason: str) -> NoReturn:
+    """Fail the trial now with ``reason``: a FAIL marker report (every worker of the loop
+    finds the same at the same update, so each makes it, as Ray Train wants), which the
+    trial's checker raises in Ray Train's controller, a final error (no restart of the group:
+    the same loop would fail the same way); then :class:`LoopReportError` here, which ends
+    this worker's loop. Outside a trial, the error alone."""
+    if CURRENT is not None and CURRENT.send is not None:
+        CURRENT.send({MARKER_KEY: FAIL, REASON_KEY: reason})
+    raise LoopReportError(reason)
+
+
 def loop_worker(config: dict[str, Any]) -> None:
     """What each Ray Train worker of a train_loop trial runs: ``config`` =
     ``{"train_loop": "pkg.module:function", "config": <the loop's config>}``."""
@@ -270,5 +330,9 @@ def loop_worker(config: dict[str, Any]) -> None:
 
     function = resolve_train_loop(str(config["train_loop"]))
     ray.train.report({MARKER_KEY: START, PLAN_KEY: plan_of(config["config"])})
-    function(dict(config["config"]))
-    ray.train.report({MARKER_KEY: END})
+    with running(str(config["train_loop"]), ray.train.report) as run:
+        function(dict(config["config"]))
+    end: dict[str, Any] = {MARKER_KEY: END}
+    if run.adapter is not None:  # for the hint of a loop that never reported
+        end[SOURCE_KEY] = run.adapter
+    ray.train.report(end)

@@ -22,9 +22,12 @@ from ray.tune.integration.ray_train import TuneReportCallback
 
 from scalesweep.trainables.user_loop import (
     END,
+    FAIL,
     MARKER_KEY,
     PLAN_KEY,
+    REASON_KEY,
     REPORT_FILE,
+    SOURCE_KEY,
     START,
     ReportChecker,
 )
@@ -44,8 +47,10 @@ class LoopReportCallback(TuneReportCallback):
         if marker == START:
             self.checker.start(time.monotonic(), plan=first.get(PLAN_KEY))
             return
+        if marker == FAIL:  # the loop's worker found it cannot go on (user_loop.fail_trial)
+            self.checker.fail(str(first.get(REASON_KEY)))
         if marker == END:
-            out: dict[str, Any] = self.checker.finish()
+            out: dict[str, Any] = self.checker.finish(first.get(SOURCE_KEY))
         else:
             out = self.checker.check(first, time.monotonic())
             out["physical_workers"] = len(metrics)
