@@ -82,6 +82,8 @@ CASES: tuple[Case, ...] = (
     Case("batch_zero.yaml", ("training.per_worker_batch", "= 0", "greater than or equal to 1")),
     Case("accum_zero.yaml", ("training.accum_grad", "= 0", "greater than or equal to 1")),
     Case("target_per_seed.yaml", ("target", "per_seed: True is no longer accepted", "cross-fitted")),
+    Case("reference_job_contradicts_recipe.yaml", ("reference_job.accum_grad = 2", "contradicts the recipe",
+                                                   "reference_job.gpus", "missing [16]")),
     Case("epochs_negative.yaml", ("training.epochs", "-3", "greater than 0")),
     Case("epochs_inf.yaml", ("training.epochs", "inf")),
     Case("lr_negative.yaml", ("optimizer.lr", "-0.05", "must be a finite number > 0")),

@@ -121,6 +121,7 @@ def tracking_uri(arg: str | None) -> str:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from scalesweep.orchestrator.plan.regime import regimes
     from scalesweep.orchestrator.plan.rows import make_plan
     from scalesweep.orchestrator.plan.table import format_plan
     from scalesweep.orchestrator.spec.load import load_sweep
@@ -137,8 +138,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         ray.init(address=args.address, logging_level=logging.ERROR, log_to_driver=False)
         cluster = connected_cluster()
     plan = make_plan(sweep, cluster)
+    regime = regimes(plan)
     if args.json:
-        print(json.dumps([r.to_json() for r in plan.rows], indent=1))
+        print(json.dumps([{**r.to_json(), "regime": regime[r.name]} for r in plan.rows], indent=1))
     else:
         print(format_plan(plan, verbose=args.verbose))
     return EXIT_OK

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from scalesweep.orchestrator.plan import adaptive
+from scalesweep.orchestrator.plan.regime import format_regime
 from scalesweep.orchestrator.plan.rows import Plan
 
 
@@ -36,6 +37,7 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
     for r in plan.rows:
         if not r.feasible:
             lines.append(f"  {r.name}: cannot run: {r.reason}")
+    lines.extend(format_regime(plan))
     adjustments = [(r.name, n) for r in plan.rows for n in r.notes]
     if adjustments:
         lines.append("adjustments:")

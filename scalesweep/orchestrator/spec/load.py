@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from scalesweep.mlflow_names import DEV_PREFIX
-from scalesweep.orchestrator.spec import optimizers, replicates, train_loop
+from scalesweep.orchestrator.spec import optimizers, reference_job, replicates, train_loop
 from scalesweep.orchestrator.spec.errors import InputError, Problem, join_path
 from scalesweep.orchestrator.spec.files import load_mapping
 from scalesweep.orchestrator.spec.recipes import (
@@ -215,7 +215,15 @@ def load_sweep(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
     adaptive = replicates.problems(spec)
     if adaptive:
         raise InputError(src, adaptive)
-    return _check(replicates.expand(spec), src, Path(path), narrowed)
+    sweep = _check(replicates.expand(spec), src, Path(path), narrowed)
+    job_recipe(sweep)  # a job that contradicts its recipe: exit 2 here
+    return sweep
+
+
+def job_recipe(sweep: Sweep) -> reference_job.ReferenceJob | None:
+    """The sweep's reference job, resolved against its recipe."""
+    return reference_job.reference_job(sweep.spec, None if sweep.recipe is None else sweep.recipe.settings,
+                                       sweep.base.scheduler, sweep.source)
 
 
 def _raw_checks(data: Mapping[str, Any]) -> list[Problem]:

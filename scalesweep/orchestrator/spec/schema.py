@@ -227,6 +227,25 @@ class ProjectionSpec(BaseModel):
     label: str = Field(min_length=1)  # where the timings come from, shown beside the projection
 
 
+class ReferenceJobSpec(BaseModel):
+    """The real job a study stands in for, so `plan` can set the study's regime (warmup share,
+    updates, lr at the end, samples) beside the job's (docs/design.md §4.3, "Regime"). What the
+    recipe holds (batch, accumulation, epochs, warmup) is taken from it; given here as well,
+    it must agree."""
+
+    model_config = STRICT
+    label: str = Field(min_length=1)
+    #: training samples of the real job (utterances, sequences, images)
+    dataset_size: int = Field(ge=1)
+    #: the study's world size (an integer key) -> GPUs of the real job it stands for
+    gpus: dict[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] = Field(min_length=1)
+    epochs: float | None = Field(default=None, gt=0)
+    per_gpu_batch: int | None = Field(default=None, ge=1)
+    accum_grad: int | None = Field(default=None, ge=1)
+    #: the job's warmup at its reference (the study's warmup rules are applied to it)
+    warmup_steps: int | None = Field(default=None, ge=0)
+
+
 class ReplicatesSpec(BaseModel):
     """Seeds added where they decide (docs/design.md §4, "Adaptive seeds"): every arm runs
     ``min`` seeds, then arms still not resolved against the baseline (and the baseline) get
@@ -272,6 +291,7 @@ class SweepSpec(BaseModel):
     storage_path: str | None = None
     projection: ProjectionSpec | None = None
     replicates: ReplicatesSpec | None = None
+    reference_job: ReferenceJobSpec | None = None
 
     @field_validator("physical_workers")
     @classmethod
