@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,12 @@ from scalesweep.orchestrator.plan.loop_config import loop_config
 from scalesweep.orchestrator.plan.rows import PLAN_FIELDS, make_plan
 from scalesweep.orchestrator.spec.load import load_sweep
 from scalesweep.science import schedules
-from scalesweep.trainables.user_loop import LoopReportError, ReportChecker
+from scalesweep.trainables.user_loop import (
+    LoopReportError,
+    ReportChecker,
+    TrainLoopError,
+    resolve_train_loop,
+)
 from tests.helpers import SWEEPS
 
 OWN_LOOP = SWEEPS / "own_loop.yaml"
@@ -75,6 +81,30 @@ def test_run_refuses_an_unimportable_loop_before_ray_starts(
     err = capsys.readouterr().err
     assert "workload.train_loop" in err and "cannot import module 'no_such_package'" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.yaml"]  # no Ray, no MLflow
+
+
+def test_a_loop_in_the_working_directory_off_the_python_path_is_told_how_to_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the console script `scalesweep` leaves the working directory off sys.path (#34 item 3c)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "__init__.py").write_text("")
+    (tmp_path / "mine" / "loops.py").write_text("def train(config):\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    with pytest.raises(TrainLoopError) as info:
+        resolve_train_loop("mine.loops:train")
+    assert str(info.value).startswith("cannot import module 'mine.loops' (ModuleNotFoundError")
+    assert (f"'mine' is in the working directory {str(tmp_path)!r}, which is not on the Python "
+            "path: run `python -m scalesweep ...` from there, or set PYTHONPATH=.") in str(info.value)
+    with pytest.raises(TrainLoopError, match=r"is 'elsewhere' installed \(pip install -e \.\), or "
+                                             r"its directory on the Python path"):
+        resolve_train_loop("elsewhere.loops:train")
+    with pytest.raises(TrainLoopError, match=r"^'mine/loops.py' is a file: give the module it is, "
+                                             r"imported from a directory on the Python path: "
+                                             r"'mine.loops:train'"):
+        resolve_train_loop("mine/loops.py:train")
+    monkeypatch.syspath_prepend(str(tmp_path))  # python -m puts it there: the loop is found
+    assert callable(resolve_train_loop("mine.loops:train"))
 
 
 def test_a_loop_without_its_training_set_size_is_refused_naming_the_rule(
