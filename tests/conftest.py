@@ -46,6 +46,14 @@ def pytest_runtest_makereport(
         item: pytest.Item, call: pytest.CallInfo[None],
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    # pytest.xfail() called in a test stops it there and checks nothing after: under CI a
+    # failure, like a skip (a strict xfail marker is a known bug, listed, and fails on XPASS)
+    if _ci() and call.excinfo is not None and call.excinfo.errisinstance(pytest.xfail.Exception):
+        report.outcome = "failed"
+        report.longrepr = f"pytest.xfail() under CI=true checks nothing after it: {call.excinfo.value}"
+        if hasattr(report, "wasxfail"):
+            del report.wasxfail
+        return report
     # an xfail is reported as skipped with wasxfail; it is not a skip (strict xfails fail on XPASS)
     if _ci() and report.skipped and not hasattr(report, "wasxfail"):
         reason = _skip_reason(report.longrepr)
