@@ -67,13 +67,22 @@ def references(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]) ->
             for arm, seeds in by_arm.items()}
 
 
-def targets(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, TrialTarget]:
+Refs = Mapping[str, ReferenceBests]
+
+
+def _refs(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, ReferenceBests]:
+    return references(plan, curves) if plan.sweep.spec.target.value is None else {}
+
+
+def targets(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]], refs: Refs | None = None
+            ) -> dict[str, TrialTarget]:
     """Trial name -> its target; the value is None when a relative target's baseline gave no
     best. A relative target is the best of the baseline arm's first-look seeds other than the
-    trial's own seed, loosened by ``relative_to_baseline`` (docs/design.md §4, "Target")."""
+    trial's own seed, loosened by ``relative_to_baseline`` (docs/design.md §4, "Target").
+    ``refs``: :func:`references` of these curves, when the caller has them already."""
     spec = plan.sweep.spec.target
     mode = metric_mode(plan.sweep)
-    refs = references(plan, curves) if spec.value is None else {}
+    refs = _refs(plan, curves) if refs is None else refs
     out: dict[str, TrialTarget] = {}
     for row in plan.rows:
         base = plan.baseline_for(row)
@@ -86,28 +95,30 @@ def targets(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> di
     return out
 
 
-def headline_target(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> float | None:
+def headline_target(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]],
+                    refs: Refs | None = None) -> float | None:
     """The study's one target to show: the absolute one, or the pooled first-look best of its
     baseline arm loosened (each pair's own is cross-fitted around it); None with several
     baseline arms or no best."""
     spec = plan.sweep.spec.target
     if spec.value is not None:
         return spec.value
-    refs = references(plan, curves)
+    refs = _refs(plan, curves) if refs is None else refs
     if len(refs) != 1:
         return None
     assert spec.relative_to_baseline is not None
     return target_of(next(iter(refs.values())).pooled, spec.relative_to_baseline, metric_mode(plan.sweep))
 
 
-def summarize(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, TrialSummary]:
+def summarize(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]], refs: Refs | None = None
+              ) -> dict[str, TrialSummary]:
     """Trial name -> its summary, for every row of the plan (a trial that has not run has no
     evals: no crossing, never a made-up one)."""
     spec = plan.sweep.spec.target
     reading = Reading(metric_mode(plan.sweep), spec.smoothing)
     evals = {row.name: _evals(row, curves.get(row.name, []), spec.metric) for row in plan.rows}
     out = {}
-    for name, t in targets(plan, curves).items():
+    for name, t in targets(plan, curves, refs).items():
         base = None if t.baseline is None else evals[t.baseline.name]
         out[name] = summarize_trial(evals[name], t.value, base, reading, t.reference_best)
     return out
@@ -120,15 +131,15 @@ def arm_summaries(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]],
     per-look confidence. ``rows``: the trials that ran (an adaptive sweep runs only some of
     its plan), by default all."""
     spec = plan.sweep.spec.target
-    summaries = summarize(plan, curves)
+    refs = _refs(plan, curves)  # once: every target and note below reads the same bests
+    summaries = summarize(plan, curves, refs)
     ran = [summaries[row.name] for row in (plan.rows if rows is None else rows)]
     axes = {row.arm: {k: v for k, v in row.axes.items() if k != "seed"}
             for row in (plan.rows if rows is None else rows)}
     spec_rep = plan.sweep.spec.replicates
-    notes = tuple(w for r in (references(plan, curves) if spec.value is None else {}).values()
-                  for w in r.warnings())
+    notes = tuple(w for r in refs.values() for w in r.warnings())
     rules = arms.Rules(confidence=adaptive.design(plan).per_look, margin=spec.equivalence_margin,
                        levels=tuple(spec.levels), mode=metric_mode(plan.sweep), smoothing=spec.smoothing,
-                       target=headline_target(plan, curves), family=adaptive.level_confidences(plan),
+                       target=headline_target(plan, curves, refs), family=adaptive.level_confidences(plan),
                        notes=notes, max_seeds=None if spec_rep is None else spec_rep.max)
     return arms.summarize_arms(ran, {s.arm: s.baseline_arm for s in ran}, rules, axes)

@@ -26,6 +26,7 @@ is unclear from the brackets count against it.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -122,6 +123,7 @@ class MedianInterval:
     spread: tuple[float, float] | None
 
 
+@functools.lru_cache(maxsize=4096)  # the sequential design and seeds_needed ask the same ones
 def binom_cdf(k: int, n: int) -> float:
     """P(Binomial(n, 1/2) <= k), exactly."""
     if k < 0:
