@@ -115,3 +115,23 @@ def test_calibration_prints_its_json_list_of_cases(tmp_path: Path) -> None:
         # equivalence is an error only on the band's edge or outside it
         assert (case["false_equivalent"] is None) == (case["ratio"] < 1.10), case
     assert check_results(tmp_path, "calibration")["raw"]["cases"] == cases
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_report_cost_quick_mode_measures_an_own_loops_cost_per_eval(
+        tmp_path: Path, ray_head: RayHead) -> None:
+    # on the session's head, whose trials do not see the CLI's environment: the sweep's own
+    # poll alone, 4 evals per trial at world sizes 1 and 2 (#34 item 4)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.report_cost", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT, env=cli_env(RAY_ADDRESS=ray_head.address, **ray_head.env()),
+        capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = check_results(tmp_path, "report_cost")
+    rows = data["raw"]["own_loop"]
+    assert sorted(r["trial"] for r in rows) == ["ws1-warmup4-none", "ws2-warmup4-none"]
+    assert all(r["variant"] == "sweep default" and r["evals"] == 4 for r in rows)
+    assert [t["what"] for t in data["targets"]] == [
+        "own loop's cost per eval over standalone, s (worst trial, median of repeats)"]
