@@ -52,3 +52,14 @@ def test_plan_json_carries_the_regime(tmp_path: Path) -> None:
     assert rows[0]["regime"]["reference_job"]["updates_per_epoch"] == 469
     smoke = json.loads(scalesweep("plan", str(SWEEPS / "smoke.yaml"), "--json", cwd=tmp_path).stdout)
     assert smoke[0]["regime"]["reference_job"] is None and smoke[0]["regime"]["study"]["total_updates"] > 0
+
+
+def test_a_job_the_sweep_narrowed_past_is_unknown_there_not_refused() -> None:
+    # a --set world size without GPUs, or a schedule whose warmup the recipe lacks, leaves the
+    # job's regime unknown (—), and the sweep runs
+    plan = make_plan(load_sweep(str(SWEEPS / "wenet_4v16.yaml"), ["axes.world_size=[4, 8]"]))
+    lines = format_regime(plan)
+    assert "reference_job.gpus gives no GPUs for world size [8]" in "\n".join(lines)
+    assert any(line.startswith("  ws8-") and ": — / " in line for line in lines)
+    ws8 = next(r for r in plan.rows if r.world_size == 8)
+    assert regimes(plan)[ws8.name]["reference_job"] is None

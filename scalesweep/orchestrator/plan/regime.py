@@ -56,11 +56,14 @@ def study_regime(plan: Plan, row: PlanRow) -> Regime:
                   samples_seen=data.samples(total))
 
 
-def job_regime(plan: Plan, row: PlanRow, job: ReferenceJob) -> Regime:
+def job_regime(plan: Plan, row: PlanRow, job: ReferenceJob) -> Regime | None:
     """The job's regime at the GPUs the row's world size stands for, the row's warmup rule
     applied to the job's warmup (fixed: as it is; scaled: x the reference GPUs over these; a
     number: the same fraction of the job's warmup as of the study's)."""
     sweep = plan.sweep
+    if job.missing or row.world_size not in job.gpus:
+        return None
+    assert job.epochs is not None and job.per_gpu_batch is not None and job.warmup_steps is not None
     gpus = job.gpus[row.world_size]
     upe = updates_per_epoch(job.dataset_size, gpus, job.per_gpu_batch, job.accum_grad)
     total = max(1, round(upe * job.epochs))
@@ -92,7 +95,8 @@ def regimes(plan: Plan) -> dict[str, dict[str, Any]]:
     ``regime``)."""
     job = job_recipe(plan.sweep)
     return {r.name: {"study": study_regime(plan, r).as_json(),
-                     "reference_job": None if job is None else job_regime(plan, r, job).as_json()}
+                     "reference_job": None if job is None or (j := job_regime(plan, r, job)) is None
+                     else j.as_json()}
             for r in plan.rows}
 
 
@@ -105,6 +109,11 @@ def format_regime(plan: Plan) -> list[str]:
             + ": updates/epoch, total updates, warmup epochs, warmup share of the run, lr at the "
             "end / peak, samples seen")
     lines = [head]
+    if job is not None and job.missing:
+        lines.append(f"  (the reference job's regime is unknown: neither reference_job nor the recipe "
+                     f"gives {', '.join(job.missing)})")
+    elif job is not None and (off := sorted(set(plan.sweep.spec.axes.world_size) - set(job.gpus))):
+        lines.append(f"  (reference_job.gpus gives no GPUs for world size {off}: — there)")
     for row in plan.rows:
         if row.arm in seen:
             continue
@@ -114,7 +123,9 @@ def format_regime(plan: Plan) -> list[str]:
 
         def both(attr: str, fmt: str, s: Regime = s, j: Regime | None = j) -> str:
             mine = format(getattr(s, attr), fmt)
-            return mine if j is None else f"{format(getattr(j, attr), fmt)} / {mine}"
+            if job is None:
+                return mine
+            return f"— / {mine}" if j is None else f"{format(getattr(j, attr), fmt)} / {mine}"
 
         lines.append(f"  {row.arm}: {both('updates_per_epoch', 'd')}, {both('total_updates', 'd')}, "
                      f"{both('warmup_epochs', '.3g')}, {both('warmup_share', '.0%')}, "

@@ -16,15 +16,20 @@ from scalesweep.science import schedules
 
 @dataclass(frozen=True)
 class ReferenceJob:
-    """The real job a study stands in for, every number resolved."""
+    """The real job a study stands in for; None where neither the block nor the recipe says."""
 
     label: str
     dataset_size: int
     gpus: Mapping[int, int]
-    epochs: float
-    per_gpu_batch: int
+    epochs: float | None
+    per_gpu_batch: int | None
     accum_grad: int
-    warmup_steps: int
+    warmup_steps: int | None
+
+    @property
+    def missing(self) -> list[str]:
+        """The reference_job fields still unknown (its regime cannot be computed without them)."""
+        return [f for f in ("epochs", "per_gpu_batch", "warmup_steps") if getattr(self, f) is None]
 
 
 def _recipe_value(recipe: Mapping[str, Any] | None, path: str) -> Any:
@@ -35,7 +40,9 @@ def _recipe_value(recipe: Mapping[str, Any] | None, path: str) -> Any:
 def reference_job(spec_: SweepSpec, recipe: Mapping[str, Any] | None, scheduler: Mapping[str, Any],
                   source: str) -> ReferenceJob | None:
     """The sweep's ``reference_job`` with what the recipe holds filled in; a value given in
-    both that disagrees, a missing one, or a world size without its GPUs is exit 2."""
+    both that disagrees is exit 2. A value neither gives (e.g. a --set schedule whose warmup the
+    recipe does not have) or a world size without its GPUs leaves the job's regime unknown
+    there, said by `plan`, never a reason to refuse the sweep."""
     spec = spec_.reference_job
     if spec is None:
         return None
@@ -52,14 +59,7 @@ def reference_job(spec_: SweepSpec, recipe: Mapping[str, Any] | None, scheduler:
                                     f"contradicts the recipe's {recipe_path} ({from_recipe}): the "
                                     "reference job is the job the recipe describes"))
         value = given if given is not None else from_recipe
-        if value is None and field != "accum_grad":
-            problems.append(Problem(f"reference_job.{field}", None,
-                                    f"needed, and the recipe has no {recipe_path} to take it from"))
         values[field] = 1 if field == "accum_grad" and value is None else value
-    missing = sorted(set(spec_.axes.world_size) - set(spec.gpus))
-    if missing:
-        problems.append(Problem("reference_job.gpus", dict(spec.gpus), "must give the job's GPUs for "
-                                f"every world size of the study, missing {missing}"))
     if problems:
         raise InputError(source, problems)
     return ReferenceJob(label=spec.label, dataset_size=spec.dataset_size, gpus=dict(spec.gpus), **values)
