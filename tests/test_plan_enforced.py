@@ -229,3 +229,20 @@ def test_a_lightning_trainer_strays_by_name() -> None:
     with pytest.raises(LoopReportError, match=r"ended at update 4, the plan says 8 updates: is "
                                               r"the Trainer built with"):
         _replay(config, _pl_reports(config, max_steps=4))
+
+
+def test_a_trial_resumed_past_its_last_update_ends_with_its_last_logged_eval() -> None:
+    """Its checkpoint was at the final update when the sweep stopped: the loop restores it and
+    has nothing left to train or report; that eval (already in MLflow) is its end."""
+    config = _config(OWN)
+    total = int(config["total_updates"])
+    last = {"update": total, "dev_loss": 0.1, "wall_s": 9.0}
+    resumed = ReportChecker(trial="t", train_loop="m:f",
+                            updates_per_epoch=int(config["updates_per_epoch"]),
+                            global_batch=int(config["global_batch"]), wall_offset=9.0, last=dict(last))
+    resumed.start(0.0, plan=plan_of(config))
+    end = resumed.finish()
+    assert end["update"] == total and end["status"] == "completed" and end["train_seconds"] == 9.0
+    # a fresh trial that never reports still fails by name
+    with pytest.raises(LoopReportError, match=r"returned without ever calling ray\.train\.report"):
+        _checker(config).finish()

@@ -270,7 +270,8 @@ class ReportChecker:
         """The loop returned: its last report again, now ``completed`` (the tracker does not
         log its step twice), or :class:`LoopReportError` when it never reported. ``adapter``:
         the framework adapter the loop used (the end marker says), for the hint."""
-        if not self.reports:
+        # a trial resumed past its last update reports nothing new: its last logged eval stands
+        if not self.reports and STEP_KEY not in self.last:
             self._fail(f"returned without ever calling ray.train.report: "
                        f"{_hint(REPORT_HINTS, adapter)}")
         if self.plan is not None and self.last[STEP_KEY] != self.plan.total_updates:

@@ -289,7 +289,8 @@ def _workers(trial: TrialConfig, config: Mapping[str, Any]) -> tuple[Any, dict[s
         checker = ReportChecker(trial=trial.name, train_loop=trial.train_loop,
                                 updates_per_epoch=int(loop_config["updates_per_epoch"]),
                                 global_batch=int(loop_config["global_batch"]),
-                                wall_offset=float(config.get("wall_offset") or 0.0))
+                                wall_offset=float(config.get("wall_offset") or 0.0),
+                                last=dict(config.get("resumed_report") or {}))
         return (loop_worker, {"train_loop": trial.train_loop, "config": loop_config},
                 LoopReportCallback(checker))
     from ray.tune.integration.ray_train import TuneReportCallback

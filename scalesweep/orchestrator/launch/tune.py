@@ -90,8 +90,15 @@ def _loop_config(plan: Plan, row: PlanRow, logged: list[dict[str, Any]]) -> dict
     if row.trial.train_loop is None:
         return {}
     walls = [float(e["wall_s"]) for e in logged if e.get("wall_s") is not None]
+    # the furthest eval already logged: a trial resumed from its last checkpoint may have nothing
+    # left to train, and ends with that report rather than with none
+    evals = [e for e in logged if isinstance(e.get(STEP_KEY), int | float)]
+    last = max(evals, key=lambda e: float(e[STEP_KEY]), default=None)
+    resumed = None if last is None else {**{k: float(v) for k, v in last.items()
+                                            if isinstance(v, int | float) and not isinstance(v, bool)},
+                                         STEP_KEY: int(last[STEP_KEY])}
     return {"loop_config": loop_config(row, plan.sweep.workload.train_size()),
-            "wall_offset": max(walls, default=0.0)}
+            "wall_offset": max(walls, default=0.0), "resumed_report": resumed}
 
 
 def _trial_name(trial: Any) -> str:
