@@ -157,6 +157,35 @@ class RayCluster:
         for d in self.temp_dirs:
             shutil.rmtree(d, ignore_errors=True)
 
+    def kill_node(self, index: int) -> None:
+        """SIGKILL node ``index``: its ``ray start`` process group and every process below it.
+
+        Ray's workers run outside the node's process group; killing the group alone leaves them
+        alive for a while, and peer-to-peer collectives (gloo) go on between them, so a short
+        trial could end on the "lost" node (CI saw it). The tree is read before anything dies,
+        while the workers are still the raylet's children."""
+        root = self.procs[index].pid
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+        tree, todo = [], [root]
+        while todo:
+            pid = todo.pop()
+            tree.append(pid)
+            todo.extend(children.get(pid, []))
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(root, signal.SIGKILL)
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
     def leftover_pids(self) -> list[int]:
         marks = [str(d).encode() for d in self.temp_dirs]
         pids = []
