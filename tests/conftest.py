@@ -194,7 +194,7 @@ def ray_cluster(ray_head4: RayHead) -> Iterator[None]:
     tests, and leaves it after them: its actors and workers end with the connection."""
     import ray
 
-    from scalesweep.orchestrator.launch.ray_auth import enable_token_auth
+    from scalesweep.orchestrator.cluster.ray_auth import enable_token_auth
 
     saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
     os.environ.pop("RAY_AUTH_MODE", None)

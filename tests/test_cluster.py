@@ -21,8 +21,8 @@ from types import SimpleNamespace
 import pytest
 from mlflow.tracking import MlflowClient
 
-from scalesweep.orchestrator.launch import submit as sub
-from scalesweep.orchestrator.launch.storage_check import is_uri, local_path
+from scalesweep.orchestrator.cluster import submit as sub
+from scalesweep.orchestrator.cluster.storage_check import is_uri, local_path
 from tests.cluster_helpers import RayCluster, can_unshare_mount
 from tests.helpers import ROOT, SWEEPS, MlflowServer, cli_env
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from scalesweep.orchestrator.launch import cluster_probe
-from scalesweep.orchestrator.launch.cluster_probe import MARK, PACKAGES
-from scalesweep.orchestrator.launch.cluster_python import (
+from scalesweep.orchestrator.cluster import cluster_probe
+from scalesweep.orchestrator.cluster.cluster_probe import MARK, PACKAGES
+from scalesweep.orchestrator.cluster.cluster_python import (
     SCRIPT,
     check,
     local_report,
@@ -135,7 +135,7 @@ def test_parse_report_takes_the_marked_line_and_local_report_is_this_interpreter
 
 def test_submit_shows_the_mlflow_parent_run_not_the_heads_report_path(
         capsys: pytest.CaptureFixture[str]) -> None:
-    from scalesweep.orchestrator.launch import submit as sub
+    from scalesweep.orchestrator.cluster import submit as sub
     from scalesweep.orchestrator.launch.run import parent_run_line
 
     logs = ("sweep smoke: 1 trials, MLflow parent run 0123abcd at http://mlflow:5000; state in /s\n"

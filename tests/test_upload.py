@@ -1,4 +1,4 @@
-"""What `submit` uploads (scalesweep.orchestrator.launch.upload) and how it handles credentials in
+"""What `submit` uploads (scalesweep.orchestrator.cluster.upload) and how it handles credentials in
 a tracking URI (scalesweep.orchestrator.tracking.credentials), on a planted checkout: real
 secret-looking files, an ignored data folder, a symlink out of the tree."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from scalesweep.orchestrator.launch import submit as sub
-from scalesweep.orchestrator.launch import upload
+from scalesweep.orchestrator.cluster import submit as sub
+from scalesweep.orchestrator.cluster import upload
 from scalesweep.orchestrator.spec.errors import InputError
 from scalesweep.orchestrator.tracking import credentials
 from tests.helpers import SWEEPS, scalesweep

@@ -131,7 +131,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.address:
         import ray
 
-        from scalesweep.orchestrator.launch.ray_auth import enable_token_auth
+        from scalesweep.orchestrator.cluster.ray_auth import enable_token_auth
         from scalesweep.orchestrator.plan.cluster import connected_cluster
 
         enable_token_auth(args.address)
@@ -177,14 +177,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if address and address.startswith("ray://"):
         # a Ray Client driver cannot host the sweep (Tune's callbacks would run remotely); its
         # driver runs on the head instead
-        from scalesweep.orchestrator.launch.submit import run_via_client
+        from scalesweep.orchestrator.cluster.submit import run_via_client
 
         return _finish(run_via_client(args.sweep, **kwargs))
     return _finish(run_sweep(args.sweep, **kwargs))
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from scalesweep.orchestrator.launch.submit import submit
+    from scalesweep.orchestrator.cluster.submit import submit
 
     return submit(args)
 

@@ -124,12 +124,12 @@ def connect_ray(address: str | None, verbose: bool) -> None:
         raise InputError("ray", [Problem("address", address, "a Ray Client address cannot host "
                                          "the sweep driver: `scalesweep run --address ray://...` "
                                          "runs it on the head "
-                                         "(scalesweep.orchestrator.launch.submit.run_via_client)")])
+                                         "(scalesweep.orchestrator.cluster.submit.run_via_client)")])
     if address:
-        from scalesweep.orchestrator.launch.ray_auth import enable_token_auth
+        from scalesweep.orchestrator.cluster.ray_auth import enable_token_auth
 
         # Ray presents its auth token for "auto" by itself, for an explicit address only in
-        # token mode: turn that on when the user gave a token (see scalesweep.orchestrator.launch.ray_auth)
+        # token mode: turn that on when the user gave a token (see scalesweep.orchestrator.cluster.ray_auth)
         enable_token_auth(address)
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=verbose)
     else:
@@ -153,7 +153,7 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
     make_plan(sweep)  # every input problem the plan finds, before Ray starts or MLflow is touched
     check_reachable(tracking_uri)
     connect_ray(address, verbose)
-    from scalesweep.orchestrator.launch.storage_check import check_shared_storage
+    from scalesweep.orchestrator.cluster.storage_check import check_shared_storage
     from scalesweep.orchestrator.plan.cluster import connected_cluster
 
     plan = make_plan(sweep, connected_cluster())
@@ -217,7 +217,7 @@ def _resume(sweep_dir: Path, *, address: str | None, tracking_uri: str | None,
         raise InputError("resume", [Problem("--address", address, "resume runs where the sweep's "
                                             "state is: on the head, with --address auto")])
     connect_ray(address, verbose)
-    from scalesweep.orchestrator.launch.storage_check import check_shared_storage
+    from scalesweep.orchestrator.cluster.storage_check import check_shared_storage
     from scalesweep.orchestrator.plan.cluster import connected_cluster
 
     plan = make_plan(sweep, connected_cluster())

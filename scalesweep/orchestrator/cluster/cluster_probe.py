@@ -7,7 +7,7 @@ This file is the probe job's whole working_dir. It is run by the interpreter of 
 workers, which may lack everything scalesweep needs (that is what it looks for), so it imports
 nothing of scalesweep and, at module level, only the standard library. The client side (the
 probe job's entrypoint, the comparison with this machine, the messages) is
-``scalesweep.orchestrator.launch.cluster_python``.
+``scalesweep.orchestrator.cluster.cluster_python``.
 """
 
 from __future__ import annotations

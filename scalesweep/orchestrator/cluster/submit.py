@@ -44,9 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from scalesweep.mlflow_names import DEFAULT_TRACKING_URI
-from scalesweep.orchestrator.launch import upload
-from scalesweep.orchestrator.launch.cluster_python import Verdict
-from scalesweep.orchestrator.launch.ray_auth import (
+from scalesweep.orchestrator.cluster import upload
+from scalesweep.orchestrator.cluster.cluster_python import Verdict
+from scalesweep.orchestrator.cluster.ray_auth import (
     AUTH_HINT,
     auth_token,
     enable_token_auth,
@@ -279,8 +279,8 @@ def _probe_python(client: Any, address: str) -> Verdict:
     """Run the probe job (cluster_python explains why and how) and judge its report: raises
     InputError (exit 2) for what the cluster's workers cannot run, prints the warnings, and
     returns the interpreter the sweep's job is to run with."""
-    from scalesweep.orchestrator.launch import cluster_probe
-    from scalesweep.orchestrator.launch.cluster_python import (
+    from scalesweep.orchestrator.cluster import cluster_probe
+    from scalesweep.orchestrator.cluster.cluster_python import (
         SCRIPT,
         check,
         describe,

@@ -40,8 +40,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from scalesweep.orchestrator.launch import cluster_probe
-from scalesweep.orchestrator.launch.cluster_probe import MARK, PACKAGES
+from scalesweep.orchestrator.cluster import cluster_probe
+from scalesweep.orchestrator.cluster.cluster_probe import MARK, PACKAGES
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 
 __all__ = ["SCRIPT", "Verdict", "check", "local_report", "parse_report", "probe_entrypoint"]
