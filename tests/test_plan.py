@@ -172,3 +172,26 @@ def test_elastic_trials_are_ddp_with_at_most_p_as_their_minimum() -> None:
     assert {r.trial.min_workers for r in plan.rows} == {1}
     assert {r.trial.min_workers for r in plan_of("smoke.yaml", "backend=ddp", "physical_workers=2",
                                                   cluster=big).rows} == {None}
+
+
+DS_DECAY = "scheduler={type: WarmupDecayLR, warmup_num_steps: 20, total_num_steps: auto}"
+
+
+def test_a_deepspeed_warmup_max_lr_unlike_the_optimizer_lr_is_noted_once() -> None:
+    from scalesweep.orchestrator.plan.table import format_plan
+    plan = plan_of("smoke.yaml", DS_DECAY)
+    note = ("scheduler.warmup_max_lr (0.001, ds_warmup_decay's default, as DeepSpeed's), not "
+            "optimizer.lr (0.05), sets the peak lr: ds_warmup_decay overwrites the optimizer's lr "
+            "at every update, and an lr rule scales warmup_max_lr (peak_lr); warmup_max_lr: null "
+            "follows optimizer.lr")
+    assert plan.notes.count(note) == 1
+    assert f"note: {note}" in format_plan(plan)
+    # the peak the trial trains at, not the optimizer lr: DeepSpeed's 0.001, times k = 2
+    rows = {r.name: r for r in plan.rows}
+    assert [rows["ws4-warmup20-none"].peak_lr, rows["ws4-warmup20-linear"].peak_lr] == [
+        0.001, 0.002]
+    given = plan_of("smoke.yaml", DS_DECAY, "scheduler.warmup_max_lr=0.01")
+    assert [n for n in given.notes if "warmup_max_lr" in n] == [note.replace(
+        "0.001, ds_warmup_decay's default, as DeepSpeed's", "0.01")]
+    for same in ("scheduler.warmup_max_lr=0.05", "scheduler.warmup_max_lr=null"):
+        assert not [n for n in plan_of("smoke.yaml", DS_DECAY, same).notes if "warmup_max_lr" in n]

@@ -67,6 +67,8 @@ class PlanRow:
     baseline_alias: list[dict[str, Any]] = field(default_factory=list)
     #: "none", or the stages before world_size: "4:1,8:1" (scalesweep.science.batch_ramp)
     batch_ramp: str = "none"
+    #: notes on the sweep's settings rather than this trial's changes; the plan lists each once
+    setting_notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in PLAN_FIELDS}
@@ -172,6 +174,7 @@ def make_plan(sweep: Sweep, cluster: ClusterInfo | None = None) -> Plan:
     if baseline_problems:
         raise InputError(sweep.source, baseline_problems)
     plan_notes.extend(baseline_notes)
+    plan_notes.extend(dict.fromkeys(n for r in rows for n in r.setting_notes))
     _unique_names(rows)
     _assign_arms(rows)
     merged = sum(len(r.also) for r in rows)
@@ -365,6 +368,7 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     except ValueError as exc:  # only scaling.apply's own refusal is the warmup rule's to answer
         raise _WarmupRuleMismatch(str(exc)) from exc
     notes.extend(ramp_notes)
+    peak_note = _peak_note(sched_in, base_lr)
     warmup = schedules.warmup_steps(sched) or 0
     # with a ramp, P must fit its smallest stage: a worker plays at least one rank of every V
     backend, workers, how = _placement(spec, min([ws, *(s.world_size for s in stages)]), cluster)
@@ -422,8 +426,26 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
         backend=backend, batch_ramp=batch_ramp.describe(
             [batch_ramp.Stage(s.world_size, s.epochs) for s in stages]),
         physical_workers=workers, accum_grad=accum, per_worker_batch=batch, feasible=feasible,
-        reason=reason, trial=trial, notes=notes,
+        reason=reason, trial=trial, notes=notes, setting_notes=[peak_note] if peak_note else [],
     )
+
+
+def _peak_note(sched: dict[str, Any], optimizer_lr: float) -> str | None:
+    """Where a schedule param overwrites the optimizer lr (DeepSpeed's ``warmup_max_lr``) and
+    differs from it: the sweep's ``optimizer.lr`` is then not the lr that trains, which is easy
+    to miss since ``ds_warmup_decay``'s default is DeepSpeed's 0.001, not the optimizer lr."""
+    kind = schedules.SCHEDULE_TYPES[sched["type"]]
+    given = {k: v for k, v in sched.items() if k != "type"}
+    merged = {**kind.defaults(), **given}
+    for key in kind.optimizer_lr_fallbacks:
+        value = merged.get(key)
+        if value is None or float(value) == optimizer_lr:
+            continue
+        default = "" if key in given else f", {kind.name}'s default, as DeepSpeed's"
+        return (f"scheduler.{key} ({value:g}{default}), not optimizer.lr ({optimizer_lr:g}), "
+                f"sets the peak lr: {kind.name} overwrites the optimizer's lr at every update, "
+                f"and an lr rule scales {key} (peak_lr); {key}: null follows optimizer.lr")
+    return None
 
 
 def _sqrt_adam(sweep: Sweep, combo: dict[str, Any], optimizer: dict[str, Any],
