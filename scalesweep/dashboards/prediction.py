@@ -15,81 +15,22 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from scalesweep.dashboards.advice import late_noise_scale
 from scalesweep.dashboards.convergence_table import StudyTrial, study_trials
 from scalesweep.dashboards.mlflow_data import Study, load_study
 from scalesweep.mlflow_names import STATUS_TAG
+from scalesweep.science.prediction_record import RulePrediction, StudyPrediction
 from scalesweep.science.stats.best_lr import BestLr, BestLrUnknown, predict_best_lr
 from scalesweep.science.stats.predict import (
     MAX_FACTOR,
     BatchPoint,
-    Prediction,
     PredictionRefused,
     predict,
 )
 
 #: a ramp's trials ran at several batches; the law is over constant ones
 _RAMPED_OFF = ("", "none", "nan")
-
-
-@dataclass(frozen=True)
-class RulePrediction:
-    rule: str
-    world_size: int
-    global_batch: float
-    measured: dict[float, int]  # global batch -> seeds used there
-    prediction: Prediction | None
-    refused: list[str]
-    updates_per_epoch: float | None  # at the predicted world size
-
-    def as_json(self) -> dict[str, Any]:
-        p = self.prediction
-        out: dict[str, Any] = {
-            "rule": self.rule, "world_size": self.world_size, "global_batch": self.global_batch,
-            "measured_global_batches": {f"{b:g}": n for b, n in sorted(self.measured.items())},
-            "epochs_to_target_median": None if p is None else p.median,
-            "epochs_to_target_ci": None if p is None else list(p.ci),
-            "updates_to_target_median": None, "updates_to_target_ci": None,
-            "confidence": None if p is None else p.confidence,
-            "b_crit": None if p is None or not math.isfinite(p.b_crit) else p.b_crit,
-            "error_seeds": None if p is None else p.seeds, "error_fit": None if p is None else p.fit,
-            "noise_scale_epochs": None if p is None or p.noise_scale_epochs is None
-            else list(p.noise_scale_epochs),
-            "method": None if p is None else p.method, "refused": self.refused,
-            # 1.0: not widened (between measured batches); else the factor outside them
-            "interval_widened_by": None if p is None else p.widened,
-        }  # fmt: skip
-        if p is not None and self.updates_per_epoch:
-            out["updates_to_target_median"] = p.median * self.updates_per_epoch
-            out["updates_to_target_ci"] = [x * self.updates_per_epoch for x in p.ci]
-        return out
-
-
-@dataclass(frozen=True)
-class StudyPrediction:
-    experiment: str
-    parent_run_id: str
-    target: float | None
-    world_size: int
-    noise_scale: float | None
-    rules: list[RulePrediction]
-    #: the trials the prediction was made from
-    trial_run_ids: tuple[str, ...] = ()
-    best_lr: BestLr | None = None
-    #: why there is no best lr (the study did not sweep lr, ...); empty when there is one
-    best_lr_note: str = ""
-
-    def best_lr_json(self) -> dict[str, Any]:
-        b = self.best_lr
-        if b is None:
-            return {"median": None, "ci": None, "note": self.best_lr_note}
-        return {"median": b.median, "ci": list(b.ci), "confidence": b.confidence,
-                "exponent": b.exponent, "method": b.method, "note": self.best_lr_note,
-                "best_by_batch": {f"{k:g}": v for k, v in sorted(b.best_by_batch.items())},
-                "at_grid_edge": [f"{k:g}" for k in b.at_grid_edge]}
 
 
 def _num(x: object) -> float | None:

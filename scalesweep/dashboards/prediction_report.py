@@ -8,7 +8,7 @@ import html
 import math
 from collections.abc import Sequence
 
-from scalesweep.dashboards.prediction_record import LedgerLine
+from scalesweep.science.prediction_record import LedgerLine
 from scalesweep.science.stats.ledger import running_hit_rate
 
 

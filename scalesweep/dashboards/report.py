@@ -31,7 +31,7 @@ from scalesweep.dashboards.arm_figures import plot_epochs_to_target as plot_arms
 from scalesweep.dashboards.arms_table import arm_summaries, arms_frame
 from scalesweep.dashboards.convergence_table import PROJECTED, StudyTrial, convergence_table, study_trials
 from scalesweep.dashboards.mlflow_data import Projection, Study, load_study
-from scalesweep.dashboards.prediction_record import ledger_lines
+from scalesweep.dashboards.prediction_ledger import ledger_lines
 from scalesweep.dashboards.prediction_report import predictions_html
 from scalesweep.mlflow_names import EPOCHS_TO_TARGET_METRIC, TRIAL_NAME_TAG
 from scalesweep.science.stats.arms import (

@@ -330,7 +330,7 @@ def _write_verification(args: argparse.Namespace, uri: str, sp: Any) -> str:
 
 
 def _predict_ledger(args: argparse.Namespace) -> int:
-    from scalesweep.dashboards.prediction_record import ledger_lines, render_ledger
+    from scalesweep.dashboards.prediction_ledger import ledger_lines, render_ledger
     from scalesweep.science.stats.ledger import running_hit_rate
 
     extra = [Problem(flag, value, "does not go with --ledger") for flag, value in

@@ -1,7 +1,7 @@
 """Keeping score in MLflow: each `scalesweep predict` recorded on the study's parent run, and
 each prediction's outcome written beside it once the experiment holds trials at its batch
-(docs/beyond.md, "Predict, then verify"). The reading side is
-scalesweep/dashboards/prediction_record.py."""
+(docs/beyond.md, "Predict, then verify"), in the form of scalesweep/science/prediction_record.py.
+The reading side is scalesweep/dashboards/prediction_ledger.py."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ from typing import Any
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from scalesweep.dashboards.prediction import StudyPrediction
-from scalesweep.dashboards.prediction_record import LedgerLine, metric_key, record_of
 from scalesweep.mlflow_names import PREDICTION_OUTCOME_SUFFIX, PREDICTIONS_ARTIFACT_DIR
+from scalesweep.science.prediction_record import LedgerLine, StudyPrediction, metric_key, record_of
 
 
 def record_prediction(tracking_uri: str, sp: StudyPrediction, now: datetime | None = None) -> str:

@@ -1,7 +1,8 @@
 """Predictions kept in MLflow, read back and scored (docs/beyond.md, "Predict, then verify").
 
 `scalesweep predict` records each prediction on the study's parent run as the artifact
-``predictions/<id>.json`` (:func:`record_of` makes it). This module reads those back from every
+``predictions/<id>.json`` (:func:`scalesweep.science.prediction_record.record_of` makes it, and
+holds the ledger's lines this module fills). This module reads those back from every
 experiment (or one), and scores each against the trials its experiment holds at the predicted
 global batch, from any parent run (a verification sweep logs to the same experiment): per lr
 rule, the seeds of the best setting there, as the predictor takes its inputs. Reads only; the
@@ -14,7 +15,6 @@ import json
 import math
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,90 +22,10 @@ from mlflow.tracking import MlflowClient
 
 from scalesweep.dashboards.convergence_table import StudyTrial, study_trials
 from scalesweep.dashboards.mlflow_data import load_study
-from scalesweep.dashboards.prediction import StudyPrediction, points_of_rule, usable_trials
-from scalesweep.mlflow_names import (
-    PREDICTION_METRIC_FORMAT,
-    PREDICTION_OUTCOME_SUFFIX,
-    PREDICTIONS_ARTIFACT_DIR,
-    ROLE_TAG,
-)
-from scalesweep.science.stats.ledger import HitRate, Scored, is_hit, observed_median, running_hit_rate
-
-
-def record_of(sp: StudyPrediction, prediction_id: str, created: str) -> dict[str, Any]:
-    """The JSON recorded for one `scalesweep predict` (all rules, refused ones too)."""
-    rules = []
-    for r in sp.rules:
-        p = r.prediction
-        rules.append({
-            "rule": r.rule, "median": None if p is None else p.median,
-            "ci": None if p is None else list(p.ci), "confidence": None if p is None else p.confidence,
-            "method": None if p is None else p.method,
-            "measured_global_batches": {f"{b:g}": n for b, n in sorted(r.measured.items())},
-            "refused": r.refused,
-        })  # fmt: skip
-    return {
-        "id": prediction_id, "created": created, "experiment": sp.experiment,
-        "parent_run_id": sp.parent_run_id, "source_trial_run_ids": list(sp.trial_run_ids),
-        "world_size": sp.world_size, "global_batch": sp.rules[0].global_batch if sp.rules else None,
-        "target": sp.target, "noise_scale": sp.noise_scale, "rules": rules,
-        "best_lr": sp.best_lr_json(),
-    }  # fmt: skip
-
-
-def metric_key(world_size: int, rule: str, what: str) -> str:
-    """``predict.ws16.linear.epochs_median``: one metric per recorded number."""
-    return PREDICTION_METRIC_FORMAT.format(world_size=world_size, rule=rule, what=what)
-
-
-@dataclass(frozen=True)
-class RuleOutcome:
-    rule: str
-    seeds: int
-    observed: float
-    run_ids: tuple[str, ...]
-    #: the fewest epochs a seed that never reached trained (None: every seed reached)
-    horizon: float | None = None
-
-
-@dataclass(frozen=True)
-class LedgerLine:
-    """One rule of one recorded prediction, scored when the experiment has trials there."""
-
-    experiment: str
-    parent_run_id: str
-    prediction_id: str
-    created: str
-    world_size: int
-    global_batch: float
-    rule: str
-    median: float
-    ci: tuple[float, float]
-    confidence: float
-    outcome: RuleOutcome | None
-
-    @property
-    def scored(self) -> Scored:
-        if self.outcome is None:
-            return Scored(self.confidence, None, None)
-        o = self.outcome
-        return Scored(self.confidence, o.observed, is_hit(o.observed, self.ci, o.horizon))
-
-    def as_json(self, rate: HitRate) -> dict[str, Any]:
-        s = self.scored
-        return {
-            "experiment": self.experiment, "parent_run_id": self.parent_run_id,
-            "prediction_id": self.prediction_id, "created": self.created,
-            "world_size": self.world_size, "global_batch": self.global_batch, "rule": self.rule,
-            "median": self.median, "ci": list(self.ci), "confidence": self.confidence,
-            "observed": None if s.observed is None or not math.isfinite(s.observed) else s.observed,
-            "observed_never": s.observed is not None and not math.isfinite(s.observed),
-            "observed_seeds": None if self.outcome is None else self.outcome.seeds,
-            "result": s.result,
-            "horizon": None if self.outcome is None else self.outcome.horizon,
-            "hit": s.hit, "running_verified": rate.verified, "running_hits": rate.hits,
-            "running_hit_rate": rate.rate, "running_nominal": rate.nominal,
-        }  # fmt: skip
+from scalesweep.dashboards.prediction import points_of_rule, usable_trials
+from scalesweep.mlflow_names import PREDICTION_OUTCOME_SUFFIX, PREDICTIONS_ARTIFACT_DIR, ROLE_TAG
+from scalesweep.science.prediction_record import LedgerLine, RuleOutcome
+from scalesweep.science.stats.ledger import observed_median, running_hit_rate
 
 
 def _parents(client: MlflowClient, experiment_id: str) -> list[str]:
