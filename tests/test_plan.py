@@ -195,3 +195,22 @@ def test_a_deepspeed_warmup_max_lr_unlike_the_optimizer_lr_is_noted_once() -> No
         "0.001, ds_warmup_decay's default, as DeepSpeed's", "0.01")]
     for same in ("scheduler.warmup_max_lr=0.05", "scheduler.warmup_max_lr=null"):
         assert not [n for n in plan_of("smoke.yaml", DS_DECAY, same).notes if "warmup_max_lr" in n]
+
+
+def test_base_lr_lr_and_peak_lr_in_the_plan_the_loop_config_and_the_mlflow_params() -> None:
+    """docs/workloads.md's three lrs: the optimizer lr stays the sweep's where the schedule sets
+    its own lrs (warmup_max_lr given), and only peak_lr carries the lr rule there."""
+    from scalesweep.orchestrator.plan.loop_config import loop_config
+    from scalesweep.orchestrator.tracking.sweep_runs import trial_params
+    for sets, lr, peak in (
+            # gradual_warmup reads the optimizer lr: linear x 2 scales it, and it is the peak
+            ((), 0.1, 0.1),
+            # WarmupDecayLR with warmup_max_lr 0.01: the optimizer lr is never trained at
+            ((DS_DECAY, "scheduler.warmup_max_lr=0.01"), 0.05, 0.02)):
+        plan = plan_of("smoke.yaml", *sets)
+        row = next(r for r in plan.rows if r.name == "ws4-warmup20-linear")
+        params = trial_params(row, plan.sweep)
+        config = loop_config(row, plan.sweep.workload.train_size())
+        for got in (params, config):
+            assert (got["base_lr"], got["lr"], got["peak_lr"]) == (0.05, lr, peak)
+        assert config["optimizer"]["lr"] == lr
