@@ -66,7 +66,7 @@ SUMMARY_MARK = "@@scalesweep-summary@@ "
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 #: the probe job starts a driver and one task, and imports torch, mlflow, ... there
 PROBE_TIMEOUT_S = 300.0
-#: the driver's "report: <path>" line (cli._finish); that path is in the job's working_dir
+#: the driver's "report: <path>" line (commands/_common.finish); that path is in the job's working_dir
 REPORT_LINE = re.compile(r"^report: (\S.*)$")
 
 

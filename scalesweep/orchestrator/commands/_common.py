@@ -1,0 +1,61 @@
+"""What several commands share: the exit codes, the arguments of ``run`` (and ``submit``), the
+tracking URI, and what ``run`` and ``resume`` print when a sweep ends."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, TypeAlias
+
+from scalesweep.mlflow_names import DEFAULT_TRACKING_URI
+
+EXIT_OK, EXIT_ERROR, EXIT_INPUT = 0, 1, 2
+
+#: what each command's ``add_parser`` receives: the CLI's sub-command parsers
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("sweep")
+    p.add_argument("--address", help="Ray cluster (auto, ray://host:10001, http://head:8265)")
+    p.add_argument("--tracking-uri", help=f"MLflow tracking URI (default {DEFAULT_TRACKING_URI})")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--summary-json", metavar="PATH")
+    p.add_argument("--verbose", "-v", action="store_true")
+
+
+def tracking_uri(arg: str | None) -> str:
+    """--tracking-uri, else MLFLOW_TRACKING_URI, else the default; credentials in it move to
+    the environment (tracking/credentials.py), so nothing we print or save holds them."""
+    from scalesweep.orchestrator.tracking import credentials
+
+    return credentials.strip(arg or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI)
+
+
+def finish(outcome: Any) -> int:
+    """Summary table, the report (logged on the parent run), and where to look next."""
+    from scalesweep.dashboards.report import build_report
+    from scalesweep.orchestrator.tracking.summary_table import format_arms, format_summary
+    from scalesweep.orchestrator.tracking.ui import ui_hint
+
+    print(format_summary(outcome.summaries, outcome.statuses))
+    if any(a.n_seeds > 1 for a in outcome.arms) or len(outcome.arms) < len(outcome.trials):
+        print("\n" + format_arms(outcome.arms))
+    out_dir = os.path.join("reports", outcome.experiment)
+    if not outcome.tracking_closed:  # the report reads MLflow, which did not answer just now
+        print(f"report: not made (MLflow did not answer); after `scalesweep resume`, make it "
+              f"with scalesweep report --run-id {outcome.parent_run_id}", file=sys.stderr)
+        return int(outcome.exit_code)
+    try:
+        paths = build_report(outcome.tracking_uri, parent_run_id=outcome.parent_run_id,
+                             out_dir=out_dir)
+        from mlflow.tracking import MlflowClient
+
+        MlflowClient(outcome.tracking_uri).log_artifacts(outcome.parent_run_id, out_dir, "report")
+        print(f"report: {paths.html}")
+    except Exception as exc:  # the trials are safe in MLflow; a report can be made later
+        print(f"warning: report failed ({type(exc).__name__}: {exc}); make it later with "
+              f"scalesweep report --run-id {outcome.parent_run_id}", file=sys.stderr)
+    print(ui_hint(outcome.tracking_uri, outcome.experiment))
+    return int(outcome.exit_code)

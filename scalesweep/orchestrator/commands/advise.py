@@ -1,0 +1,31 @@
+"""``scalesweep advise``: the critical batch, the noise scale, and the lr and warmup rules to
+use at a world size, from a study in MLflow."""
+
+from __future__ import annotations
+
+import argparse
+
+from scalesweep.orchestrator.commands._common import EXIT_OK, Subparsers, tracking_uri
+from scalesweep.orchestrator.spec.errors import InputError, Problem
+
+
+def add_parser(sub: Subparsers) -> None:
+    p = sub.add_parser("advise", help="critical batch (fit of updates to target vs batch), "
+                       "noise scale, and the lr and warmup rules to use at a world size")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--experiment")
+    which.add_argument("--run-id")
+    p.add_argument("--world-size", type=int, help="recommend for this world size "
+                   "(default: the largest in the study)")
+    p.add_argument("--tracking-uri")
+
+
+def run(args: argparse.Namespace) -> int:
+    from scalesweep.dashboards.advice import load_advice, render
+
+    if args.world_size is not None and args.world_size < 1:
+        raise InputError("--world-size", [Problem("--world-size", args.world_size, "must be at least 1")])
+    advice = load_advice(tracking_uri(args.tracking_uri), experiment=args.experiment,
+                         parent_run_id=args.run_id, world_size=args.world_size)
+    print(render(advice))
+    return EXIT_OK

@@ -1,0 +1,46 @@
+"""``scalesweep plan``: validate a sweep file and show one row per trial."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+
+from scalesweep.orchestrator.commands._common import EXIT_OK, Subparsers
+
+
+def add_parser(sub: Subparsers) -> None:
+    p = sub.add_parser("plan", help="validate a sweep file and show one row per trial")
+    p.add_argument("sweep")
+    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a dotted path of the sweep file with a YAML value")
+    p.add_argument("--address", help="plan for this Ray cluster's resources")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="also list the recipe sections scalesweep ignores")
+
+
+def run(args: argparse.Namespace) -> int:
+    from scalesweep.orchestrator.plan.regime import regimes
+    from scalesweep.orchestrator.plan.rows import make_plan
+    from scalesweep.orchestrator.plan.table import format_plan
+    from scalesweep.orchestrator.spec.load import load_sweep
+
+    sweep = load_sweep(args.sweep, args.set)
+    cluster = None
+    if args.address:
+        import ray
+
+        from scalesweep.orchestrator.cluster.ray_auth import enable_token_auth
+        from scalesweep.orchestrator.plan.cluster import connected_cluster
+
+        enable_token_auth(args.address)
+        ray.init(address=args.address, logging_level=logging.ERROR, log_to_driver=False)
+        cluster = connected_cluster()
+    plan = make_plan(sweep, cluster)
+    regime = regimes(plan)
+    if args.json:
+        print(json.dumps([{**r.to_json(), "regime": regime[r.name]} for r in plan.rows], indent=1))
+    else:
+        print(format_plan(plan, verbose=args.verbose))
+    return EXIT_OK
