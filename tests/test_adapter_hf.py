@@ -133,6 +133,11 @@ def test_a_plain_trainer_runs_the_planned_lr_and_reports_each_eval(tmp_path: Pat
         assert (r["epoch"], r["samples_seen"]) == (k / 64, k * 8.0)
         assert 0 < r["dev_loss"] < 4
     assert report.reports[-1]["dev_loss"] < report.reports[0]["dev_loss"]
+    # the Trainer's own logged loss at each evaluation: its mean since the previous one
+    logged = {h["step"]: h["loss"] for h in trainer.state.log_history if "loss" in h}
+    assert [r["train_loss"] for r in report.reports] == [logged[16], logged[32], logged[40]]
+    assert all(0 < r["train_loss"] < 5 for r in report.reports)
+    assert report.reports[-1]["train_loss"] < report.reports[0]["train_loss"]
 
 
 def _trainer(config: dict[str, Any], out: Path, report: hf.ReportCallback) -> Trainer:
@@ -164,6 +169,8 @@ def test_each_report_carries_its_checkpoint_and_a_resumed_trainer_goes_on_as_bef
     for after, before in zip(resumed.reports, whole.reports[1:], strict=True):
         assert after["lr"] == before["lr"]
         assert after["dev_loss"] == pytest.approx(before["dev_loss"], rel=1e-6)
+        # the mean over the same updates since the previous evaluation
+        assert after["train_loss"] == pytest.approx(before["train_loss"], rel=1e-6)
 
 
 def test_saves_between_reports_are_refused_by_name(tmp_path: Path) -> None:

@@ -103,6 +103,38 @@ def test_a_plain_trainer_runs_the_planned_lr_and_reports_each_validation(tmp_pat
         assert 0 < r["dev_loss"] < 2 and 0 <= r["dev_accuracy"] <= 1
 
 
+class _RecordingClassifier(example.SpiralClassifier):
+    """training_step's loss of every batch, as it returned it."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(config)
+        self.losses: list[float] = []
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        self.losses.append(float(loss))
+        return loss
+
+
+@pytest.mark.parametrize("accum", [1, 2])
+def test_each_report_carries_the_mean_train_loss_since_the_last(tmp_path: Path, accum: int) -> None:
+    """train_loss is training_step's loss averaged over the batches since the previous report,
+    the loss itself even where Lightning divides it by accumulate_grad_batches."""
+    config = trial_config("training.max_updates=20", f"training.accum_grad={accum}")
+    pl.seed_everything(0)
+    report = lightning.ReportCallback(config, send=AsRayTrain(tmp_path), checkpoint=False)
+    module = _RecordingClassifier(config)
+    trainer = pl.Trainer(**lightning.trainer_arguments(config), callbacks=[report])
+    train = DataLoader(example.make_spirals(config["train_size"], data_seed=1),
+                       batch_size=config["per_worker_batch"], shuffle=True, drop_last=True)
+    trainer.fit(module, train, DataLoader(example.make_spirals(128, data_seed=2), batch_size=64))
+    updates = [int(r["update"]) for r in report.reports]
+    assert updates[-1] == 20 and len(module.losses) == 20 * accum
+    for r, start, end in zip(report.reports, [0, *updates], updates, strict=False):
+        batches = module.losses[start * accum:end * accum]
+        assert r["train_loss"] == pytest.approx(sum(batches) / len(batches), rel=1e-6)
+
+
 def test_a_validation_without_the_monitored_loss_is_refused_by_name() -> None:
     config = trial_config("training.max_updates=16")
     report = lightning.ReportCallback(config, monitor="val_nll", send=loop_helpers.build_report)

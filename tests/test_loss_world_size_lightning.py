@@ -89,3 +89,5 @@ def test_val_loss_and_first_gradient_are_the_same_at_world_sizes_1_and_2(tmp_pat
         [r] = rank["reports"]
         assert r["update"] == 1
         assert r["dev_loss"] == pytest.approx(one["reports"][0]["dev_loss"], rel=1e-5)
+        # the update's training loss over both shards: training_step's, averaged over ranks
+        assert r["train_loss"] == pytest.approx(one["reports"][0]["train_loss"], rel=1e-5)

@@ -11,8 +11,8 @@ Face Trainer"). Four pieces, for a ``train_loop`` that builds a plain ``Trainer`
   the trial's lr and warmup replace the script's (:func:`lr_scheduler` alone for an optimizer
   of your own);
 * :class:`ReportCallback`: at every evaluation, ``eval_loss`` reported with update =
-  ``state.global_step`` and the lr that update ran with, and the Trainer's checkpoint of that
-  step as the trial's checkpoint;
+  ``state.global_step``, the lr that update ran with and the training loss, and the Trainer's
+  checkpoint of that step as the trial's checkpoint;
 * :func:`last_checkpoint`: the trial's latest checkpoint for ``trainer.train(
   resume_from_checkpoint=...)`` after a lost worker, a retry or ``scalesweep resume``.
 
@@ -278,7 +278,9 @@ def optimizers(model: torch.nn.Module, config: Mapping[str, Any]
 
 class ReportCallback(TrainerCallback):
     """Reports ``eval_loss`` of every evaluation with update = ``state.global_step``, plus the
-    lr that update ran with and every other ``eval_<name>`` metric as ``dev_<name>``. Every rank
+    lr that update ran with, the Trainer's logged training ``loss`` as ``train_loss`` (its mean
+    over the updates since the last log, over every rank) and every other ``eval_<name>``
+    metric as ``dev_<name>``. Every rank
     evaluates and reports (Ray Train V2 wants as many reports from each worker; rank 0's is
     logged). When the Trainer saves at that step, the report waits for the save and rank 0
     sends the Trainer's ``checkpoint-<step>`` with it (a ``ray.train.Checkpoint``). ``send`` is
@@ -292,6 +294,7 @@ class ReportCallback(TrainerCallback):
         self.lrs = LrRecord()
         self.reports: list[dict[str, float]] = []
         self._pending: dict[str, Any] | None = None
+        self._train_loss: tuple[int, float] | None = None  # (update, the loss logged there)
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState,
                        control: TrainerControl, **kwargs: Any) -> None:
@@ -301,6 +304,18 @@ class ReportCallback(TrainerCallback):
     def on_pre_optimizer_step(self, args: TrainingArguments, state: TrainerState,
                               control: TrainerControl, **kwargs: Any) -> None:
         self.lrs.before_step(kwargs["optimizer"], state.global_step)
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    **kwargs: Any) -> None:
+        # HF logs the training loss only at its logging steps, and training_arguments turns
+        # those off: a log at every evaluation gives each report the mean loss since the last
+        if control.should_evaluate:
+            control.should_log = True
+
+    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+               logs: Mapping[str, float] | None = None, **kwargs: Any) -> None:
+        if logs and "loss" in logs:
+            self._train_loss = (int(state.global_step), float(logs["loss"]))
 
     def on_evaluate(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                     metrics: Mapping[str, float] | None = None, **kwargs: Any) -> None:
@@ -316,6 +331,8 @@ class ReportCallback(TrainerCallback):
         # send's keyword arguments (loop_helpers.report), not metric names
         report: dict[str, Any] = dict(update=update, dev_loss=float(metrics["eval_loss"]),
                                       lr=self.lrs.at(update), **extra)
+        if self._train_loss is not None and self._train_loss[0] == update:
+            report["train_loss"] = self._train_loss[1]
         if control.should_save:  # the Trainer saves this step next: report with its checkpoint
             self._pending = report
         else:

@@ -50,6 +50,9 @@ __all__ = ["CHECKPOINT_FILE", "ReportCallback", "configure_optimizers", "last_ch
 
 #: the file of the ``Trainer``'s checkpoint in each checkpoint :class:`ReportCallback` reports
 CHECKPOINT_FILE = "lightning.ckpt"
+#: the train loss among the values averaged over ranks: no logged name starts so
+TRAIN_LOSS = "scalesweep.train_loss"
+
 
 def trainer_arguments(config: Mapping[str, Any], *, ray_train: bool | None = None,
                       **overrides: Any) -> dict[str, Any]:
@@ -123,16 +126,17 @@ def _mean_over_ranks(values: Mapping[str, float]) -> dict[str, float]:
 
 
 class ReportCallback(pl.Callback):
-    """Reports ``monitor`` (``val_loss``, as the module logs it in ``validation_step``), averaged
-    over the ranks so that it is the whole dev set's mean at every world size whether or not it
-    was logged with ``sync_dist=True``, at the end of every validation, update =
-    ``trainer.global_step``, with the lr that update ran with and every other logged
-    ``val_<name>`` as ``dev_<name>``. Every rank reports (Ray Train V2 wants as many reports from
-    each worker; rank 0's is logged). With ``checkpoint`` (the default) every rank saves the
-    ``Trainer``'s checkpoint first (``trainer.save_checkpoint``, which rank 0 writes) and rank 0
-    sends it with its report (a ``ray.train.Checkpoint`` holding :data:`CHECKPOINT_FILE`).
-    ``send`` is :func:`scalesweep.loop_helpers.report`; give another to use the callback
-    outside a trial."""
+    """Reports ``monitor`` (``val_loss``, as the module logs it in ``validation_step``), averaged over
+    the ranks so that it is the whole dev set's mean at every world size whether or not it was
+    logged with ``sync_dist=True``, at the end of every validation, update =
+    ``trainer.global_step``, with the lr that update ran with, ``train_loss`` (the mean of
+    ``training_step``'s loss over the updates since the last report and over the ranks) and every
+    other logged ``val_<name>`` as ``dev_<name>``. Every rank reports (Ray Train V2 wants as many
+    reports from each worker; rank 0's is logged). With ``checkpoint`` (the default) every rank
+    saves the ``Trainer``'s checkpoint first (``trainer.save_checkpoint``, which rank 0 writes) and
+    rank 0 sends it with its report (a ``ray.train.Checkpoint`` holding :data:`CHECKPOINT_FILE`).
+    ``send`` is :func:`scalesweep.loop_helpers.report`; give another to use the callback outside a
+    trial."""
 
     def __init__(self, config: Mapping[str, Any], monitor: str = "val_loss",
                  send: Send | None = None, checkpoint: bool = True) -> None:
@@ -142,6 +146,10 @@ class ReportCallback(pl.Callback):
         self.checkpoint = checkpoint
         self.lrs = LrRecord()
         self.reports: list[dict[str, float]] = []
+        # training_step's losses since the last report, summed on their device (a float()
+        # per batch would wait for the GPU), and how many batches they are
+        self._loss_sum: torch.Tensor | None = None
+        self._loss_batches = 0
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         require_world(self.config, int(trainer.world_size), "the Lightning Trainer")
@@ -153,6 +161,13 @@ class ReportCallback(pl.Callback):
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                            outputs: Any, batch: Any, batch_idx: int) -> None:
+        loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
+        if isinstance(loss, torch.Tensor):
+            # automatic optimization hands over the loss divided by accumulate_grad_batches
+            scale = trainer.accumulate_grad_batches if pl_module.automatic_optimization else 1
+            loss = loss.detach().double() * scale
+            self._loss_sum = loss if self._loss_sum is None else self._loss_sum + loss
+            self._loss_batches += 1
         # Lightning validates at max_steps only when it is a multiple of val_check_interval;
         # asking it to stop makes it validate once more first, so the last update is reported
         if trainer.global_step >= int(self.config["total_updates"]):
@@ -168,13 +183,17 @@ class ReportCallback(pl.Callback):
                 f"(self.log({self.monitor!r}, loss, sync_dist=True)); logged: {sorted(metrics)}")
         update = int(trainer.global_step)
         prefix = self.monitor.split("_")[0] + "_"
-        logged = _mean_over_ranks({name: float(value) for name, value in metrics.items()
-                                   if name.startswith(prefix)})
+        values = {name: float(value) for name, value in metrics.items() if name.startswith(prefix)}
+        if self._loss_sum is not None:  # every rank ran as many batches: the same names
+            values[TRAIN_LOSS] = float(self._loss_sum) / self._loss_batches
+            self._loss_sum, self._loss_batches = None, 0
+        logged = _mean_over_ranks(values)
+        train_loss = logged.pop(TRAIN_LOSS, None)
         extra = {name.removeprefix(prefix): value for name, value in logged.items()
                  if name != self.monitor}
         # send's keyword arguments (loop_helpers.report), not metric names
         report: dict[str, Any] = dict(update=update, dev_loss=logged[self.monitor],
-                                      lr=self.lrs.at(update), **extra)
+                                      lr=self.lrs.at(update), train_loss=train_loss, **extra)
         if not self.checkpoint:
             self.reports.append(self.send(self.config, **report))
             return
