@@ -298,3 +298,41 @@ def test_every_arm_has_the_same_arms_json_keys() -> None:
     arms = _arms([1.3, 1.32, 1.28, 1.31, 1.29])
     base, other = set(arms["base"]), set(arms["other"])
     assert other - base == set() and base - other <= {"target_notes", "conditioning"}
+
+
+def test_the_ratio_figure_stays_readable_when_a_target_sits_above_the_starting_loss() -> None:
+    """Level 7 is a target of 4.0 over the floor 0.5: above every arm's first eval (about 3.8)
+    but the slow arm's, which starts at 8. The slow arm's ratio there is only a bound, "at
+    least" its crossing over the baseline's first eval, far above its other levels; the arm
+    that matches the baseline has no ratio at all there (both reached at their first eval)."""
+    from scalesweep.dashboards.arm_figures import RATIO_RANGE_FACTOR, plot_ratio_by_level
+
+    def seeds(arm: str, start: float) -> list[TrialCrossing]:
+        out = []
+        for seed, s in enumerate(BASE):
+            pts = _curve(_decaying(s, start=start))
+            out.append(TrialCrossing(arm, seed, locate(pts, 1.5, "min"), pts))
+        return out
+
+    rules = Rules(levels=(0.5, 1.0, 2.0, 7.0), margin=0.10)
+    trials = seeds("base", 4.0) + seeds("slow", 8.0) + seeds("same", 4.0)
+    arms = summarize_arms(trials, {"base": "base", "slow": "base", "same": "base"}, rules)
+    slow, same = (next(a for a in arms if a.arm == name) for name in ("slow", "same"))
+    top_level = slow.levels[-1]
+    assert top_level.ratios is not None and top_level.ratios.median.kind == "at_least"
+    assert same.levels[-1].ratios is not None and same.levels[-1].ratios.median.kind == "unknown"
+    bound = top_level.ratios.median.value
+    assert bound is not None and bound > 5
+    values = [lv.ratios.median.value for a in (slow, same) for lv in a.levels[:-1]
+              if lv.ratios is not None and lv.ratios.median.kind == "value"]
+    assert len(values) == 6
+
+    ax = plot_ratio_by_level(arms).axes[0]
+    low, high = ax.get_ylim()
+    # the axis is the finite ratios' (and the band's), not the bound's
+    assert low < min(values) and max(values) < high < bound
+    assert high <= max(values) * RATIO_RANGE_FACTOR * 1.3
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert f"bound beyond the axis, at its edge: slow ≥ {bound:.3g} at {top_level.target:.3g}" in legend
+    assert "?: both reached the target at their first eval, no ratio" in legend
+    assert f"≥ {bound:.3g}" in [t.get_text() for t in ax.texts]

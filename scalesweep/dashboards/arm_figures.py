@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ from matplotlib.figure import Figure
 
 from scalesweep.mlflow_names import ARM_PARAM
 from scalesweep.science.stats.arms import ArmSummary
+from scalesweep.science.stats.levels import LevelRatio
 from scalesweep.science.stats.trial_summary import TrialSummary
 
 WARMUP_STYLES = ("-", "--", ":", "-.")
@@ -119,10 +121,61 @@ DECISION_MARKERS = {"slower": ("^", "tab:red"), "faster": ("v", "tab:green"),
                     "equivalent": ("s", "tab:blue"), "not resolved": ("o", "tab:gray")}
 
 
+#: bounds and interval ends within this factor of the median ratios widen the axis; further
+#: out a bound is drawn at the axis edge with its value, so one degenerate level (a target
+#: above an arm's starting loss, reached at its first eval) cannot squash the others
+RATIO_RANGE_FACTOR = 3.0
+
+
+@dataclass(frozen=True)
+class _LevelPoint:
+    arm: str
+    color: str
+    x: float
+    level: LevelRatio
+    kind: str | None  # the median's Estimate.kind; None without paired seeds
+    median: float | None
+    lo: float | None  # the interval's finite ends
+    hi: float | None
+
+
+def _level_points(others: Sequence[ArmSummary]) -> list[_LevelPoint]:
+    out = []
+    for i, arm in enumerate(others):
+        for lv in arm.levels:
+            if lv.target is None:
+                continue
+            mi = lv.ratios if lv.ratios is not None and lv.ratios.n else None
+            ci = (None, None) if mi is None or mi.ci is None else mi.ci
+            out.append(_LevelPoint(
+                arm.arm, f"C{i % 10}", lv.target * (1 + 0.012 * (i - len(others) / 2)),  # dodge
+                lv, None if mi is None else mi.median.kind,
+                None if mi is None else _finite(mi.median.value), _finite(ci[0]), _finite(ci[1])))
+    return out
+
+
+def _ratio_range(points: Sequence[_LevelPoint], margin: float | None) -> tuple[float, float]:
+    """The y-limits: the median ratios that are values (with 1 and the equivalence band), and
+    bounds or interval ends no further than RATIO_RANGE_FACTOR from them."""
+    core = [1.0, *([1 / (1 + margin), 1 + margin] if margin else [])]
+    values = [p.median for p in points if p.kind == "value" and p.median is not None and p.median > 0]
+    lo, hi = min(core + values), max(core + values)
+    if not values:  # nothing but bounds: let them set the range, as far as the factor allows
+        lo, hi = lo / RATIO_RANGE_FACTOR, hi * RATIO_RANGE_FACTOR
+    near = [v for p in points for v in (p.median, p.lo, p.hi)
+            if v is not None and lo / RATIO_RANGE_FACTOR <= v <= hi * RATIO_RANGE_FACTOR and v > 0]
+    lo, hi = min([lo, *near]), max([hi, *near])
+    # room above the highest bound for its arrow
+    return (max(0.0, lo * 0.9 if lo < 1 else 0.8), max(hi * 1.3, 1.2))
+
+
 def plot_ratio_by_level(arms: Sequence[ArmSummary]) -> Figure:
     """Per arm, the paired epochs ratio against the baseline arm at every target loss (time
     to quality): the median with its interval, the marker saying the decision there; the
-    equivalence band shaded around 1."""
+    equivalence band shaded around 1. A bound beyond the axis (a target above an arm's
+    starting loss makes the ratio "at least" or "at most" its first eval over the other's
+    crossing) sits at the axis edge with its value; a level both arms reached at their first
+    eval has no ratio at all and is drawn as "?" at the bottom. The legend says which."""
     fig = Figure(figsize=(8.5, 5.0), layout="constrained")
     ax = fig.add_subplot()
     others = [a for a in arms if a.levels]
@@ -131,47 +184,59 @@ def plot_ratio_by_level(arms: Sequence[ArmSummary]) -> Figure:
         ax.axhspan(1 / (1 + margin), 1 + margin, color="tab:blue", alpha=0.08,
                    label=f"equivalent (margin {margin:g})")
     ax.axhline(1.0, color="black", linewidth=0.8)
-    tops: list[float] = []
-    for i, arm in enumerate(others):
-        color = f"C{i % 10}"
-        pts = [(lv, lv.target) for lv in arm.levels if lv.target is not None]
-        xs = [target * (1 + 0.012 * (i - len(others) / 2)) for _, target in pts]  # dodge
+    points = _level_points(others)
+    bottom, top = _ratio_range(points, margin)
+    for arm in others:
         # a median that is only a bound (seeds that never reached) is drawn as an arrow from
         # it, never as a point on the line
-        kinds = [lv.ratios.median.kind if lv.ratios and lv.ratios.n else None for lv, _ in pts]
-        meds = [_finite(lv.ratios.median.value) if lv.ratios and lv.ratios.n else None for lv, _ in pts]
-        on_line = [(x, m) for x, m, k in zip(xs, meds, kinds, strict=True) if m is not None and k == "value"]
-        ax.plot([x for x, _ in on_line], [m for _, m in on_line], "-", color=color, linewidth=1,
+        line = [p for p in points if p.arm == arm.arm and p.kind == "value" and p.median is not None]
+        color = next((p.color for p in points if p.arm == arm.arm), "C0")
+        ax.plot([p.x for p in line], [_nan(p.median) for p in line], "-", color=color, linewidth=1,
                 label=arm.arm)
-        for x, (lv, _), med in zip(xs, pts, meds, strict=True):
-            ci = (None, None) if lv.ratios is None or lv.ratios.ci is None else lv.ratios.ci
-            lo, hi = _finite(ci[0]), _finite(ci[1])
-            if lo is not None or hi is not None:
-                tops += [v for v in (lo, hi) if v is not None]
-                ax.vlines(x, lo if lo is not None else 0.0, hi if hi is not None else 10.0,
-                          color=color, linewidth=1.2, alpha=0.7)
-            marker, edge = DECISION_MARKERS.get(lv.decision, ("o", "tab:gray"))
-            kind = lv.ratios.median.kind if lv.ratios and lv.ratios.n else None
-            if med is not None and kind in ("at_least", "at_most"):
-                tops.append(med)
-                ax.annotate("", xy=(x, med * (1.25 if kind == "at_least" else 0.8)), xytext=(x, med),
-                            arrowprops={"arrowstyle": "->", "color": color, "linewidth": 1.5})
-                ax.plot(x, med, "_", color=color, markersize=10, markeredgewidth=2)
-            elif med is not None:
-                tops.append(med)
-                ax.plot(x, med, marker, color=color, markeredgecolor=edge, markeredgewidth=1.5,
-                        markersize=7)
-    finite = [v for v in tops if v > 0]
-    if finite:
-        # room above the highest bound for its arrow
-        ax.set_ylim(max(0.0, min(finite) * 0.9 if min(finite) < 1 else 0.8), max(max(finite) * 1.3, 1.2))
+    beyond: list[str] = []
+    unknown = 0
+    for p in points:
+        # the axis clips what runs past it; 0 to +inf (unknown) says nothing worth a bar
+        if p.kind != "unknown" and (p.lo is not None or p.hi is not None):
+            ax.vlines(p.x, p.lo if p.lo is not None else 0.0, p.hi if p.hi is not None else top,
+                      color=p.color, linewidth=1.2, alpha=0.7)
+        if p.kind == "unknown":  # 0 to +inf: both reached at their first eval
+            unknown += 1
+            ax.plot(p.x, bottom + 0.04 * (top - bottom), marker="$?$", color=p.color,
+                    markersize=9, linestyle="none")
+        elif p.median is not None and p.kind in ("at_least", "at_most"):
+            up = p.kind == "at_least"
+            sign = "≥" if up else "≤"
+            if bottom <= p.median <= top:
+                ax.annotate("", xy=(p.x, p.median * (1.25 if up else 0.8)), xytext=(p.x, p.median),
+                            arrowprops={"arrowstyle": "->", "color": p.color, "linewidth": 1.5})
+                ax.plot(p.x, p.median, "_", color=p.color, markersize=10, markeredgewidth=2)
+            else:  # beyond the axis: at its edge, pointing out, with its value
+                edge = top if p.median > top else bottom
+                ax.plot(p.x, edge, "^" if edge == top else "v", color=p.color, markersize=8,
+                        clip_on=False)
+                ax.annotate(f"{sign} {p.median:.3g}", (p.x, edge), xytext=(0, -10 if edge == top else 4),
+                            textcoords="offset points", ha="center", fontsize="x-small",
+                            color=p.color)
+                beyond.append(f"{p.arm} {sign} {p.median:.3g} at {p.level.target:.3g}")
+        elif p.median is not None:
+            marker, edge_color = DECISION_MARKERS.get(p.level.decision, ("o", "tab:gray"))
+            ax.plot(p.x, p.median, marker, color=p.color, markeredgecolor=edge_color,
+                    markeredgewidth=1.5, markersize=7)
+    if beyond:
+        ax.plot([], [], "^", color="tab:gray", linestyle="none",
+                label="bound beyond the axis, at its edge: " + "; ".join(beyond))
+    if unknown:
+        ax.plot([], [], marker="$?$", color="tab:gray", linestyle="none",
+                label="?: both reached the target at their first eval, no ratio")
+    ax.set_ylim(bottom, top)
     ax.set_xscale("log")
     ax.invert_xaxis()  # training runs left to right: high losses first
     ax.set_xlabel("target loss (levels: the baseline arm's best × (1 + level))")
     ax.set_ylabel("epochs ratio vs baseline (paired; > 1: slower)")
     ax.set_title("time to quality: epochs ratio at every target; ▲ slower, ▼ faster, ■ equivalent, "
-                 "● not resolved\nan arrow: a bound (seeds that never reached); bars: intervals",
-                 fontsize="small")
+                 "● not resolved\nan arrow: a bound (seeds that never reached, or reached at the "
+                 "first eval); bars: intervals", fontsize="small")
     ax.grid(alpha=0.3)
     if ax.lines:
         ax.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.01, 0.5))
