@@ -225,7 +225,8 @@ def _sources(config: Mapping[str, Any], planned: Mapping[str, Any]) -> dict[str,
                 "axis) in the sweep file instead"
                 for key in ("warmup_steps", "lr_scheduler_type"))
     where = {
-        "learning_rate": "the sweep's `optimizer.lr` after its lr rule (scaling_rule)",
+        "learning_rate": ("the trial's `lr`: the sweep's `optimizer.lr`, after its lr rule "
+                          "(scaling_rule) where the schedule reads it"),
         "max_steps": "the sweep's `training.epochs` x the updates per epoch (total_updates)",
         "per_device_train_batch_size": "the sweep's `training.per_worker_batch`",
         "gradient_accumulation_steps": "the sweep's `training.accum_grad`",
@@ -258,7 +259,7 @@ lr_scheduler = loop_helpers.lr_scheduler
 def optimizers(model: torch.nn.Module, config: Mapping[str, Any]
                ) -> tuple[torch.optim.Optimizer, loop_helpers.PlannedLR]:
     """``(optimizer, scheduler)`` for ``Trainer(optimizers=...)``: the sweep's optimizer
-    (``config["optimizer"]``, its lr after the lr rule) over every trainable parameter, and the
+    (``config["optimizer"]``, its lr the trial's ``lr``) over every trainable parameter, and the
     planned schedule. As HF's Trainer does (``Trainer.get_decay_parameter_names``), biases and
     LayerNorm / norm weights are a second param group without weight decay."""
     # the Trainer's own rule; it reads nothing of the Trainer it is a method of

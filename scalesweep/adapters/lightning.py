@@ -94,7 +94,7 @@ def lr_scheduler_config(optimizer: torch.optim.Optimizer, config: Mapping[str, A
 
 def configure_optimizers(module: torch.nn.Module, config: Mapping[str, Any]) -> dict[str, Any]:
     """What ``configure_optimizers`` returns: the sweep's optimizer (``config["optimizer"]``,
-    its lr after the lr rule) over the module's parameters, with :func:`lr_scheduler_config`."""
+    its lr the trial's ``lr``) over the module's parameters, with :func:`lr_scheduler_config`."""
     optimizer = build_optimizer(iter(module.parameters()), config["optimizer"])
     return {"optimizer": optimizer, "lr_scheduler": lr_scheduler_config(optimizer, config)}
 
