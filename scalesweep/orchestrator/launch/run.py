@@ -103,6 +103,21 @@ def ray_address(arg: str | None) -> str | None:
     return arg or os.environ.get("RAY_ADDRESS") or None
 
 
+def job_runtime_env(address: str | None) -> dict[str, Any] | None:
+    """The runtime env of the sweep's Ray job: ``RAY_ADDRESS`` naming the cluster the driver
+    joins (``local`` for a Ray of its own), inherited by every process of the job.
+
+    Why: Ray Train's placement-group cleaner, a detached actor beside each ddp trial, asks the
+    state API whether its controller lives. Without an address it finds "the" cluster through
+    this host's ``/tmp/ray/ray_current_cluster``, which may name a dead Ray (every trial's
+    teardown then waits out a 12 s timeout) or someone else's (whose "no such actor" reads as a
+    dead controller). ``local`` makes the lookup fail at once: a Ray of our own has no dashboard,
+    so the state API is not there to ask. ``auto`` is left to Ray's own discovery, as asked."""
+    if address == "auto":
+        return None
+    return {"env_vars": {"RAY_ADDRESS": address or "local"}}
+
+
 def connect_ray(address: str | None, verbose: bool) -> None:
     """This process onto Ray: ``address`` (else ``RAY_ADDRESS``), or a local Ray of its own with
     every CPU; nothing when already connected. The benchmarks connect the same way."""
@@ -131,12 +146,13 @@ def connect_ray(address: str | None, verbose: bool) -> None:
         # Ray presents its auth token for "auto" by itself, for an explicit address only in
         # token mode: turn that on when the user gave a token (see scalesweep.orchestrator.cluster.ray_auth)
         enable_token_auth(address)
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=verbose)
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=verbose,
+                 runtime_env=job_runtime_env(address))
     else:
         # "local": a Ray of our own even when another one runs on this host (ray.init() would
         # find that one through its current-cluster file and refuse num_cpus)
         ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING,
-                 log_to_driver=verbose, num_cpus=os.cpu_count())
+                 log_to_driver=verbose, num_cpus=os.cpu_count(), runtime_env=job_runtime_env(None))
 
 
 def _check_feasible(plan: Plan) -> None:
