@@ -4,7 +4,7 @@ a user who runs ``scalesweep run sweeps/wenet_4v16.yaml``.
 Each variant is the real CLI in a subprocess (embedded local Ray, MLflow on a fresh sqlite
 store, the report at the end), on the shipped study with ``training.fuse`` set to ``auto`` (the
 default) or ``off``; ``--seeds`` picks how many of its seeds (default 2: 8 trials a variant, so
-both fit in one sitting; the full 5-seed study's wall time is in the README). Variants alternate
+both fit in one sitting; the full study's wall time is in docs/study.md). Variants alternate
 (auto, off, auto, off, ...) with ``--repeats``; the ratio is taken per repeat. Besides the sweep's
 wall clock, the trials' own training seconds (``train_seconds`` in the summary JSON, summed) show
 how much of the gain reaches the loop and how much the fixed costs (Ray start, trial processes,

@@ -17,8 +17,8 @@ import pytest
 
 # --- Under CI=true a skip is a failure ------------------------------------------------------
 # A skipped test checks nothing, so CI must not pass because of one. The only skips CI lets
-# through are these reasons (the start of pytest.skip's message), each with why; README's
-# Development section lists them too. Outside CI (developers' machines) skips stay skips.
+# through are these reasons (the start of pytest.skip's message), each with why; docs/development.md
+# lists them too. Outside CI (developers' machines) skips stay skips.
 CI_ALLOWED_SKIPS: dict[str, str] = {
     # none: every skip in tests/ names a missing machine capability (chromium, root for a mount
     # namespace, a system python3 without ray/torch) that the CI machine has; install_browser.sh

@@ -105,15 +105,15 @@ def test_recipe_header_commands_name_the_file(path: Path) -> None:
             assert match.group(1) == f"recipes/{path.name}", line
 
 
-def test_the_readme_sweep_file_reference_is_a_valid_sweep(tmp_path: Path) -> None:
-    """The annotated sweep file in the README is loaded like any sweep: every key it shows
-    exists, with a value of the right type."""
+def test_the_sweep_file_reference_is_a_valid_sweep(tmp_path: Path) -> None:
+    """The annotated sweep file of docs/sweep-file.md is loaded like any sweep: every key it
+    shows exists, with a value of the right type."""
     from scalesweep.orchestrator.spec.load import load_sweep
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## The sweep file"):]
+    page = (ROOT / "docs" / "sweep-file.md").read_text(encoding="utf-8")
+    section = page[page.index("# The sweep file"):]
     block = section[section.index("```yaml\n") + len("```yaml\n"):section.index("```\n", 8)]
-    path = tmp_path / "sweeps" / "readme.yaml"
+    path = tmp_path / "sweeps" / "reference.yaml"
     path.parent.mkdir()
     path.write_text(block.replace("recipes/", f"{ROOT}/recipes/"), encoding="utf-8")
     sweep = load_sweep(path, [])
