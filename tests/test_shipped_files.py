@@ -118,3 +118,82 @@ def test_the_sweep_file_reference_is_a_valid_sweep(tmp_path: Path) -> None:
     path.write_text(block.replace("recipes/", f"{ROOT}/recipes/"), encoding="utf-8")
     sweep = load_sweep(path, [])
     assert sweep.spec.name == "wenet-4v16" and sweep.spec.training.checkpoint_every_s == 60
+
+
+# --- README and docs: a short README, and links that lead somewhere ---------------------------
+#: a Markdown link or image: [text](target) or ![alt](target)
+MD_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+MD_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def prose(text: str) -> list[str]:
+    """The page's lines outside fenced code blocks, with inline code spans blanked."""
+    out, fenced = [], False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if not fenced:
+            out.append(re.sub(r"`[^`]*`", "``", line))
+    return out
+
+
+def anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors of a Markdown page (duplicates get -1, -2, ...)."""
+    seen: dict[str, int] = {}
+    out = set()
+    fenced = False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced or not (m := MD_HEADING.match(line)):
+            continue
+        title = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", m.group(2))  # a link's text only
+        slug = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def broken_links(page: Path) -> list[str]:
+    broken = []
+    for line in prose(page.read_text(encoding="utf-8")):
+        for target in MD_LINK.findall(line):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
+                continue
+            name, _, anchor = target.partition("#")
+            dest = (page.parent / name).resolve() if name else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)}: ({target}): no such file")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+                broken.append(f"{page.relative_to(ROOT)}: ({target}): no such heading")
+    return broken
+
+
+def test_the_readme_is_short() -> None:
+    """The README is what, install, a first example and links; the reference is in docs/."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines: move reference to docs/"
+
+
+def test_the_readme_keeps_the_quick_start() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "bash scripts/demo.sh" in readme and "bash scripts/test.sh" in readme
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_points_to_an_existing_file(page: Path) -> None:
+    assert broken_links(page) == []
+
+
+def test_the_link_check_sees_links() -> None:
+    """The check reads links, images and anchors, and ignores code (so it cannot pass vacuously)."""
+    links = [t for page in PAGES for line in prose(page.read_text(encoding="utf-8"))
+             for t in MD_LINK.findall(line)]
+    assert "docs/img/epochs_ratio_by_level.png" in links and "docs/commands.md" in links
+    assert any(t.startswith("../benchmarks/") for t in links)
+    assert "comparing-runs-in-the-mlflow-ui" in anchors(ROOT / "docs" / "commands.md")
+    assert prose("```\n[x](nowhere.md)\n```\n`[y](nowhere.md)`") == ["``"]
