@@ -239,9 +239,12 @@ class RayCluster:
         log = self.base / f"{name}.log"
         self.logs.append(log)
         with log.open("ab") as out:
+            # RAY_ADDRESS: the nodes' processes (Ray Train's placement-group cleaners among them)
+            # ask this cluster's state API, not whichever Ray the host's current-cluster file
+            # names, as on a real head, whose `ray start` wrote that file
             self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                               env=self.env(), start_new_session=True,
-                                               cwd=self.base))
+                                               env=self.env(RAY_ADDRESS=self.gcs_address),
+                                               start_new_session=True, cwd=self.base))
 
     def _gcs_up(self) -> bool:
         try:

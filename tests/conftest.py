@@ -195,15 +195,12 @@ def ray_cluster(ray_head4: RayHead) -> Iterator[None]:
     import ray
 
     from scalesweep.orchestrator.cluster.ray_auth import enable_token_auth
-    from scalesweep.orchestrator.launch.run import job_runtime_env
 
     saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
     os.environ.pop("RAY_AUTH_MODE", None)
     os.environ["RAY_AUTH_TOKEN"] = ray_head4.token
     enable_token_auth(ray_head4.address)  # token mode for this process, as `run --address` does
-    # the job env `run` gives its job: Ray Train's cleaners ask this cluster, not the host's current one
-    ray.init(address=ray_head4.address, log_to_driver=False,
-             runtime_env=job_runtime_env(ray_head4.address))
+    ray.init(address=ray_head4.address, log_to_driver=False)
     try:
         yield
     finally:

@@ -64,8 +64,8 @@ def test_run_starts_its_own_ray_and_leaves_the_other_alone(tmp_path: Path) -> No
 
         # The other Ray ends and leaves its current-cluster file naming a dead GCS. A ddp trial's
         # placement-group cleaner (Ray Train) asks the state API of the cluster RAY_ADDRESS names,
-        # which scalesweep sets for its job; through the stale file it would wait out a 12 s
-        # timeout at every trial's end, which the controller reports as below.
+        # "local" in a Ray scalesweep starts for itself; through the stale file it would wait out
+        # a 12 s timeout at every trial's end, which the controller reports as below.
         _stop(other)
         ddp = scalesweep("run", str(SWEEPS / "smoke.yaml"), "--set", "axes.world_size=[2]",
                          "--set", "axes.scaling_rule=[none]", "--set", "backend=ddp",

@@ -103,19 +103,30 @@ def ray_address(arg: str | None) -> str | None:
     return arg or os.environ.get("RAY_ADDRESS") or None
 
 
-def job_runtime_env(address: str | None) -> dict[str, Any] | None:
-    """The runtime env of the sweep's Ray job: ``RAY_ADDRESS`` naming the cluster the driver
-    joins (``local`` for a Ray of its own), inherited by every process of the job.
+def _start_local_ray(verbose: bool) -> None:
+    """A Ray of our own, whose processes all see ``RAY_ADDRESS=local``.
 
     Why: Ray Train's placement-group cleaner, a detached actor beside each ddp trial, asks the
     state API whether its controller lives. Without an address it finds "the" cluster through
-    this host's ``/tmp/ray/ray_current_cluster``, which may name a dead Ray (every trial's
-    teardown then waits out a 12 s timeout) or someone else's (whose "no such actor" reads as a
-    dead controller). ``local`` makes the lookup fail at once: a Ray of our own has no dashboard,
-    so the state API is not there to ask. ``auto`` is left to Ray's own discovery, as asked."""
-    if address == "auto":
-        return None
-    return {"env_vars": {"RAY_ADDRESS": address or "local"}}
+    this host's ``/tmp/ray/ray_current_cluster``, which names whatever ``ray start`` ran last: a
+    dead Ray (every trial's end then waited out a 12 s timeout) or someone else's. ``local``
+    makes that lookup fail at once; a Ray of our own has no dashboard, so there is no state API
+    to ask. The raylet is started here and its workers inherit its environment, so this costs
+    nothing per worker (a job runtime env would start each through Ray's setup_worker)."""
+    import ray
+
+    saved = os.environ.get("RAY_ADDRESS")
+    os.environ["RAY_ADDRESS"] = "local"
+    try:
+        # "local": a Ray of our own even when another one runs on this host (ray.init() would
+        # find that one through its current-cluster file and refuse num_cpus)
+        ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING,
+                 log_to_driver=verbose, num_cpus=os.cpu_count())
+    finally:
+        if saved is None:
+            os.environ.pop("RAY_ADDRESS", None)
+        else:
+            os.environ["RAY_ADDRESS"] = saved
 
 
 def connect_ray(address: str | None, verbose: bool) -> None:
@@ -146,13 +157,9 @@ def connect_ray(address: str | None, verbose: bool) -> None:
         # Ray presents its auth token for "auto" by itself, for an explicit address only in
         # token mode: turn that on when the user gave a token (see scalesweep.orchestrator.cluster.ray_auth)
         enable_token_auth(address)
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=verbose,
-                 runtime_env=job_runtime_env(address))
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=verbose)
     else:
-        # "local": a Ray of our own even when another one runs on this host (ray.init() would
-        # find that one through its current-cluster file and refuse num_cpus)
-        ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING,
-                 log_to_driver=verbose, num_cpus=os.cpu_count(), runtime_env=job_runtime_env(None))
+        _start_local_ray(verbose)
 
 
 def _check_feasible(plan: Plan) -> None:
