@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any, TypeAlias
 
 from scalesweep.mlflow_names import DEFAULT_TRACKING_URI
@@ -34,7 +35,15 @@ def tracking_uri(arg: str | None) -> str:
 
 
 def finish(outcome: Any) -> int:
-    """Summary table, the report (logged on the parent run), and where to look next."""
+    """Summary table, the report (logged on the parent run), and where to look next; the exit
+    code of the sweep."""
+    conclude(outcome)
+    return int(outcome.exit_code)
+
+
+def conclude(outcome: Any) -> Path | None:
+    """What ``run`` and ``resume`` print at the end of a sweep (summary table, arms, the report
+    logged on the parent run, the UI link); the report's directory, None when none was made."""
     from scalesweep.dashboards.report import build_report
     from scalesweep.orchestrator.tracking.summary_table import format_arms, format_summary
     from scalesweep.orchestrator.tracking.ui import ui_hint
@@ -46,10 +55,12 @@ def finish(outcome: Any) -> int:
     if not outcome.tracking_closed:  # the report reads MLflow, which did not answer just now
         print(f"report: not made (MLflow did not answer); after `scalesweep resume`, make it "
               f"with scalesweep report --run-id {outcome.parent_run_id}", file=sys.stderr)
-        return int(outcome.exit_code)
+        return None
+    report_dir: Path | None = None
     try:
         paths = build_report(outcome.tracking_uri, parent_run_id=outcome.parent_run_id,
                              out_dir=out_dir)
+        report_dir = paths.out_dir
         from mlflow.tracking import MlflowClient
 
         MlflowClient(outcome.tracking_uri).log_artifacts(outcome.parent_run_id, out_dir, "report")
@@ -58,4 +69,4 @@ def finish(outcome: Any) -> int:
         print(f"warning: report failed ({type(exc).__name__}: {exc}); make it later with "
               f"scalesweep report --run-id {outcome.parent_run_id}", file=sys.stderr)
     print(ui_hint(outcome.tracking_uri, outcome.experiment))
-    return int(outcome.exit_code)
+    return report_dir

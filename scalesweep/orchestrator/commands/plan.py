@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from typing import TYPE_CHECKING, Any
 
 from scalesweep.orchestrator.commands._common import EXIT_OK, Subparsers
+
+if TYPE_CHECKING:
+    from scalesweep.orchestrator.plan.rows import Plan
+    from scalesweep.orchestrator.spec.load import Sweep
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -21,26 +26,38 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scalesweep.orchestrator.plan.regime import regimes
-    from scalesweep.orchestrator.plan.rows import make_plan
     from scalesweep.orchestrator.plan.table import format_plan
     from scalesweep.orchestrator.spec.load import load_sweep
 
-    sweep = load_sweep(args.sweep, args.set)
+    plan = build_plan(load_sweep(args.sweep, args.set), args.address)
+    if args.json:
+        print(json.dumps(plan_records(plan), indent=1))
+    else:
+        print(format_plan(plan, verbose=args.verbose))
+    return EXIT_OK
+
+
+def build_plan(sweep: Sweep, address: str | None = None) -> Plan:
+    """The sweep's trials, for this machine or (``address``) that Ray cluster's resources: what
+    ``plan`` shows and ``scalesweep.Study.plan`` returns."""
+    from scalesweep.orchestrator.plan.rows import make_plan
+
     cluster = None
-    if args.address:
+    if address:
         import ray
 
         from scalesweep.orchestrator.cluster.ray_auth import enable_token_auth
         from scalesweep.orchestrator.plan.cluster import connected_cluster
 
-        enable_token_auth(args.address)
-        ray.init(address=args.address, logging_level=logging.ERROR, log_to_driver=False)
+        enable_token_auth(address)
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
         cluster = connected_cluster()
-    plan = make_plan(sweep, cluster)
+    return make_plan(sweep, cluster)
+
+
+def plan_records(plan: Plan) -> list[dict[str, Any]]:
+    """``plan --json``'s objects (docs/design.md §4.3): each row's fields, then its regime."""
+    from scalesweep.orchestrator.plan.regime import regimes
+
     regime = regimes(plan)
-    if args.json:
-        print(json.dumps([{**r.to_json(), "regime": regime[r.name]} for r in plan.rows], indent=1))
-    else:
-        print(format_plan(plan, verbose=args.verbose))
-    return EXIT_OK
+    return [{**r.to_json(), "regime": regime[r.name]} for r in plan.rows]

@@ -8,10 +8,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from scalesweep.orchestrator.commands._common import EXIT_OK, Subparsers, tracking_uri
 from scalesweep.orchestrator.spec.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from scalesweep.science.prediction_record import StudyPrediction
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -34,46 +38,77 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.ledger:
         return _predict_ledger(args)
-    from scalesweep.dashboards.mlflow_data import StudyNotFound
-    from scalesweep.dashboards.prediction import load_prediction, render
-    from scalesweep.science.stats.predict import PredictionRefused
+    from scalesweep.dashboards.prediction import render
 
-    if not (args.experiment or args.run_id):
-        raise InputError("predict", [Problem("--experiment", None, "name the study (or --run-id "
-                                             "its parent run), or list predictions with --ledger")])
-    if args.world_size is None:
-        raise InputError("predict", [Problem("--world-size", None, "is needed to predict")])
-    if args.world_size < 1:
-        raise InputError("--world-size", [Problem("--world-size", args.world_size, "must be at least 1")])
     uri = tracking_uri(args.tracking_uri)
-    try:
-        sp = load_prediction(uri, experiment=args.experiment, parent_run_id=args.run_id,
-                             world_size=args.world_size)
-    except PredictionRefused as e:
-        raise InputError("predict", [Problem("--experiment" if args.experiment else "--run-id",
-                                             args.experiment or args.run_id, r) for r in e.reasons]) from e
-    except StudyNotFound as e:
-        raise InputError("predict", [Problem("--experiment", args.experiment, str(e))]) from e
-    if all(r.prediction is None for r in sp.rules):
-        raise InputError("predict", [Problem(f"lr rule {r.rule}", f"--world-size {args.world_size}", why)
-                                     for r in sp.rules for why in r.refused])
+    sp = study_prediction(uri, experiment=args.experiment, run_id=args.run_id,
+                          world_size=args.world_size)
     verify_note = _write_verification(args, uri, sp) if args.verify else ""
     recorded = ""
     if not args.no_record:
-        from scalesweep.orchestrator.tracking.predictions import record_prediction
-
-        pid = record_prediction(uri, sp)
+        pid = record(uri, sp)
         recorded = (f"recorded: predictions/{pid}.json on parent run {sp.parent_run_id} "
                     "(scalesweep predict --ledger scores it once the experiment has trials at "
                     f"{args.world_size} workers)")
     if args.json:
-        print(json.dumps([r.as_json() | {"best_lr": sp.best_lr_json()} for r in sp.rules], indent=1))
+        print(json.dumps(prediction_records(sp), indent=1))
     else:
         print(render(sp))
     for note in (recorded, verify_note):  # stderr under --json: stdout is the JSON
         if note:
             print(note, file=sys.stderr if args.json else sys.stdout)
     return EXIT_OK
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def study_prediction(uri: str, *, experiment: str | None, run_id: str | None, world_size: int | None,
+                     spell: Callable[[str], str] = _flag) -> StudyPrediction:
+    """What ``predict`` predicts (``scalesweep.predict`` too): epochs to target at
+    ``world_size`` per lr rule, for the study of ``experiment`` or of its parent ``run_id``.
+    Every refusal is an ``InputError`` naming the argument, as ``spell`` writes it (the CLI's
+    flags by default), its value and the rule."""
+    from scalesweep.dashboards.mlflow_data import StudyNotFound
+    from scalesweep.dashboards.prediction import load_prediction
+    from scalesweep.science.stats.predict import PredictionRefused
+
+    if not (experiment or run_id):
+        raise InputError("predict", [Problem(spell("experiment"), None, "name the study (or "
+                                             f"{spell('run_id')} its parent run), or list "
+                                             "predictions with --ledger")])
+    if world_size is None:
+        raise InputError("predict", [Problem(spell("world_size"), None, "is needed to predict")])
+    if isinstance(world_size, bool) or not isinstance(world_size, int):
+        raise InputError(spell("world_size"), [Problem(spell("world_size"), world_size,
+                                                       "must be an integer")])
+    if world_size < 1:
+        raise InputError(spell("world_size"), [Problem(spell("world_size"), world_size,
+                                                       "must be at least 1")])
+    which = spell("experiment") if experiment else spell("run_id")
+    try:
+        sp = load_prediction(uri, experiment=experiment, parent_run_id=run_id, world_size=world_size)
+    except PredictionRefused as e:
+        raise InputError("predict", [Problem(which, experiment or run_id, r) for r in e.reasons]) from e
+    except StudyNotFound as e:
+        raise InputError("predict", [Problem(spell("experiment"), experiment, str(e))]) from e
+    if all(r.prediction is None for r in sp.rules):
+        raise InputError("predict", [Problem(f"lr rule {r.rule}", f"{spell('world_size')} {world_size}", why)
+                                     for r in sp.rules for why in r.refused])
+    return sp
+
+
+def prediction_records(sp: StudyPrediction) -> list[dict[str, Any]]:
+    """``predict --json``'s objects: one per lr rule, each with the best lr at the world size."""
+    return [r.as_json() | {"best_lr": sp.best_lr_json()} for r in sp.rules]
+
+
+def record(uri: str, sp: StudyPrediction) -> str:
+    """The prediction recorded on the study's parent run, for the ledger; its id."""
+    from scalesweep.orchestrator.tracking.predictions import record_prediction
+
+    return record_prediction(uri, sp)
 
 
 def _write_verification(args: argparse.Namespace, uri: str, sp: Any) -> str:
