@@ -1,7 +1,8 @@
 """The layering of docs/design.md §3.2, read off the source with ``ast`` (every import,
 function-level ones included), from the bottom up: the MLflow name contract and ``science``
 (pure) import nothing above them; ``trainables`` imports neither ``orchestrator`` nor
-``dashboards``; ``dashboards`` imports neither ``orchestrator`` nor ``trainables``; no module
+``dashboards``; ``dashboards`` imports neither ``orchestrator`` nor ``trainables``; nothing
+imports ``api``, the top; no module
 imports itself back through others; and every module of the package is in the graph and in a
 layer, so a new one cannot slip past these rules."""
 
@@ -18,8 +19,11 @@ ROOT = Path(__file__).resolve().parents[1]
 TOP = "scalesweep"
 #: bottom to top; a module imports only its own layer and layers below it, except as
 #: ALSO_ALLOWED says (docs/design.md §3.2)
-LAYERS = ("errors", "mlflow_names", "science", "trainables", "loop_helpers", "adapters",
-          "dashboards", "orchestrator")
+LAYERS = ("errors", "mlflow_names", "science", "trainables", "workloads", "loop_helpers", "adapters",
+          "dashboards", "orchestrator", "api")
+#: the top: the Python API (scalesweep.api, docs/api.md) may import every layer, and none may
+#: import it back (its rank above all of them says so); the package's own lazy names reach it
+API = "api"
 #: the modules directly in scalesweep/ that are no layer: the package and `python -m scalesweep`
 ENTRY = ("scalesweep", "scalesweep.__main__")
 
@@ -76,7 +80,10 @@ def test_every_module_is_in_a_layer() -> None:
 #: import none of them (torch, transformers, lightning); nor may the orchestrator import the
 #: adapters, which import optional extras; the CLI reaches dashboards lazily, which the rank allows
 FORBIDDEN = {("dashboards", "trainables"), ("dashboards", "loop_helpers"), ("dashboards", "adapters"),
-             ("orchestrator", "adapters")}
+             ("orchestrator", "adapters"),
+             # scalesweep.workloads is the workload authors' face of trainables.workloads: our own
+             # code imports trainables.workloads, and dashboards no torch
+             ("dashboards", "workloads"), ("orchestrator", "workloads")}
 
 
 def _upward(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
@@ -97,6 +104,19 @@ def test_an_upward_import_is_caught() -> None:
     graph["scalesweep.dashboards.report"].add("scalesweep.trainables.config")
     assert sorted(_upward(graph)) == [("scalesweep.dashboards.report", "scalesweep.trainables.config"),
                                       ("scalesweep.science.scaling", "scalesweep.trainables.loop")]
+
+
+def test_the_api_is_the_top_layer() -> None:
+    # everything below may be imported by the API, and an import of it from any layer is caught
+    graph = _graph()
+    assert LAYERS[-1] == API and f"{TOP}.{API}" in graph
+    assert {f"{TOP}.orchestrator.commands.plan", f"{TOP}.orchestrator.spec.errors"} <= {
+        d for m, deps in graph.items() if _layer(m) == API for d in deps}
+    for below in ("orchestrator.commands.run", "orchestrator.launch.run", "dashboards.report",
+                  "science.scaling"):
+        planted = _graph()
+        planted[f"{TOP}.{below}"].add(f"{TOP}.{API}._study")
+        assert _upward(planted) == [(f"{TOP}.{below}", f"{TOP}.{API}._study")]
 
 
 def test_science_imports_neither_torch_ray_nor_mlflow() -> None:
