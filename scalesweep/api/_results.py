@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scalesweep.mlflow_names import ERROR_TAG, STATUS_TAG
+from scalesweep.mlflow_names import ERROR_TAG, STATUS_TAG, TRIAL_NAME_TAG
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ def _trial_row(run: Mapping[str, Any], arm: str, summary: Mapping[str, Any],
 
     row: dict[str, Any] = {f: _param(run.get(f)) for f in PLAN_FIELDS}
     run_id = str(run["run_id"])
-    row.update(name=run["trial_name"], arm=arm, feasible=True, reason=None,
+    row.update(name=run[TRIAL_NAME_TAG], arm=arm, feasible=True, reason=None,
                lr=_param(run.get("lr")))
     row.update(dict.fromkeys(NOT_IN_MLFLOW))
     row.update({STATUS_TAG: run[STATUS_TAG], "mlflow_run_id": run_id, **summary,
