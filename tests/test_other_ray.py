@@ -61,18 +61,6 @@ def test_run_starts_its_own_ray_and_leaves_the_other_alone(tmp_path: Path) -> No
         assert after.returncode == 0 and other.poll() is None, after.stderr
         assert "1 node" in after.stdout or after.stdout.count("node_") == 1, after.stdout
         assert "0.0/1.0 CPU" in after.stdout, after.stdout
-
-        # The other Ray ends and leaves its current-cluster file naming a dead GCS. A ddp trial's
-        # placement-group cleaner (Ray Train) asks the state API of the cluster RAY_ADDRESS names,
-        # "local" in a Ray scalesweep starts for itself; through the stale file it would wait out
-        # a 12 s timeout at every trial's end, which the controller reports as below.
-        _stop(other)
-        ddp = scalesweep("run", str(SWEEPS / "smoke.yaml"), "--set", "axes.world_size=[2]",
-                         "--set", "axes.scaling_rule=[none]", "--set", "backend=ddp",
-                         "--set", "physical_workers=2", "--verbose", cwd=tmp_path, RAY_ADDRESS="")
-        printed = ddp.stdout + ddp.stderr
-        assert ddp.returncode == 0 and "completed" in ddp.stdout, printed[-3000:]
-        assert "Failed to stop PlacementGroupCleaner" not in printed, printed[-3000:]
     finally:
         _stop(other)
         # Ray leaves the file behind: the host's next `ray.init()` would look for a dead Ray
