@@ -52,6 +52,9 @@ __all__ = ["CHECKPOINT_FILE", "ReportCallback", "configure_optimizers", "last_ch
 CHECKPOINT_FILE = "lightning.ckpt"
 #: the train loss among the values averaged over ranks: no logged name starts so
 TRAIN_LOSS = "scalesweep.train_loss"
+#: how many batches that loss sums; both are sent by every rank, so the reduced tensor has the
+#: same length on every rank even where one has run no batch since the last report
+TRAIN_LOSS_BATCHES = "scalesweep.train_loss_batches"
 
 
 def trainer_arguments(config: Mapping[str, Any], *, ray_train: bool | None = None,
@@ -184,11 +187,12 @@ class ReportCallback(pl.Callback):
         update = int(trainer.global_step)
         prefix = self.monitor.split("_")[0] + "_"
         values = {name: float(value) for name, value in metrics.items() if name.startswith(prefix)}
-        if self._loss_sum is not None:  # every rank ran as many batches: the same names
-            values[TRAIN_LOSS] = float(self._loss_sum) / self._loss_batches
-            self._loss_sum, self._loss_batches = None, 0
+        values[TRAIN_LOSS] = 0.0 if self._loss_sum is None else float(self._loss_sum)
+        values[TRAIN_LOSS_BATCHES] = float(self._loss_batches)
+        self._loss_sum, self._loss_batches = None, 0
         logged = _mean_over_ranks(values)
-        train_loss = logged.pop(TRAIN_LOSS, None)
+        loss_sum, batches = logged.pop(TRAIN_LOSS), logged.pop(TRAIN_LOSS_BATCHES)
+        train_loss = loss_sum / batches if batches > 0 else None
         extra = {name.removeprefix(prefix): value for name, value in logged.items()
                  if name != self.monitor}
         # send's keyword arguments (loop_helpers.report), not metric names
