@@ -63,8 +63,8 @@ class Result:
 def from_outcome(outcome: Outcome, report_dir: Path | None) -> Result:
     """A run's result: its summary JSON and arms.json as tables (the objects its files hold)."""
     return Result(experiment=outcome.experiment, parent_run_id=outcome.parent_run_id,
-                  tracking_uri=outcome.tracking_uri, trials=_frame(outcome.trials),
-                  arms=_frame([a.as_json() for a in outcome.arms]),
+                  tracking_uri=outcome.tracking_uri, trials=frame(outcome.trials),
+                  arms=frame([a.as_json() for a in outcome.arms]),
                   report_dir=None if report_dir is None else report_dir.resolve(),
                   sweep_dir=outcome.sweep_dir)
 
@@ -117,7 +117,7 @@ def _read_back(uri: str, experiment: str | None, run_id: str | None) -> Result:
     errors = _errors(uri, [t.run for t in trials])
     rows = [_trial_row(t.run, t.summary.arm, t.summary.as_json(), errors) for t in trials]
     return Result(experiment=study.experiment_name, parent_run_id=study.parent_run_id,
-                  tracking_uri=uri, trials=_frame(rows), arms=_frame([a.as_json() for a in arms]))
+                  tracking_uri=uri, trials=frame(rows), arms=frame([a.as_json() for a in arms]))
 
 
 def _trial_row(run: Mapping[str, Any], arm: str, summary: Mapping[str, Any],
@@ -164,8 +164,9 @@ def _param(value: Any) -> Any:
     return value
 
 
-def _frame(records: list[dict[str, Any]]) -> pd.DataFrame:
-    """The records as the summary JSON holds them (JSON's values), one row each."""
+def frame(records: list[dict[str, Any]]) -> pd.DataFrame:
+    """The records as a JSON file holds them (JSON's values: tuples as lists, keys as strings),
+    one row each: the summary JSON, arms.json, ``plan --json``."""
     import pandas as pd
 
     return pd.DataFrame(json.loads(json.dumps(records, default=str)))

@@ -48,14 +48,12 @@ class Study:
 
         >>> study.plan()[["name", "world_size", "peak_lr", "feasible"]]
         """
-        import pandas as pd
-
+        from scalesweep.api._results import frame
         from scalesweep.orchestrator.commands.plan import build_plan, plan_records
 
         with _ray_of_this_call(address is not None):
             records = plan_records(build_plan(self.sweep, address))
-        # as the CLI prints them: JSON's values (tuples as lists, keys as strings)
-        return pd.DataFrame(_as_json(records))
+        return frame(records)  # as the CLI prints them: JSON's values
 
     def run(self, address: str | None = None, tracking_uri: str | None = None, *,
             summary_json: str | Path | None = None, verbose: bool = False) -> Result:
@@ -148,13 +146,6 @@ def _optional_str(name: str, value: object) -> str | None:
     if value is None or isinstance(value, str):
         return value
     raise InputError(name, [Problem(name, value, "must be a string or None")])
-
-
-def _as_json(value: Any) -> Any:
-    """``value`` as the CLI writes it and a reader of that JSON gets it back."""
-    import json
-
-    return json.loads(json.dumps(value, default=str))
 
 
 @contextlib.contextmanager
