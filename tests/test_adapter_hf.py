@@ -36,7 +36,7 @@ def trial_config(*changes: str, world_size: int = 1) -> dict[str, Any]:
     return loop_config(row, sweep.workload.train_size())
 
 
-def test_training_arguments_are_the_trials(tmp_path: Path) -> None:
+def test_training_arguments_are_the_trials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = trial_config("training.accum_grad=2", world_size=2)
     args = hf.training_arguments(config, tiny_gpt2(), output_dir=str(tmp_path),
                                 dataloader_num_workers=0)
@@ -47,8 +47,12 @@ def test_training_arguments_are_the_trials(tmp_path: Path) -> None:
     assert (args.warmup_steps, args.max_grad_norm) == (0, 0.0)
     assert (args.save_strategy, args.save_steps, args.save_total_limit) == ("steps", 4, 1)
     assert args.report_to == [] and args.dataloader_drop_last
-    # no GPU here: accelerate joins Ray Train's gloo group only when told the run is on CPU
-    assert args.use_cpu and not torch.cuda.is_available()
+    # accelerate joins Ray Train's gloo group only when told the run is on CPU: the adapter tells
+    # it so exactly where no GPU is visible (on a GPU host the Trainer takes the GPU, under nccl)
+    assert args.use_cpu is not torch.cuda.is_available()
+    with monkeypatch.context() as hidden:
+        hidden.setattr(torch.cuda, "is_available", lambda: False)  # the test hides any GPU
+        assert hf.training_arguments(config, tiny_gpt2(), output_dir=str(tmp_path)).use_cpu
     assert hf.training_arguments(trial_config("training.grad_clip=0.5"),
                                  tiny_gpt2()).max_grad_norm == 0.5
 
