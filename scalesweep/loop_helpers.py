@@ -25,6 +25,7 @@ called); the rest needs torch alone.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -145,16 +146,27 @@ class VirtualRanks:
                 for i, (v, m, mb) in enumerate(steps)]
 
     def passes(self, model: torch.nn.Module, update: int, *, reseed: bool = True,
-               device: torch.device | str = "cpu") -> Iterator[MicroBatch]:
+               device: torch.device | str | None = None) -> Iterator[MicroBatch]:
         """:meth:`micro_batches`, each yielded while its forward and backward may run: all but
         the last under ``model.no_sync()`` (a DDP model all-reduces once per update); with
         ``reseed``, torch's global RNG (dropout) seeded per micro-batch from (seed, update,
-        virtual rank, micro-batch), as the built-in loop does."""
+        virtual rank, micro-batch), as the built-in loop does: the CPU's generator and, for a
+        model on a GPU, that GPU's (the current CUDA device, which Ray Train sets to the
+        worker's). ``device``: where the model runs; by default its parameters' device."""
+        where = torch.device(device) if device is not None else _model_device(model)
         for mb in self.micro_batches(update):
             if reseed:
-                _reseed(torch.device(device), self.seed, 0, update, mb.virtual_rank, mb.index)
+                _reseed(where, self.seed, 0, update, mb.virtual_rank, mb.index)
             with _no_sync(model) if not mb.last else contextlib.nullcontext():
                 yield mb
+
+
+def _model_device(model: torch.nn.Module) -> torch.device:
+    """The device ``model`` runs on: its first parameter's (or buffer's); the CPU for a model
+    that holds neither."""
+    for tensor in itertools.chain(model.parameters(), model.buffers()):
+        return tensor.device
+    return torch.device("cpu")
 
 
 def _no_sync(model: torch.nn.Module) -> contextlib.AbstractContextManager[Any]:
