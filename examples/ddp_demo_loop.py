@@ -52,9 +52,10 @@ def make_data(size: int, data_seed: int) -> TensorDataset:
 
 
 def evaluate(model: nn.Module, dev: TensorDataset) -> float:
+    device = next(model.parameters()).device  # the data go where the model is
     model.eval()
     with torch.no_grad():
-        x, y = dev.tensors
+        x, y = (t.to(device) for t in dev.tensors)
         loss = F.mse_loss(model(x), y).item()
     model.train()
     return loss
@@ -67,7 +68,8 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     net = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4))
     if state is not None:
         net.load_state_dict(state["model"])
-    model = ray.train.torch.prepare_model(net)
+    model = ray.train.torch.prepare_model(net)  # on this worker's GPU, if it has one
+    device = ray.train.torch.get_device()  # where prepare_model put the model: the batches go there
 
     train = make_data(config["train_size"], data_seed=1)  # scalesweep: train_size in the sweep file
     dev = make_data(DEV_SIZE, data_seed=2)
@@ -91,6 +93,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         sampler.set_epoch(epoch)
         # a restored trial skips the batches it had already trained on in this epoch
         for x, y in itertools.islice(loader, done_in_epoch, None):
+            x, y = x.to(device), y.to(device)
             lr = float(scheduler.get_last_lr()[0])  # the lr this update runs with
             loss = F.mse_loss(model(x), y)
             optimizer.zero_grad()
