@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The GPU check (docs/cluster.md, "GPU check"): on a machine with one or more NVIDIA GPUs, run
+# tests/gpu (marker `gpu`) and print one line per check: name, PASS/FAIL, seconds. Exit status
+# 0 only when every check passed. Meant to finish within 10 minutes on one GPU.
+#
+# Steps, each stopping the script with a message that says what is missing:
+#   1. .venv via scripts/env.sh (first: env.sh reinstalls the pinned CPU torch whenever
+#      pyproject.toml or constraints.txt change, which would undo step 3);
+#   2. the NVIDIA driver: nvidia-smi must list a GPU;
+#   3. the CUDA build of the venv's torch version (constraints.txt pins the CPU build), from
+#      TORCH_CUDA_INDEX (default download.pytorch.org, CUDA variant TORCH_CUDA, default cu128),
+#      or offline from wheels in TORCH_CUDA_WHEELS (a directory: torch and its nvidia-* wheels);
+#   4. torch.cuda.is_available() in the venv;
+#   5. pytest tests/gpu -m gpu, each test bounded by pytest-timeout, the whole run by `timeout`.
+# Extra arguments go to pytest, e.g. bash scripts/gpu_check.sh -k fusion.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+started=$SECONDS
+summary=()  # "name|PASS or FAIL|seconds", printed at the end whatever happened
+
+report() {
+    echo
+    echo "gpu_check: summary"
+    local line name result took
+    for line in "${summary[@]}"; do
+        IFS='|' read -r name result took <<<"$line"
+        printf '  %-4s %7ss  %s\n' "$result" "$took" "$name"
+    done
+    echo "gpu_check: $((SECONDS - started)) s in all"
+}
+
+fail() {  # a step that cannot go on: what is missing, then the summary so far
+    summary+=("$1|FAIL|$2")
+    echo "gpu_check: FAIL: $3" >&2
+    report
+    exit 1
+}
+
+# 1. the project's environment
+t=$SECONDS
+if ! bash scripts/env.sh; then
+    fail "environment (scripts/env.sh)" $((SECONDS - t)) "scripts/env.sh could not build .venv"
+fi
+summary+=("environment (scripts/env.sh)|PASS|$((SECONDS - t))")
+py=.venv/bin/python
+
+# 2. a GPU and its driver
+t=$SECONDS
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+    fail "nvidia-smi" $((SECONDS - t)) "no nvidia-smi on PATH: no NVIDIA driver here, so no GPU to check"
+fi
+if ! gpus="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1)" \
+        || [ -z "$gpus" ]; then
+    fail "nvidia-smi" $((SECONDS - t)) "nvidia-smi lists no GPU: ${gpus:-nothing}"
+fi
+echo "gpu_check: GPUs: $gpus"
+summary+=("nvidia-smi|PASS|$((SECONDS - t))")
+
+# 3. torch's CUDA build, same version as the pinned CPU one (the rest of the venv stays pinned)
+t=$SECONDS
+version="$("$py" -c 'import torch; print(torch.__version__.split("+")[0])')"
+if [ "$("$py" -c 'import torch; print(torch.version.cuda or "")')" = "" ]; then
+    variant="${TORCH_CUDA:-cu128}"
+    echo "gpu_check: installing torch==$version+$variant into .venv (it holds the CPU build)"
+    # PIP_CONSTRAINT="": a machine-wide pip constraint may pin the CPU build
+    if [ -n "${TORCH_CUDA_WHEELS:-}" ]; then
+        source=(--no-index --find-links "$TORCH_CUDA_WHEELS")
+        where="the wheels in $TORCH_CUDA_WHEELS"
+    else
+        index="${TORCH_CUDA_INDEX:-https://download.pytorch.org/whl/$variant}"
+        source=(--index-url "$index")
+        where="$index (needs network access; offline, give TORCH_CUDA_WHEELS=<dir of wheels>)"
+    fi
+    if ! PIP_CONSTRAINT="" "$py" -m pip install -q "torch==$version+$variant" "${source[@]}"; then
+        fail "torch CUDA build" $((SECONDS - t)) "could not install torch==$version+$variant from $where"
+    fi
+fi
+summary+=("torch CUDA build ($("$py" -c 'import torch; print(torch.__version__)'))|PASS|$((SECONDS - t))")
+
+# 4. torch sees the GPU
+t=$SECONDS
+if ! seen="$("$py" -c 'import torch; assert torch.cuda.is_available(), "torch.cuda.is_available() is False"
+print(torch.cuda.device_count(), "x", torch.cuda.get_device_name(0), "CUDA", torch.version.cuda)' 2>&1)"; then
+    fail "torch.cuda" $((SECONDS - t)) "torch does not see the GPU (driver too old for its CUDA? try TORCH_CUDA=cu126): $seen"
+fi
+echo "gpu_check: torch sees $seen"
+summary+=("torch.cuda|PASS|$((SECONDS - t))")
+
+# 5. the checks: one summary line per test, from pytest's JUnit XML
+out="$(mktemp -d)"
+t=$SECONDS
+left=$((600 - (SECONDS - started) - 15))  # what is left of the 10 minutes, less a margin
+if [ "$left" -lt 120 ]; then
+    fail "tests/gpu" 0 "only $left s left of 10 minutes after the set-up (installing torch?); run again"
+fi
+rc=0
+timeout --signal=INT --kill-after=15 "$left" "$py" -m pytest tests/gpu -m gpu -p no:cacheprovider \
+    --timeout=300 --junitxml="$out/junit.xml" -o junit_family=xunit1 -q -s "$@" || rc=$?
+if [ ! -s "$out/junit.xml" ]; then
+    fail "tests/gpu" $((SECONDS - t)) "pytest wrote no results (exit status $rc; 124: past $left s)"
+fi
+while IFS= read -r line; do
+    summary+=("$line")
+done < <("$py" - "$out/junit.xml" <<'EOF'
+import sys
+import xml.etree.ElementTree as ET
+
+for case in ET.parse(sys.argv[1]).getroot().iter("testcase"):
+    failed = any(case.find(tag) is not None for tag in ("failure", "error", "skipped"))
+    name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
+    print(f"{name}|{'FAIL' if failed else 'PASS'}|{float(case.get('time', 0)):.1f}")
+EOF
+)
+report
+if [ "$rc" -ne 0 ]; then
+    echo "gpu_check: FAIL (pytest exit status $rc; 5: no test collected, so torch saw no GPU)" >&2
+    exit 1
+fi
+echo "gpu_check: PASS"
