@@ -175,6 +175,9 @@ default_permission = READ
 database_uri = sqlite:///$dir/basic_auth.db
 admin_username = admin
 authorization_function = mlflow.server.auth:authenticate_request_basic_auth
+# a checked password is remembered for a minute: each request otherwise pays a PBKDF2 hash
+# (0.6 s on a loaded 2-core machine), and a sweep logs with many requests
+auth_cache_ttl_seconds = 60
 INI
     # its login form's CSRF tokens are signed with this key, which must outlive a restart
     flask_key="$(password MLFLOW_FLASK_SERVER_SECRET_KEY flask.secret)"
