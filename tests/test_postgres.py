@@ -121,10 +121,10 @@ def _alive(pid: int) -> bool:
 
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamMlflow]:
-    server = TeamMlflow(tmp_path_factory.mktemp("team_mlflow"), free_port(), free_port()).start()
+    server = TeamMlflow(tmp_path_factory.mktemp("team_mlflow"), free_port(), free_port())
     try:
-        yield server
-    finally:
+        yield server.start()
+    finally:  # a start that failed or timed out too
         server.stop()
     leftover = [pid for pid in server.pids if _alive(pid)]
     assert not leftover, f"scripts/mlflow_server.sh left {leftover} running"
