@@ -6,6 +6,8 @@ With k = B / B0 (global batch over the reference global batch where lr and warmu
   sqrt(k) * lr0 (Krizhevsky 2014; Malladi et al. 2022 for Adam), ``sqrt_adam`` is Malladi et
   al.'s full rule for Adam: sqrt(k) * lr0 together with beta_i -> 1 - k (1 - beta_i) and
   eps -> eps / sqrt(k) (:func:`adam_hyperparameters` maps the optimizer's betas and eps).
+- an explicit factor (a number > 0, e.g. 2.5) gives factor * lr0: what `scalesweep solve` found
+  at one world size, written as a rule so a study can verify it.
 - warmup rules: ``fixed`` keeps every count of updates, ``scaled`` multiplies them by B0 / B so
   the schedule covers the same samples (the same epochs), an int sets the warmup param outright.
 
@@ -23,7 +25,7 @@ from scalesweep.errors import ScalesweepError
 from scalesweep.science.schedules import SCHEDULE_TYPES, canonical_name, validate
 
 __all__ = ["SCALING_RULES", "AutoTotalError", "ScalingRule", "WarmupRule", "adam_hyperparameters",
-           "apply", "lr_factor", "step_factor"]
+           "apply", "is_explicit_factor", "lr_factor", "rule_label", "step_factor"]
 
 ScalingRule = Literal["none", "linear", "sqrt", "sqrt_adam"]
 SCALING_RULES: tuple[str, ...] = ("none", "linear", "sqrt", "sqrt_adam")
@@ -48,11 +50,25 @@ def _check_warmup_rule(rule: Any) -> None:
                          f"but got {rule=}")
 
 
-def lr_factor(rule: str, global_batch: int, reference_global_batch: int) -> float:
+def is_explicit_factor(rule: Any) -> bool:
+    """A scaling rule given as a number: the lr factor itself."""
+    return (isinstance(rule, int | float) and not isinstance(rule, bool)
+            and math.isfinite(rule) and rule > 0)
+
+
+def rule_label(rule: str | float) -> str:
+    """A rule as trial and arm names show it: ``linear``, or ``x2.5`` for an explicit factor."""
+    return f"x{rule:g}" if is_explicit_factor(rule) else str(rule)
+
+
+def lr_factor(rule: str | float, global_batch: int, reference_global_batch: int) -> float:
     """What the reference lr is multiplied by at ``global_batch``."""
-    if rule not in SCALING_RULES:
-        raise ValueError(f"rule must be one of {', '.join(SCALING_RULES)}, but got {rule=}")
     _check_batches(global_batch, reference_global_batch)
+    if is_explicit_factor(rule):
+        return float(rule)
+    if rule not in SCALING_RULES:
+        raise ValueError(f"rule must be one of {', '.join(SCALING_RULES)} or a factor > 0, "
+                         f"but got {rule=}")
     k = global_batch / reference_global_batch
     return {"none": 1.0, "linear": k, "sqrt": math.sqrt(k), "sqrt_adam": math.sqrt(k)}[rule]
 

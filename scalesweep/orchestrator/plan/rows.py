@@ -36,7 +36,7 @@ class PlanRow:
     name: str
     axes: dict[str, Any]
     world_size: int
-    scaling_rule: str
+    scaling_rule: str | float  # a name, or an explicit lr factor
     warmup_rule: str | int
     seed: int
     global_batch: int
@@ -183,7 +183,7 @@ def make_plan(sweep: Sweep, cluster: ClusterInfo | None = None) -> Plan:
                           "(e.g. every lr rule at the reference world size)")
     if excluded:
         plan_notes.append(f"{excluded} combination(s) excluded by the sweep's exclude list")
-    coarse = [r.name for r in rows if _evaluations(r) < MIN_EVALS]
+    coarse = [r.name for r in rows if evaluations(r) < MIN_EVALS]
     if coarse:
         plan_notes.append(
             f"warning: {len(coarse)} trial(s) make fewer than {MIN_EVALS} evaluations in all "
@@ -270,7 +270,7 @@ def _baseline_problems(plan: Plan) -> tuple[list[Problem], list[str]]:
     return problems, []
 
 
-def _evaluations(row: PlanRow) -> int:
+def evaluations(row: PlanRow) -> int:
     """Evals a trial makes in all: every ``eval_every`` updates, plus one at the end."""
     return row.total_updates // row.eval_every + (1 if row.total_updates % row.eval_every else 0)
 
@@ -308,7 +308,7 @@ def _assign_arms(rows: list[PlanRow]) -> None:
 
 
 def _arm_name(row: PlanRow) -> str:
-    name = f"ws{row.world_size}-warmup{row.warmup_steps}-{row.axes['scaling_rule']}"
+    name = f"ws{row.world_size}-warmup{row.warmup_steps}-{scaling.rule_label(row.axes['scaling_rule'])}"
     for key, value in row.axes.items():
         if key not in FIXED_AXES:
             name += _axis_suffix(key, value)
@@ -326,6 +326,19 @@ def _axis_suffix(key: str, value: Any) -> str:
 
 def _fmt(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def row_for(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo) -> PlanRow:
+    """The trial of the sweep's settings at ``combo`` (every fixed axis, and the free ones it
+    names), whether the axes hold it or not: what `solve` runs for a candidate it picks. Named
+    with its seed; its arm is its name without it."""
+    try:
+        row = _row(sweep, combo, cluster, n_seeds=2)
+    except _WarmupRuleMismatch as exc:
+        raise InputError(sweep.source, [Problem("warmup_rule", combo["warmup_rule"], str(exc))]
+                         ) from None
+    row.arm = _arm_name(row)
+    return row
 
 
 def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int) -> PlanRow:
@@ -381,7 +394,8 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
         notes.append(how)
     feasible, reason = _feasible(spec, backend, workers, cluster)
 
-    name = f"ws{ws}-warmup{warmup}-{combo['scaling_rule']}"  # free axes (a ramp) follow the seed
+    # free axes (a ramp) follow the seed
+    name = f"ws{ws}-warmup{warmup}-{scaling.rule_label(combo['scaling_rule'])}"
     if n_seeds > 1:
         name += f"-s{seed}"
     for key, value in free.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.regime import format_regime
 from scalesweep.orchestrator.plan.rows import Plan
+from scalesweep.science import scaling
 
 
 def format_plan(plan: Plan, verbose: bool = False) -> str:
@@ -17,7 +18,8 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
     rows = []
     for r in plan.rows:
         rows.append([
-            r.name, str(r.world_size), r.scaling_rule, str(r.warmup_rule), str(r.global_batch),
+            r.name, str(r.world_size), scaling.rule_label(r.scaling_rule), str(r.warmup_rule),
+            str(r.global_batch),
             f"{r.lr:.4g}", f"{r.peak_lr:.4g}", str(r.warmup_steps), f"{r.warmup_epochs:.2f}",
             str(r.updates_per_epoch), str(r.total_updates), f"{r.epochs:.3g}", r.backend,
             _workers(r.world_size, r.physical_workers, r.accum_grad),

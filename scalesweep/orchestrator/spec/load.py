@@ -35,6 +35,7 @@ from scalesweep.orchestrator.spec.schema import (
 )
 from scalesweep.science import batch_ramp, schedules
 from scalesweep.science.batching import updates_per_epoch
+from scalesweep.science.scaling import is_explicit_factor
 from scalesweep.trainables.workloads import UnknownWorkloadError, resolve
 from scalesweep.trainables.workloads.base import Direction, Workload, WorkloadOptionError
 
@@ -480,8 +481,8 @@ _BASELINE_RULES = {
     "world_size": (lambda v: _is_int(v, 1), "must be a world size, an integer >= 1"),
     "warmup_rule": (lambda v: v in ("fixed", "scaled") or _is_int(v, 0),
                     "must be 'fixed', 'scaled' or an update count >= 0"),
-    "scaling_rule": (lambda v: v in ("none", "linear", "sqrt", "sqrt_adam"),
-                     "must be 'none', 'linear', 'sqrt' or 'sqrt_adam'"),
+    "scaling_rule": (lambda v: v in ("none", "linear", "sqrt", "sqrt_adam") or is_explicit_factor(v),
+                     "must be 'none', 'linear', 'sqrt', 'sqrt_adam' or an lr factor > 0"),
     "seed": (lambda v: _is_int(v, -(2**62)), "must be an integer"),
 }
 

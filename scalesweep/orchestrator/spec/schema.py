@@ -7,6 +7,7 @@ a world size and ``true`` is not a number; the cross-field rules live in
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -191,7 +192,8 @@ class Axes(BaseModel):
     model_config = ConfigDict(strict=True, extra="allow", frozen=True, allow_inf_nan=False)
     world_size: list[int] = Field(min_length=1)
     warmup_rule: list[WarmupRuleName | int] = Field(default=["fixed"], min_length=1)
-    scaling_rule: list[ScalingRule] = Field(default=["none"], min_length=1)
+    #: a rule's name, or a number > 0: the lr factor itself (what `solve` found, to verify)
+    scaling_rule: list[ScalingRule | float] = Field(default=["none"], min_length=1)
     seed: list[int] = Field(default=[0], min_length=1)
 
     @field_validator("world_size")
@@ -211,6 +213,18 @@ class Axes(BaseModel):
         if bad:
             raise ValueError(f"explicit warmups are update counts >= 0, but got {bad}")
         return v
+
+    @field_validator("scaling_rule", mode="before")
+    @classmethod
+    def _factors(cls, v: Any) -> Any:
+        if not isinstance(v, list):
+            return v
+        bad = [x for x in v if isinstance(x, int | float) and not isinstance(x, bool)
+               and not (math.isfinite(x) and x > 0)]
+        if bad:
+            raise ValueError(f"an explicit lr factor must be a number > 0, but got {bad}")
+        # strict mode takes no int for a float: an explicit factor of 2 is 2.0
+        return [float(x) if isinstance(x, int) and not isinstance(x, bool) else x for x in v]
 
     def free_axes(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
