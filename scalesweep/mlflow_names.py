@@ -25,6 +25,13 @@ ERROR_TAG = "error"
 SWEEP_FILE_TAG = "sweep_file"
 #: the parent's tag on a verification sweep (``predict --verify``): the study's parent run id
 VERIFIES_TAG = "scalesweep.verifies"
+#: a `scalesweep solve` parent run: "search" (its baseline seeds and candidates, a parent of
+#: its own) or "verify" (the study that decides the best candidates)
+SOLVE_TAG = "scalesweep.solve"
+#: a solve's verification parent: the search's parent run id
+SOLVE_SEARCH_TAG = "scalesweep.solve_search"
+#: a solve candidate's score, with every eval (scalesweep.science.solve)
+SOLVE_RATIO_METRIC = "solve_ratio"
 #: MLflow's own tag for a run's description (the UI shows it): the sweep's ``description``
 DESCRIPTION_TAG = "mlflow.note.content"
 #: interpolated | at_first_eval | never (docs/design.md §4, "Crossings and censoring")
@@ -53,7 +60,7 @@ DEV_PREFIX = "dev_"
 #: metrics logged at every report, with step = optimizer update (besides dev_<metric>);
 #: skipped_updates only in float16 trials (updates the gradient scaler skipped, cumulative)
 CURVE_METRICS = ("train_loss", "lr", "momentum", "samples_seen", "epoch", "wall_s", "noise_scale",
-                 "skipped_updates", "physical_workers", "global_batch")
+                 "skipped_updates", "physical_workers", "global_batch", SOLVE_RATIO_METRIC)
 
 #: the trial's training time: the loop's final report carries it, the summary logs it
 TRAIN_SECONDS_METRIC = "train_seconds"

@@ -21,7 +21,8 @@ CHECKED |= {*mlflow_names.SUMMARY_METRICS, *mlflow_names.BRACKETS, mlflow_names.
 KEY_METHODS = ("get", "pop", "setdefault")
 #: modules that edit a sweep file as a dict: a key there is the sweep file's field, which some
 #: MLflow params share by name (``replicates``), not the MLflow name
-SWEEP_FIELDS = {"orchestrator/plan/verify_sweep.py": {"replicates"}}
+SWEEP_FIELDS = {"orchestrator/plan/verify_sweep.py": {"replicates"},
+                "orchestrator/plan/solve_plan.py": {"replicates"}}
 
 
 def _key_literals(tree: ast.AST) -> list[tuple[int, str]]:

@@ -8,7 +8,18 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Protocol, cast
 
-from scalesweep.orchestrator.commands import advise, lr, plan, predict, report, resume, run, submit, ui
+from scalesweep.orchestrator.commands import (
+    advise,
+    lr,
+    plan,
+    predict,
+    report,
+    resume,
+    run,
+    solve,
+    submit,
+    ui,
+)
 from scalesweep.orchestrator.commands._common import EXIT_ERROR, EXIT_INPUT, EXIT_OK, Subparsers
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 
@@ -26,7 +37,7 @@ class _Command(Protocol):
 #: each command's module, in the order --help lists them
 COMMANDS: dict[str, _Command] = {"plan": plan, "lr": lr, "run": run, "submit": submit,
                                  "resume": resume, "report": report, "advise": advise,
-                                 "predict": predict, "ui": ui}
+                                 "predict": predict, "solve": solve, "ui": ui}
 
 
 class _ArgumentError(Exception):

@@ -30,6 +30,19 @@ class StopAtTarget(BaseModel):
     mode: Literal["min", "max"] = "min"
 
 
+class SearchObjective(BaseModel):
+    """A `solve` candidate's score, reported with every eval as ``solve_ratio``
+    (scalesweep.science.solve): its epochs to ``target`` over ``baseline_epochs``, the
+    baseline's on the paired seed; a bound while the target is not reached."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    metric: str  # a reported key, e.g. "dev_loss"
+    target: float
+    mode: Literal["min", "max"] = "min"
+    baseline_epochs: float = Field(gt=0)
+    smoothing: float = Field(default=0.0, ge=0, lt=1)
+
+
 class RampStage(BaseModel):
     """A stage of a batch-size ramp before the trial's own world size, resolved by the planner
     (scalesweep.science.batch_ramp)."""
@@ -90,6 +103,8 @@ class TrialConfig(BaseModel):
     #: most samples per fused pass; None = from the device (scalesweep.trainables.fusion.pass_budget)
     fuse_max_samples: int | None = Field(default=None, ge=1)
     stop_at_target: StopAtTarget | None = None
+    #: a `solve` candidate: report its score with every eval
+    objective: SearchObjective | None = None
     #: loss above this (or non-finite) ends the trial as "diverged"
     divergence_threshold: float | None = None
 

@@ -72,6 +72,8 @@ from scalesweep.mlflow_names import DEV_PREFIX, STATUS_TAG, STEP_KEY, TRAIN_SECO
 from scalesweep.science import schedules
 from scalesweep.science.batch_ramp import Segment
 from scalesweep.science.noise_scale import EMA_DECAY, NoiseScale
+from scalesweep.science.solve import OBJECTIVE_METRIC, score
+from scalesweep.science.stats.convergence import EvalPoint
 from scalesweep.trainables import checkpointing, fusion
 from scalesweep.trainables import workloads as workload_registry
 from scalesweep.trainables.checkpointing import Progress
@@ -173,6 +175,8 @@ class _Trial:
             # b_big: the final batch; a ramp's smaller stages pass theirs with each measurement
             self.noise = NoiseScale(b_small=b_small, b_big=config.global_batch, decay=self._noise_decay)
             self.probe = _GradProbe()
+        #: a solve candidate's evals of its metric, which its score is read from
+        self.objective_curve: list[EvalPoint] = []
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -189,6 +193,9 @@ class _Trial:
             )
             if self.progress.status != "running":  # finished before the restart: nothing to do
                 return self._final(self.progress.last_report)
+            # a resumed candidate has not crossed (it would have stopped): its last eval is all
+            # the score needs, the point a crossing is interpolated from
+            self.objective_curve = self._objective_points(self.progress.last_report)
             if self.noise is not None and self.progress.noise_scale:
                 # re-based if the checkpoint was made under another cadence (fuse changed)
                 restored = NoiseScale.from_state(self.progress.noise_scale)
@@ -395,7 +402,20 @@ class _Trial:
         if self.noise is not None:
             metrics["noise_scale"] = self.noise.value
         metrics.update(self.precision.metrics())  # float16: skipped_updates
+        objective = self.config.objective
+        if objective is not None:
+            self.objective_curve += self._objective_points(metrics)
+            metrics[OBJECTIVE_METRIC] = score(self.objective_curve, objective.target, objective.mode,
+                                              objective.baseline_epochs, objective.smoothing).value
         return metrics
+
+    def _objective_points(self, report: Mapping[str, Any]) -> list[EvalPoint]:
+        objective = self.config.objective
+        if objective is None or objective.metric not in report or "epoch" not in report:
+            return []
+        return [EvalPoint(update=float(report[STEP_KEY]), samples_seen=float(report["samples_seen"]),
+                          epoch=float(report["epoch"]), wall_s=float(report.get("wall_s", 0.0)),
+                          value=float(report[objective.metric]))]
 
     def _report(self, metrics: dict[str, Any], *, checkpoint: bool) -> None:
         if not checkpoint or self.world.rank != 0:

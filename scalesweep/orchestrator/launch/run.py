@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -171,7 +171,9 @@ def _check_feasible(plan: Plan) -> None:
 
 
 def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_uri: str,
-              summary_json: str | None = None, verbose: bool = False) -> Outcome:
+              summary_json: str | None = None, verbose: bool = False,
+              parent_tags: Mapping[str, str] | None = None) -> Outcome:
+    """``parent_tags``: more tags on the parent run (`solve` marks its verification so)."""
     sweep = load_sweep(path, overrides)
     make_plan(sweep)  # every input problem the plan finds, before Ray starts or MLflow is touched
     check_reachable(tracking_uri)
@@ -184,7 +186,8 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
     check_shared_storage(storage_root(sweep))  # multi-node: every node must see it (exit 2 if not)
     tracker = SweepTracker(tracking_uri, sweep.spec.name)
     parent_id = tracker.start_parent(parent_params(plan), {SWEEP_FILE_TAG: str(Path(path).resolve()),
-                                                           **machine_tags(), **sweep_tags(sweep)})
+                                                           **machine_tags(), **sweep_tags(sweep),
+                                                           **(parent_tags or {})})
     sweep_dir = storage_root(sweep) / f"{sweep.spec.name}-{parent_id[:8]}"
     sweep_dir.mkdir(parents=True, exist_ok=True)
     tracker.journal = sweep_dir / JOURNAL

@@ -1,0 +1,105 @@
+"""``scalesweep solve SWEEP --world-size M``: search lr and warmup at M with Optuna's TPE
+through Ray Tune, then decide the best candidates against the baseline with adaptive seeds;
+prints the verified recipe (docs/solve.md)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from typing import Any
+
+from scalesweep.orchestrator.commands._common import EXIT_ERROR, EXIT_OK, Subparsers, tracking_uri
+from scalesweep.orchestrator.spec.errors import InputError, Problem
+
+
+def add_parser(sub: Subparsers) -> None:
+    p = sub.add_parser("solve", help="find lr and warmup at a new world size (Optuna TPE through "
+                       "Ray Tune), then prove the answer with seeds")
+    p.add_argument("sweep")
+    p.add_argument("--world-size", type=int, required=True, help="the world size M to solve for")
+    p.add_argument("--budget", type=float, metavar="TRIAL_EPOCHS",
+                   help="trial-epochs for the baseline seeds, the search and the verification's "
+                   "first look (default 150)")
+    p.add_argument("--candidates", type=int, default=3,
+                   help="the best candidates of the search that the verification decides on")
+    p.add_argument("--lr", metavar="LOW,HIGH", help="lr factor range (x the reference lr); "
+                   "default from the sqrt rule to twice the linear one")
+    p.add_argument("--warmup", metavar="LOW,HIGH", help="warmup range in updates at M; default "
+                   "1/4 to 4x the scaled warmup")
+    p.add_argument("--search-seed", type=int, default=0, help="the TPE sampler's seed")
+    p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
+    p.add_argument("--address", help="Ray cluster (auto, http://head:8265); default a local Ray")
+    p.add_argument("--tracking-uri")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--verbose", "-v", action="store_true")
+
+
+def _range(flag: str, text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    parts = text.split(",")
+    try:
+        low, high = (float(x) for x in parts)
+    except ValueError:
+        raise InputError("solve", [Problem(flag, text, "must be two numbers, LOW,HIGH")]) from None
+    return low, high
+
+
+def run(args: argparse.Namespace) -> int:
+    from scalesweep.orchestrator.launch.solve import solve
+
+    # under --json, stdout is the answer alone: the progress goes to stderr
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        result = solve(args.sweep, overrides=args.set, world_size=args.world_size, budget=args.budget,
+                       candidates=args.candidates, lr=_range("--lr", args.lr),
+                       warmup=_range("--warmup", args.warmup), search_seed=args.search_seed,
+                       address=args.address, tracking_uri=tracking_uri(args.tracking_uri),
+                       verbose=args.verbose)
+    if args.json:
+        print(json.dumps(result.answer, indent=1))
+    else:
+        print(render(result.answer))
+    return EXIT_OK if result.answer.get("decision") is not None else EXIT_ERROR
+
+
+_SAID = {"faster": "faster than the baseline per epoch",
+         "equivalent": "as fast as the baseline per epoch, within the margin",
+         "slower": "slower than the baseline per epoch",
+         "not resolved": "not resolved against the baseline"}
+
+
+def _num(x: float | None) -> str:
+    return "inf" if x is None else f"{x:.3g}"
+
+
+def render(answer: dict[str, Any]) -> str:
+    """The answer in words: the recipe, its decision and interval at every level."""
+    m = answer["world_size"]
+    cost = (f"cost: {answer['trials_used']} trials, {answer['trial_epochs_used']:g} trial-epochs "
+            f"(search {answer['search_trial_epochs_used']:g}; a grid of the same resolution would "
+            f"take {answer['grid_trial_epochs']:g} for its one seed per point)")
+    if answer["decision"] is None:
+        return f"no candidate at {m} workers could be verified\n{cost}"
+    ci = answer["ratio_ci"]
+    shown = "no interval" if ci is None else (
+        f"{ci[0]:.3g}..{'inf' if ci[1] is None else f'{ci[1]:.3g}'}")
+    median = answer["ratio_median"]
+    head = (f"at {m} workers: lr x{answer['lr_factor']:g} (lr {answer['lr']:.4g}, peak "
+            f"{answer['peak_lr']:.4g}), warmup {answer['warmup_steps']} updates: "
+            f"{_SAID[answer['decision']]}: paired epochs ratio "
+            f"{'a bound' if median is None else f'median {median:.3g}'}, interval {shown} "
+            "(order-statistic interval over seeds, sign test)")
+    if answer["decision"] not in ("faster", "equivalent"):
+        head = ("no recipe in this space was equivalent or faster; the best was:\n  " + head)
+    lines = [head]
+    for level in answer["ratio_by_target"]:
+        lci = level["ratio_ci"]
+        interval = "-" if lci is None else f"{_num(lci[0])}..{_num(lci[1])}"
+        lines.append(f"  level {level['level']:g}: {level['decision']}, interval {interval}")
+    recipe = answer["recipe"]
+    lines.append(f"recipe ({recipe['format']}):")
+    lines += [f"  {key}: {value}" for key, value in recipe["settings"].items()]
+    lines.append(cost)
+    return "\n".join(lines)

@@ -1,0 +1,268 @@
+"""`scalesweep solve SWEEP --world-size M`: find the lr and warmup at M that converge as fast
+per epoch as the baseline, then prove the answer with seeds (docs/solve.md).
+
+Three passes, in order:
+
+1. **Baseline.** The baseline arm at ``BASELINE_SEEDS`` seeds, under the search's own parent
+   run (tag ``scalesweep.solve=search``, in experiment ``<study>-solve``). Each seed's pair gets
+   a target cross-fitted from the other seeds (science/stats/targets.py), and the seed's epochs
+   to it.
+2. **Search.** Optuna's TPE through Ray Tune (launch/solve_search.py), one seed per candidate,
+   scored by its epochs ratio to its baseline seed; a child run per candidate.
+3. **Verify.** The best ``candidates`` go to a study of their own (``verify.yaml`` in the
+   search's directory, its parent tagged ``scalesweep.solve=verify``): adaptive seeds against
+   the baseline, decided with the margin and levels as any study is. Its answer is the recipe
+   whose decision is best (faster, then equivalent, then the lowest upper end).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scalesweep.mlflow_names import ARM_PARAM, ROLE_TAG, SOLVE_SEARCH_TAG, SOLVE_TAG, STEP_KEY, SWEEP_FILE_TAG
+from scalesweep.orchestrator.launch.run import Outcome, connect_ray, run_sweep, storage_root
+from scalesweep.orchestrator.launch.solve_search import Pairing, Spent, search
+from scalesweep.orchestrator.plan.cluster import local_cluster
+from scalesweep.orchestrator.plan.rows import PlanRow, make_plan, row_for
+from scalesweep.orchestrator.plan.solve_plan import SolvePlan, plan_solve, verification_spec
+from scalesweep.orchestrator.spec.load import Sweep, load_sweep, metric_mode
+from scalesweep.orchestrator.tracking.machine import machine_tags
+from scalesweep.orchestrator.tracking.sweep_runs import trial_params
+from scalesweep.orchestrator.tracking.tracker import SweepTracker, check_reachable
+from scalesweep.science.solve import Score, answer_order, score
+from scalesweep.science.stats.arms import ArmSummary
+from scalesweep.science.stats.convergence import EvalPoint, first_crossing
+from scalesweep.science.stats.levels import ratio_median_json
+from scalesweep.science.stats.targets import reference_bests, target_of
+
+
+class SolveFailed(RuntimeError):
+    """The search cannot score anything: the baseline never reached its own target."""
+
+
+@dataclass
+class Candidate:
+    name: str
+    lr_factor: float
+    warmup: int
+    seed: int
+    score: Score
+
+
+@dataclass
+class SolveResult:
+    world_size: int
+    search_parent_run_id: str
+    sweep_dir: Path
+    candidates: list[Candidate]
+    verification: Outcome | None
+    answer: dict[str, Any] = field(default_factory=dict)
+
+
+def solve(path: str, *, overrides: list[str], world_size: int, budget: float | None,
+          candidates: int, lr: tuple[float, float] | None, warmup: tuple[float, float] | None,
+          search_seed: int, address: str | None, tracking_uri: str, verbose: bool = False
+          ) -> SolveResult:
+    sweep = load_sweep(path, overrides)
+    make_plan(sweep)  # the study itself is valid, before anything starts
+    kwargs: dict[str, Any] = {"world_size": world_size, "budget": budget, "candidates": candidates,
+                              "lr": lr, "warmup": warmup, "search_seed": search_seed}
+    sp = plan_solve(sweep, local_cluster(), **kwargs)
+    for line in sp.space.describe():
+        print(line)
+    print(f"budget: {sp.budget:g} trial-epochs: {sp.baseline_trial_epochs:g} for "
+          f"{len(sp.baseline_rows)} baseline seeds, up to {sp.samples} candidates of "
+          f"{sp.candidate_epochs:g} epochs, {sp.verify_reserve:g} for the verification's first "
+          f"look; a grid of the same resolution: {sp.grid_trial_epochs:g}", flush=True)
+    check_reachable(tracking_uri)
+    connect_ray(address, verbose)
+    from scalesweep.orchestrator.plan.cluster import connected_cluster
+
+    cluster = connected_cluster()
+    sp = plan_solve(sweep, cluster, **kwargs)
+    plan = make_plan(sweep, cluster)
+    experiment = f"{sweep.spec.name}-solve"
+    tracker = SweepTracker(tracking_uri, experiment)
+    parent = tracker.start_parent(
+        {"world_size": world_size, "budget": sp.budget, "candidates": candidates,
+         "lr_factor_range": f"{sp.space.lr_factor.low:g}..{sp.space.lr_factor.high:g}",
+         "warmup_range": f"{sp.space.warmup.low:g}..{sp.space.warmup.high:g}",
+         "search_seed": search_seed},
+        {ROLE_TAG: "solve", SOLVE_TAG: "search", SWEEP_FILE_TAG: str(Path(path).resolve()),
+         **machine_tags()})
+    sweep_dir = storage_root(sweep) / f"{experiment}-{parent[:8]}"
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    print(f"solve {sweep.spec.name} at {world_size} workers: MLflow parent run {parent} "
+          f"(experiment {experiment}); state in {sweep_dir}", flush=True)
+    rows: dict[str, PlanRow] = {r.name: r for r in sp.baseline_rows}
+    base_arm = sp.baseline_rows[0].arm
+
+    def child_for(name: str) -> str:
+        return tracker.child(parent, name, trial_params(rows[name], sweep, base_arm))
+
+    curves: dict[str, list[dict[str, Any]]] = {}
+    status = "FAILED"
+    try:
+        from scalesweep.orchestrator.launch.tune import launch
+
+        launch(plan, sp.baseline_rows, sweep_dir, tracker, child_for, curves)
+        pairings = _pairings(sp, curves)
+        spent = search(sp, plan, cluster, sweep_dir, tracker, child_for, curves, pairings, rows)
+        found = _scored(sp, rows, curves, pairings)
+        status = "FINISHED"
+    finally:
+        tracker.flush_with_retry()
+        tracker.end_run(parent, status)
+    picks = _picks(found, sp.candidates)
+    verification = _verify(Path(path), overrides, sp, picks, experiment, sweep_dir, parent,
+                           address, tracking_uri, verbose)
+    result = SolveResult(world_size, parent, sweep_dir, found, verification)
+    result.answer = answer(sweep, sp, picks, verification, spent, curves, cluster)
+    return result
+
+
+def _points(evals: list[dict[str, Any]], metric: str) -> list[EvalPoint]:
+    return [EvalPoint(update=float(e[STEP_KEY]), samples_seen=float(e.get("samples_seen", 0.0)),
+                      epoch=float(e["epoch"]), wall_s=float(e.get("wall_s", 0.0)),
+                      value=float(e[metric]))
+            for e in sorted(evals, key=lambda e: float(e[STEP_KEY])) if metric in e and "epoch" in e]
+
+
+def _pairings(sp: SolvePlan, curves: dict[str, list[dict[str, Any]]]) -> dict[int, Pairing]:
+    """Each baseline seed's target (cross-fitted, or the study's absolute one) and its epochs
+    to it; a seed that never reached is left out of the search's pairings, with a warning."""
+    target = sp.sweep.spec.target
+    mode = metric_mode(sp.sweep)
+    by_seed = {r.seed: _points(curves.get(r.name, []), target.metric) for r in sp.baseline_rows}
+    bests = reference_bests(by_seed, mode=mode, smoothing=target.smoothing,
+                            margin=target.equivalence_margin)
+    for line in bests.warnings():
+        print(line)
+    out: dict[int, Pairing] = {}
+    for seed, curve in by_seed.items():
+        value = target.value if target.value is not None else target_of(
+            bests.best(seed), target.relative_to_baseline or 0.0, mode)
+        crossing = None if value is None or not curve else first_crossing(
+            curve, value, mode, target.smoothing)
+        if value is None or crossing is None or crossing.epochs_to_target <= 0:
+            print(f"warning: baseline seed {seed} never reached its target "
+                  f"({'none' if value is None else f'{value:.4g}'}): no candidate is paired with it")
+            continue
+        out[seed] = Pairing(value, crossing.epochs_to_target)
+        print(f"baseline seed {seed}: target {target.metric} {value:.4g} reached at "
+              f"{crossing.epochs_to_target:.3g} epochs")
+    if not out:
+        raise SolveFailed("no baseline seed reached its target, so no candidate can be scored: "
+                          "train longer (training.epochs) or loosen the target")
+    return out
+
+
+def _scored(sp: SolvePlan, rows: dict[str, PlanRow], curves: dict[str, list[dict[str, Any]]],
+            pairings: dict[int, Pairing]) -> list[Candidate]:
+    """Every candidate that reported, scored from its evals (a bound where not reached)."""
+    target = sp.sweep.spec.target
+    mode = metric_mode(sp.sweep)
+    out = []
+    for name, row in rows.items():
+        if row.trial.objective is None or not curves.get(name):
+            continue
+        pair = pairings[row.seed]
+        s = score(_points(curves[name], target.metric), pair.target, mode, pair.baseline_epochs,
+                  target.smoothing)
+        out.append(Candidate(name, float(row.axes["scaling_rule"]), int(row.axes["warmup_rule"]),
+                             row.seed, s))
+    return sorted(out, key=lambda c: (c.score.value, not c.score.reached))
+
+
+def _picks(found: list[Candidate], n: int) -> list[tuple[float, int]]:
+    picks: list[tuple[float, int]] = []
+    for c in found:
+        if (c.lr_factor, c.warmup) not in picks:
+            picks.append((c.lr_factor, c.warmup))
+        if len(picks) == n:
+            break
+    return picks
+
+
+def _verify(path: Path, overrides: list[str], sp: SolvePlan, picks: list[tuple[float, int]],
+            experiment: str, sweep_dir: Path, parent: str, address: str | None, uri: str,
+            verbose: bool) -> Outcome | None:
+    if not picks:
+        print("no candidate reported a score: nothing to verify")
+        return None
+    data = verification_spec(path, overrides, sp, picks, experiment)
+    verify_file = sweep_dir / "verify.yaml"
+    verify_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    print(f"verifying {len(picks)} candidate(s) with adaptive seeds: {verify_file}", flush=True)
+    return run_sweep(str(verify_file), overrides=[], address=address, tracking_uri=uri,
+                     verbose=verbose, parent_tags={SOLVE_TAG: "verify", SOLVE_SEARCH_TAG: parent})
+
+
+def _arm_of(arms: list[ArmSummary], name: str) -> ArmSummary | None:
+    return next((a for a in arms if a.arm == name), None)
+
+
+def answer(sweep: Sweep, sp: SolvePlan, picks: list[tuple[float, int]], verification: Outcome | None,
+           spent: Spent, curves: dict[str, list[dict[str, Any]]], cluster: Any) -> dict[str, Any]:
+    """The JSON answer (docs/solve.md): the verified recipe whose decision is best."""
+    base = sp.baseline_rows[0]
+    search_epochs = sum(max((float(e.get("epoch", 0.0)) for e in evals), default=0.0)
+                        for evals in curves.values())
+    verified: list[tuple[tuple[int, float, float], PlanRow, ArmSummary]] = []
+    verify_epochs = 0.0
+    if verification is not None:
+        verify_epochs = sum(float(t.get("epochs") or 0.0) for t in verification.trials)
+        for factor, warmup in picks:
+            row = row_for(sweep, {**base.axes, "world_size": sp.world_size, "warmup_rule": warmup,
+                                  "scaling_rule": factor}, cluster)
+            arm = _arm_of(verification.arms, row.arm)
+            if arm is None or arm.epochs_ratio is None:
+                continue
+            mi = arm.epochs_ratio.ratios
+            key = answer_order(arm.decision, mi.ci, mi.median.value if mi.median.kind == "value" else None)
+            verified.append((key, row, arm))
+    trials = len(curves) + (len(verification.trials) if verification is not None else 0)
+    out: dict[str, Any] = {
+        "world_size": sp.world_size, "recipe": None, "peak_lr": None, "warmup_steps": None,
+        "decision": None, "ratio_median": None, "ratio_ci": None, "ratio_by_target": [],
+        "trials_used": trials, "trial_epochs_used": round(search_epochs + verify_epochs, 3),
+        "grid_trial_epochs": sp.grid_trial_epochs, "search_trial_epochs_used": round(spent.used, 3),
+        "verification_parent_run_id": verification.parent_run_id if verification else None}
+    if not verified:
+        return out
+    _, row, arm = min(verified, key=lambda v: v[0])
+    ratios = arm.epochs_ratio.ratios if arm.epochs_ratio is not None else None
+    out.update({
+        "recipe": recipe_lines(sweep, base, row), ARM_PARAM: row.arm,
+        "lr_factor": row.axes["scaling_rule"], "peak_lr": row.peak_lr, "lr": row.lr,
+        "warmup_steps": row.warmup_steps, "decision": arm.decision,
+        "ratio_median": ratio_median_json(ratios)["ratio_median"],
+        "ratio_ci": None if ratios is None or ratios.ci is None else [
+            _finite(ratios.ci[0]), _finite(ratios.ci[1])],
+        "ratio_by_target": [level.as_json() for level in arm.levels]})
+    return out
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def recipe_lines(sweep: Sweep, base: PlanRow, row: PlanRow) -> dict[str, Any]:
+    """What changes from the baseline's settings, in the recipe's own keys (WeNet's
+    ``optim_conf``/``scheduler_conf``, DeepSpeed's JSON paths) where the sweep reads one, else
+    in the sweep file's: ready to paste."""
+    changes: dict[str, Any] = {}
+    if row.trial.optimizer.get("lr") != base.trial.optimizer.get("lr"):
+        changes["optimizer.lr"] = row.trial.optimizer["lr"]
+    for key, value in row.trial.scheduler.items():
+        if key != "type" and base.trial.scheduler.get(key) != value:
+            changes[f"scheduler.{key}"] = value
+    recipe = sweep.recipe
+    origins = recipe.origins if recipe is not None else {}
+    kind = recipe.kind if recipe is not None else "scalesweep"
+    return {"format": kind, "settings": {origins.get(k, k): v for k, v in changes.items()}}

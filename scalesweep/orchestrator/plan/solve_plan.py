@@ -1,0 +1,214 @@
+"""What `scalesweep solve` will run, settled before Ray starts: the baseline and the world
+size M checked, the search space, the budget split, the trials of the baseline seeds and of
+each candidate, and the sweep that verifies the best candidates (docs/solve.md). Every refusal
+is an InputError naming the field, the value and the rule: exit 2, nothing started or logged."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scalesweep.orchestrator.plan.cluster import ClusterInfo
+from scalesweep.orchestrator.plan.rows import MIN_EVALS, PlanRow, evaluations, row_for
+from scalesweep.orchestrator.plan.verify_sweep import DEFAULT_REPLICATES
+from scalesweep.orchestrator.spec.errors import InputError, Problem
+from scalesweep.orchestrator.spec.files import load_mapping
+from scalesweep.orchestrator.spec.load import (
+    Sweep,
+    apply_overrides,
+    metric_mode,
+    parse_overrides,
+    recipe_candidates,
+)
+from scalesweep.orchestrator.spec.schema import FIXED_AXES
+from scalesweep.science import schedules
+from scalesweep.science.solve import SearchSpace, default_space, min_budget
+from scalesweep.trainables.config import SearchObjective, StopAtTarget
+
+#: trial-epochs: the search and the verification's first look of the shipped study, in about
+#: half an hour on 2 cores
+DEFAULT_BUDGET = 150.0
+#: the best candidates of the search that the verification decides on
+DEFAULT_CANDIDATES = 3
+#: baseline seeds the search scores against: each candidate's seed is paired with one, whose
+#: target is cross-fitted from the others
+BASELINE_SEEDS = 3
+#: lr factor and warmup
+DIMENSIONS = 2
+#: significant digits of a candidate's lr factor: what trial names, the verification and the
+#: answer show is what trained
+FACTOR_DIGITS = 3
+
+
+@dataclass(frozen=True)
+class SolvePlan:
+    sweep: Sweep
+    world_size: int
+    space: SearchSpace
+    #: the baseline at seeds first_seed..first_seed + BASELINE_SEEDS - 1
+    baseline_rows: list[PlanRow]
+    budget: float
+    candidates: int
+    #: trial-epochs set aside for the verification's first look
+    verify_reserve: float
+    #: epochs one candidate trains (at most: it stops at the target)
+    candidate_epochs: float
+    search_seed: int
+
+    @property
+    def baseline_trial_epochs(self) -> float:
+        return sum(r.epochs for r in self.baseline_rows)
+
+    @property
+    def samples(self) -> int:
+        """Candidates the search may run: what the budget leaves after the baseline seeds and
+        the verification, at a whole run each (early stops leave some unspent)."""
+        left = self.budget - self.verify_reserve - self.baseline_trial_epochs
+        return max(DIMENSIONS, math.floor(left / self.candidate_epochs + 1e-9))
+
+    @property
+    def grid_trial_epochs(self) -> float:
+        """A grid over the same space at the search's resolution, one seed per point."""
+        return self.space.grid_size() * self.candidate_epochs
+
+    def candidate_row(self, number: int, lr_factor: float, warmup: int, seed: int,
+                      target: float, baseline_epochs: float, cluster: ClusterInfo) -> PlanRow:
+        """Candidate ``number``'s trial: stopped at the target, scored with every eval."""
+        spec = self.sweep.spec
+        mode = metric_mode(self.sweep)
+        row = row_for(self.sweep, {"world_size": self.world_size, "warmup_rule": warmup,
+                                   "scaling_rule": lr_factor, "seed": seed}, cluster)
+        name = f"c{number:02d}-{row.name}"
+        row.trial = row.trial.model_copy(update={
+            "name": name,
+            "stop_at_target": StopAtTarget(metric=spec.target.metric, value=target, mode=mode),
+            "objective": SearchObjective(metric=spec.target.metric, target=target, mode=mode,
+                                         baseline_epochs=baseline_epochs,
+                                         smoothing=spec.target.smoothing)})
+        row.name = name
+        return row
+
+
+def round_factor(x: float) -> float:
+    return float(f"{x:.{FACTOR_DIGITS}g}")
+
+
+def _baseline_combo(sweep: Sweep) -> dict[str, Any]:
+    spec = sweep.spec
+    base = dict(spec.baseline) if spec.baseline is not None else (
+        {"world_size": sweep.reference_world_size, "warmup_rule": "fixed", "scaling_rule": "none"}
+        if sweep.reference_world_size else {})
+    if not base.get("world_size"):
+        raise InputError(sweep.source, [Problem("baseline", spec.baseline, (
+            "solve scores every candidate against the baseline arm: give baseline: {world_size: "
+            "..., warmup_rule: fixed, scaling_rule: none} (or reference.world_size)"))])
+    free = [k for k in spec.axes.free_axes() if k not in base]
+    if free:
+        raise InputError(sweep.source, [Problem(f"axes.{free[0]}", spec.axes.free_axes()[free[0]], (
+            "solve searches lr and warmup with every other setting fixed: set it in the "
+            f"baseline (baseline: {{{free[0]}: ...}}) or leave the axis out"))])
+    return {"warmup_rule": "fixed", "scaling_rule": "none", **base}
+
+
+def plan_solve(sweep: Sweep, cluster: ClusterInfo, *, world_size: int, budget: float | None,
+               candidates: int, lr: tuple[float, float] | None,
+               warmup: tuple[float, float] | None, search_seed: int = 0) -> SolvePlan:
+    """The solve of ``sweep`` at ``world_size``, or the InputError that refuses it."""
+    spec = sweep.spec
+    if spec.workload.train_loop is not None:
+        raise InputError(sweep.source, [Problem("workload.train_loop", spec.workload.train_loop, (
+            "solve scores candidates inside the built-in loop; an own Ray Train loop cannot "
+            "report that score yet: run its candidates as a study (axes.scaling_rule takes an "
+            "lr factor, axes.warmup_rule an update count)"))])
+    if candidates < 1:
+        raise InputError("solve", [Problem("--candidates", candidates, "must be at least 1")])
+    combo = _baseline_combo(sweep)
+    if world_size == combo["world_size"]:
+        raise InputError("solve", [Problem("--world-size", world_size, (
+            "is the baseline's world size: solve finds lr and warmup at another one"))])
+    first = spec.replicates.first_seed if spec.replicates else 0
+    seeds = range(first, first + BASELINE_SEEDS)
+    baseline_rows = [row_for(sweep, {**combo, "seed": s}, cluster) for s in seeds]
+    ref = baseline_rows[0]
+    at_m = _row_at(sweep, world_size, cluster, ref)
+    if schedules.warmup_steps(ref.trial.scheduler) is None:
+        raise InputError(sweep.source, [Problem("scheduler.type", ref.scheduler, (
+            "has no warmup to search: solve searches lr and warmup; use a schedule with a "
+            "warmup (docs/schedules.md)"))])
+    space = default_space(world_size, at_m.global_batch / ref.global_batch, ref.lr,
+                          ref.warmup_steps, lr=lr, warmup=warmup)
+    bad = space.lr_factor.problems() + space.warmup.problems()
+    if bad:
+        raise InputError("solve", [Problem(f"--{f.partition('.')[0]}", v, f"{f}: {why}")
+                                   for f, v, why in bad])
+    replicates = spec.replicates.min if spec.replicates else DEFAULT_REPLICATES["min"]
+    reserve = (candidates * at_m.epochs + ref.epochs) * replicates
+    baseline_epochs = sum(r.epochs for r in baseline_rows)
+    least = min_budget(at_m.epochs, DIMENSIONS, baseline_epochs, reserve)
+    budget = DEFAULT_BUDGET if budget is None else budget
+    if not budget >= least:
+        raise InputError("solve", [Problem("--budget", budget, (
+            f"must be at least {least:g} trial-epochs: the {BASELINE_SEEDS} baseline seeds "
+            f"({baseline_epochs:g}), one candidate per searched dimension ({DIMENSIONS} x "
+            f"{at_m.epochs:g}) and the verification's first look ({candidates} candidate(s) and "
+            f"the baseline x {replicates} seeds: {reserve:g})"))])
+    return SolvePlan(sweep=sweep, world_size=world_size, space=space, baseline_rows=baseline_rows,
+                     budget=budget, candidates=candidates, verify_reserve=reserve,
+                     candidate_epochs=at_m.epochs, search_seed=search_seed)
+
+
+def _row_at(sweep: Sweep, world_size: int, cluster: ClusterInfo, ref: PlanRow) -> PlanRow:
+    """The baseline's settings at M (fixed warmup, lr unchanged), or why M cannot train."""
+    rule = ("must be at least 1" if world_size < 1 else None)
+    row = None
+    if rule is None:
+        try:
+            row = row_for(sweep, {**ref.axes, "world_size": world_size}, cluster)
+        except (InputError, ValueError) as exc:
+            rule = f"cannot be planned: {exc}"
+    if row is not None and evaluations(row) < MIN_EVALS:
+        rule = (f"makes {evaluations(row)} evaluation(s) in its {row.epochs:g} epochs ("
+                f"{row.updates_per_epoch} update(s) per epoch at a global batch of "
+                f"{row.global_batch}): fewer than {MIN_EVALS} cannot place a crossing, so no "
+                "candidate could be scored")
+    elif row is not None and not row.feasible:
+        rule = f"cannot run here: {row.reason}"
+    if rule is not None or row is None:
+        raise InputError("solve", [Problem("--world-size", world_size, rule or "cannot be planned")])
+    return row
+
+
+def verification_spec(source: Path, overrides: list[str], plan: SolvePlan,
+                      picks: list[tuple[float, int]], experiment: str) -> dict[str, Any]:
+    """The sweep file (a mapping) that decides ``picks`` ((lr factor, warmup) at M) against
+    the baseline with adaptive seeds, as the study decides its arms: the study's own file and
+    overrides, its axes narrowed to the baseline and the picks."""
+    data = load_mapping(source)
+    problems = apply_overrides(data, parse_overrides(overrides))
+    if problems:
+        raise InputError(str(source), problems)
+    base = plan.baseline_rows[0].axes
+    ws = [base["world_size"], plan.world_size]
+    warmups = list(dict.fromkeys([base["warmup_rule"], *(w for _, w in picks)]))
+    factors = list(dict.fromkeys([base["scaling_rule"], *(f for f, _ in picks)]))
+    wanted = {(base["world_size"], base["warmup_rule"], base["scaling_rule"])} | {
+        (plan.world_size, w, f) for f, w in picks}
+    data["axes"] = {"world_size": ws, "warmup_rule": warmups, "scaling_rule": factors}
+    data["exclude"] = [{"world_size": a, "warmup_rule": w, "scaling_rule": f}
+                       for a, w, f in itertools.product(ws, warmups, factors)
+                       if (a, w, f) not in wanted]
+    data["replicates"] = data.get("replicates") or dict(DEFAULT_REPLICATES)
+    data["baseline"] = {k: base[k] for k in FIXED_AXES if k != "seed"}
+    for key in ("search", "verifies", "stop_at_target"):
+        data.pop(key, None)
+    recipe = data.get("recipe")
+    if isinstance(recipe, str) and not Path(recipe).is_absolute():
+        found = next((p for p in recipe_candidates(recipe, source) if p.is_file()), None)
+        data["recipe"] = str((found or Path(recipe)).resolve())
+    data["name"] = experiment
+    data["description"] = (f"verification of `scalesweep solve` at world size {plan.world_size}: "
+                           f"{len(picks)} candidate(s) (lr factor, warmup) against the baseline")
+    return data
