@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +27,8 @@ def _apply(spec: dict[str, Any], lr: float = 0.002, **kw: Any) -> tuple[dict[str
 
 @pytest.mark.parametrize(("rule", "gb", "ref"), [
     ("cubic", 16, 4), ("Linear", 16, 4), ("linear", 0, 4), ("linear", 16, 0), ("sqrt", True, 4),
-    ("none", 16.0, 4), ("none", 16, -4),
+    ("none", 16.0, 4), ("none", 16, -4), (0.0, 16, 4), (-2.0, 16, 4), (math.inf, 16, 4),
+    (True, 16, 4), (math.nan, 16, 4),
 ])
 def test_lr_factor_rejects(rule: Any, gb: Any, ref: Any) -> None:
     with pytest.raises(ValueError, match="must be"):
@@ -78,6 +80,27 @@ def test_lr_factor_values() -> None:
     assert [scaling.lr_factor(r, 512, 128) for r in scaling.SCALING_RULES] == [1.0, 4.0, 2.0, 2.0]
     assert scaling.lr_factor("sqrt", 64, 128) == math.sqrt(0.5)  # below the reference batch
     assert scaling.lr_factor("linear", 128, 128) == 1.0
+    # an explicit factor (what `solve` found) is the factor whatever the batches
+    assert scaling.lr_factor(3.2, 512, 128) == scaling.lr_factor(3.2, 64, 128) == 3.2
+    assert [scaling.rule_label(r) for r in ("linear", 3.2, 2.0)] == ["linear", "x3.2", "x2"]
+
+
+def test_a_sweep_with_an_explicit_lr_factor_plans_that_lr(tmp_path: Path) -> None:
+    from scalesweep.orchestrator.plan.rows import make_plan
+    from scalesweep.orchestrator.spec.errors import InputError
+    from scalesweep.orchestrator.spec.load import load_sweep
+
+    text = ("name: f\nworkload: {name: mlp_regression}\ntarget: {metric: dev_loss, value: 0.5}\n"
+            "reference: {world_size: 1}\noptimizer: {type: adam, lr: 0.01}\n"
+            "axes: {world_size: [4], scaling_rule: [linear, 2.5, 3]}\n")
+    (tmp_path / "f.yaml").write_text(text)
+    rows = make_plan(load_sweep(str(tmp_path / "f.yaml"), [])).rows
+    assert [(r.name, r.lr) for r in rows] == [("ws4-warmup0-linear", pytest.approx(0.04)),
+                                               ("ws4-warmup0-x2.5", pytest.approx(0.025)),
+                                               ("ws4-warmup0-x3", pytest.approx(0.03))]
+    (tmp_path / "f.yaml").write_text(text.replace("2.5, 3", "0, -1"))
+    with pytest.raises(InputError, match=r"axes.scaling_rule.*an explicit lr factor must be a number > 0"):
+        load_sweep(str(tmp_path / "f.yaml"), [])
 
 
 @pytest.mark.parametrize(("optimizer", "gb", "ref"), [
