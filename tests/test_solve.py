@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from scalesweep.orchestrator.launch.solve_search import OutOfReach
-from scalesweep.science.solve import GRID_STEP, Range, answer_order, default_space, score
+from scalesweep.science.solve import GRID_STEP, Range, answer_order, at_edge, default_space, score
 from scalesweep.science.stats.convergence import EvalPoint
 from tests.helpers import ROOT
 from tests.test_bad_input import assert_rejected, run_in_process
@@ -43,6 +43,13 @@ def test_the_default_space_runs_from_the_sqrt_rule_to_twice_linear_and_a_quarter
     # log2(8/2) = 2 octaves in steps of sqrt(2): 5 points; log2(300/18.75) = 4: 9 points
     assert (space.lr_factor.grid_points(), space.warmup.grid_points()) == (5, 9)
     assert space.grid_size(GRID_STEP) == 45
+
+
+def test_an_answer_within_a_grid_step_of_a_bound_is_flagged() -> None:
+    space = default_space(16, k=4.0, reference_lr=0.002, reference_warmup=300)  # lr 2..8, 18.75..300
+    assert at_edge(space, 4.0, 75) == []
+    assert at_edge(space, 7.7, 20) == ["lr 7.7 is near the high end 8", "warmup 20 is near the low end 18.75"]
+    assert at_edge(space, 5.6, 27) == []  # more than one step (sqrt 2) inside either end
 
 
 def test_a_bound_that_is_not_positive_is_named_with_its_rule() -> None:

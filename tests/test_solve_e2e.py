@@ -60,3 +60,7 @@ def test_solve_finds_the_known_best_lr_within_one_grid_step(tmp_path: Path, ray_
     assert candidates and all(SOLVE_RATIO_METRIC in r.data.metrics for r in candidates)
     # every candidate's score is what its evals say: its last one, never made up
     assert all(math.isfinite(r.data.metrics[SOLVE_RATIO_METRIC]) for r in candidates)
+    # the verification's report, made at the end as `run` makes a study's, shows the search
+    report = (tmp_path / "reports" / "solve-quadratic-solve" / "report.html").read_text()
+    assert "Solve: the search this study verifies" in report
+    assert f"{len(candidates)} candidates" in report

@@ -33,6 +33,7 @@ from scalesweep.dashboards.convergence_table import PROJECTED, StudyTrial, conve
 from scalesweep.dashboards.mlflow_data import Projection, Study, load_study
 from scalesweep.dashboards.prediction_ledger import ledger_lines
 from scalesweep.dashboards.prediction_report import predictions_html
+from scalesweep.dashboards.solve_report import solve_html
 from scalesweep.mlflow_names import EPOCHS_TO_TARGET_METRIC, TRIAL_NAME_TAG
 from scalesweep.science.stats.arms import (
     ArmSummary,
@@ -388,6 +389,7 @@ def build_report(
     advice = advice_text(study, trials)
     paths.advice.write_text(advice + "\n", encoding="utf-8")
     predicted = predictions_html(ledger_lines(tracking_uri, study.experiment_name))
+    predicted += solve_html(tracking_uri, study.parent_run_id)
     paths.html.write_text(render_html(study, table, trials, pngs, advice, arms, predicted),
                           encoding="utf-8")
     return paths

@@ -102,6 +102,17 @@ class SearchSpace:
         return lines
 
 
+def at_edge(space: SearchSpace, lr_factor: float, warmup: float, step: float = GRID_STEP) -> list[str]:
+    """The bounds an answer lies within one grid step of: the best may lie beyond them."""
+    out = []
+    for rng, value in ((space.lr_factor, lr_factor), (space.warmup, warmup)):
+        if value >= rng.high / step:
+            out.append(f"{rng.name} {value:g} is near the high end {rng.high:g}")
+        if value <= rng.low * step:
+            out.append(f"{rng.name} {value:g} is near the low end {rng.low:g}")
+    return out
+
+
 def default_space(world_size: int, k: float, reference_lr: float, reference_warmup: int,
                   lr: tuple[float, float] | None = None,
                   warmup: tuple[float, float] | None = None) -> SearchSpace:

@@ -10,7 +10,13 @@ import json
 import sys
 from typing import Any
 
-from scalesweep.orchestrator.commands._common import EXIT_ERROR, EXIT_OK, Subparsers, tracking_uri
+from scalesweep.orchestrator.commands._common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    Subparsers,
+    conclude,
+    tracking_uri,
+)
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 
 
@@ -57,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
                        warmup=_range("--warmup", args.warmup), search_seed=args.search_seed,
                        address=args.address, tracking_uri=tracking_uri(args.tracking_uri),
                        verbose=args.verbose)
+        if result.verification is not None:  # its tables, and the report with a solve section
+            conclude(result.verification)
     if args.json:
         print(json.dumps(result.answer, indent=1))
     else:
@@ -98,6 +106,9 @@ def render(answer: dict[str, Any]) -> str:
         lci = level["ratio_ci"]
         interval = "-" if lci is None else f"{_num(lci[0])}..{_num(lci[1])}"
         lines.append(f"  level {level['level']:g}: {level['decision']}, interval {interval}")
+    for edge in answer.get("at_edge") or []:
+        lines.append(f"note: {edge} of the space searched: the best may lie beyond it (widen "
+                     f"--{edge.split()[0]})")
     recipe = answer["recipe"]
     lines.append(f"recipe ({recipe['format']}):")
     lines += [f"  {key}: {value}" for key, value in recipe["settings"].items()]

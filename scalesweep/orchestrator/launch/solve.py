@@ -34,7 +34,7 @@ from scalesweep.orchestrator.spec.load import Sweep, load_sweep, metric_mode
 from scalesweep.orchestrator.tracking.machine import machine_tags
 from scalesweep.orchestrator.tracking.sweep_runs import trial_params
 from scalesweep.orchestrator.tracking.tracker import SweepTracker, check_reachable
-from scalesweep.science.solve import Score, answer_order, score
+from scalesweep.science.solve import Score, answer_order, at_edge, score
 from scalesweep.science.stats.arms import ArmSummary
 from scalesweep.science.stats.convergence import EvalPoint, first_crossing
 from scalesweep.science.stats.levels import ratio_median_json
@@ -244,7 +244,8 @@ def answer(sweep: Sweep, sp: SolvePlan, picks: list[tuple[float, int]], verifica
         "ratio_median": ratio_median_json(ratios)["ratio_median"],
         "ratio_ci": None if ratios is None or ratios.ci is None else [
             _finite(ratios.ci[0]), _finite(ratios.ci[1])],
-        "ratio_by_target": [level.as_json() for level in arm.levels]})
+        "ratio_by_target": [level.as_json() for level in arm.levels],
+        "at_edge": at_edge(sp.space, float(row.axes["scaling_rule"]), row.warmup_steps)})
     return out
 
 
