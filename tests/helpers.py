@@ -138,3 +138,26 @@ class AsRayTrain:
             self.saved[int(metrics["update"])] = Path(
                 shutil.copytree(checkpoint.path, self.into / f"update-{metrics['update']}"))
         return metrics
+
+
+def race_to_make_experiment(uri: str, name: str, gate: Path, drivers: int = 2,
+                            env: dict[str, str] | None = None) -> list[str]:
+    """``drivers`` processes (tests/race_experiment.py) released together by a gate file make
+    the experiment ``name``; each one's last line (the experiment id, or its error)."""
+    gate.mkdir(parents=True, exist_ok=True)
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.race_experiment", uri, name, str(gate),
+                               str(i)], cwd=ROOT, env=env or cli_env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for i in range(drivers)]
+    try:
+        deadline = time.monotonic() + 120
+        while not all((gate / f"ready-{i}").exists() for i in range(drivers)):
+            assert time.monotonic() < deadline, "the drivers never got ready"
+            assert all(p.poll() is None for p in procs), [p.communicate()[0] for p in procs]
+            time.sleep(0.05)
+        (gate / "go").touch()
+        return [p.communicate(timeout=120)[0].strip().splitlines()[-1] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()

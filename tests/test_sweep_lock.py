@@ -17,7 +17,7 @@ from scalesweep.orchestrator.launch import sweep_lock
 from scalesweep.orchestrator.spec.errors import InputError
 from scalesweep.orchestrator.tracking.tracker import experiment_id_for
 from tests.conftest import MlflowHttp
-from tests.helpers import scalesweep
+from tests.helpers import race_to_make_experiment, scalesweep
 
 
 def _write_lock(directory: Path, host: str, pid: int) -> None:
@@ -86,3 +86,14 @@ def test_the_experiment_is_made_once_and_found_by_the_second_sweep(tmp_path: Pat
         # the second sweep's create loses to the first one's: it finds the experiment instead
         assert experiment_id_for(client, "same-study") == first
         assert client.get_experiment(first).name == "same-study"
+
+
+@pytest.mark.parametrize("run", range(3))
+def test_two_drivers_released_together_make_the_experiment_once_on_sqlite(tmp_path: Path, run: int) -> None:
+    """Real processes, released by one gate: with look-up-then-create, both see no experiment
+    and the slower create fails with "already exists"."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(uri).search_experiments(max_results=1)  # the schema, made before the race
+    ids = race_to_make_experiment(uri, f"raced-{run}", tmp_path / "gate")
+    assert len(set(ids)) == 1 and ids[0].isdigit(), ids
+    assert MlflowClient(uri).get_experiment(ids[0]).name == f"raced-{run}"

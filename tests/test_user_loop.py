@@ -299,7 +299,7 @@ def test_a_resume_logs_the_eval_of_the_checkpoint_the_loop_goes_on_from(tmp_path
     loop reports only after 112), once, and not again on a second resume."""
     from mlflow.tracking import MlflowClient
 
-    from scalesweep.orchestrator.launch.run import _log_checkpoint_reports
+    from scalesweep.orchestrator.launch.run import _log_checkpoint_reports, _replay_journal
     from scalesweep.orchestrator.tracking.tracker import SweepTracker
     from scalesweep.trainables.user_loop import REPORT_FILE
 
@@ -314,10 +314,12 @@ def test_a_resume_logs_the_eval_of_the_checkpoint_the_loop_goes_on_from(tmp_path
     checkpoint.mkdir(parents=True)
     (checkpoint / REPORT_FILE).write_text(json.dumps(
         {"update": 112, "dev_loss": 0.1, "epoch": 1.75, "samples_seen": 3584.0, "wall_s": 10.5}))
-    for _ in range(2):
-        existing = tracker.children(parent)
+    for _ in range(2):  # each resume is a new driver: a tracker of its own, as `resume` makes
+        resumed = SweepTracker(uri, "own-loop")
+        existing = resumed.children(parent)
         curves: dict[str, list[dict[str, Any]]] = {}
-        _log_checkpoint_reports(tracker, tmp_path / "sweep", [row], existing, curves)
-        tracker.flush(raise_on_error=True)
+        _replay_journal(resumed, {row.name: row}, existing, curves)  # adopts every existing run
+        _log_checkpoint_reports(resumed, tmp_path / "sweep", [row], existing, curves)
+        resumed.flush(raise_on_error=True)
     history = MlflowClient(uri).get_metric_history(run_id, "dev_loss")
     assert sorted((m.step, m.value) for m in history) == [(96, 0.2), (112, 0.1)]
