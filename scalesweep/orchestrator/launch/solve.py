@@ -18,6 +18,7 @@ Three passes, in order:
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,11 @@ def solve(path: str, *, overrides: list[str], world_size: int, budget: float | N
         spent = search(sp, plan, cluster, sweep_dir, tracker, child_for, curves, pairings, rows)
         found = _scored(sp, rows, curves, pairings)
         status = "FINISHED"
+    except KeyboardInterrupt:  # Ctrl-C: the candidates that finished stay in MLflow
+        status = "KILLED"
+        print("interrupted: the search's finished candidates are kept in MLflow; run solve "
+              "again to search anew", file=sys.stderr)
+        raise
     finally:
         tracker.flush_with_retry()
         tracker.end_run(parent, status)
