@@ -52,6 +52,7 @@ class _Gated:
             self._gates[second_gate_eval] = ("waiting-2", "release-2")
         self._held = False
         self._evals = 0
+        self._build: int | None = None
         self.metrics = inner.metrics
         self.defaults = inner.defaults
 
@@ -62,12 +63,17 @@ class _Gated:
 
     def build_model(self) -> torch.nn.Module:
         # gated_trial -1: every model (a ddp trial, where only rank 0 evaluates, so its rank 0)
-        self._held = self._gated_trial < 0 or _claim_build_number(self._gate_dir) == self._gated_trial
+        if self._gated_trial >= 0:
+            self._build = _claim_build_number(self._gate_dir)
+        self._held = self._gated_trial < 0 or self._build == self._gated_trial
         self._evals = 0
         return self._inner.build_model()
 
     def dev_batches(self, batch_size: int) -> Iterator[Any]:
         self._evals += 1
+        if self._build is not None:  # one line per eval: eval_counts reads them
+            with (self._gate_dir / f"evals-{self._build}").open("a") as f:
+                f.write(".\n")
         if self._held and self._evals in self._gates:
             waiting, release = self._gates[self._evals]
             (self._gate_dir / waiting).touch()
@@ -75,6 +81,13 @@ class _Gated:
             while not (self._gate_dir / release).exists() and time.monotonic() < end:
                 time.sleep(0.1)
         return self._inner.dev_batches(batch_size)
+
+
+def eval_counts(gate_dir: Path) -> dict[int, int]:
+    """Evaluations each model made, by build number (the order models were built in): a trial
+    resumed from a checkpoint makes only those after it, one restarted from update 0 all."""
+    return {int(p.name.split("-")[1]): len(p.read_text().splitlines())
+            for p in gate_dir.glob("evals-*")}
 
 
 def make(options: Mapping[str, Any]) -> Workload:

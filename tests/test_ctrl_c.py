@@ -20,6 +20,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import RayHead
+from tests.gated_workload import eval_counts
 from tests.helpers import ROOT, SWEEPS, cli_env, scalesweep, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.local_ray]
@@ -82,7 +83,15 @@ def test_ctrl_c_leaves_a_sweep_that_resume_finishes(tmp_path: Path, presses: int
     runs = _runs(db)
     trials = {r.info.run_name: r for r in runs if r.data.tags.get("scalesweep.role") == "trial"}  # type: ignore[attr-defined]
     assert len(trials) == 4
+    reports = {}
     for name, run in trials.items():
         assert run.data.tags["status"] == "completed", name  # type: ignore[attr-defined]
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "dev_loss")]  # type: ignore[attr-defined]
         assert steps == sorted(set(steps)), f"{name}: a step was logged twice"
+        reports[name] = len(steps)
+    # the three trials built after the first run (builds 0 and 1 were its finished trial and the
+    # held one) are the 4-worker ones, which report the same evals; the resumed one made only
+    # those after its newest checkpoint, where a restart from update 0 would make them all again
+    (evals,) = {n for name, n in reports.items() if name.startswith("ws4-")}
+    after = sorted(n for build, n in eval_counts(gate).items() if build >= 2)
+    assert len(after) == 3 and after[1:] == [evals, evals] and 0 < after[0] < evals, (after, evals)

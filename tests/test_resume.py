@@ -19,6 +19,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import RayHead
+from tests.gated_workload import eval_counts
 from tests.helpers import ROOT, SWEEPS, cli_env, scalesweep, wait_for
 
 # the wait for the first trial (DEADLINE_S) and the resume (600 s) bound it
@@ -92,3 +93,10 @@ def test_resume_finishes_only_unfinished_trials_without_duplicates(tmp_path: Pat
         assert steps == expected, f"{child.info.run_name}: evals missing"
         if child.info.run_name in before:  # finished work is left exactly as it was
             assert child.info.end_time == before[child.info.run_name].info.end_time
+    # the trials built after the kill (builds 0 and 1 were the killed run's: its finished trial
+    # and the held one) are the 4-worker ones, which report the same evals; the resumed one made
+    # only those after its newest checkpoint, where a restart from update 0 would make them all
+    (evals,) = {len(client.get_metric_history(c.info.run_id, "dev_loss")) for c in children
+                if c.info.run_name.startswith("ws4-")}
+    after = sorted(n for build, n in eval_counts(gate).items() if build >= 2)
+    assert len(after) == 3 and after[1:] == [evals, evals] and 0 < after[0] < evals, (after, evals)
