@@ -33,7 +33,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.conftest import RayHead
-from tests.helpers import ROOT, SWEEPS, cli_env, free_port, scalesweep, wait_for
+from tests.helpers import ROOT, SWEEPS, cli_env, free_port, race_to_make_experiment, scalesweep, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -245,6 +245,18 @@ def test_straight_into_the_database(team: TeamMlflow, on_sqlite: Any, tmp_path: 
     _assert_same_tables(_tables("smoke_db", team.db_uri), on_sqlite)
     _runs_hold_no_secret(team, "smoke_db")
     _files_hold_no_secret(tmp_path)
+
+
+def test_two_drivers_released_together_make_the_experiment_once(team: TeamMlflow, tmp_path: Path) -> None:
+    """Two real processes released by one gate make one experiment in PostgreSQL: with
+    look-up-then-create both would see none and one create would fail."""
+    from mlflow.tracking import MlflowClient
+
+    for run in range(3):
+        name = f"raced-{run}"
+        ids = race_to_make_experiment(team.db_uri, name, tmp_path / f"gate-{run}")
+        assert len(set(ids)) == 1 and ids[0].isdigit(), ids
+        assert MlflowClient(team.db_uri).get_experiment(ids[0]).name == name
 
 
 def _completed_trials(team: TeamMlflow, experiment: str) -> int:
