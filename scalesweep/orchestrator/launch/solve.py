@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from scalesweep.mlflow_names import ARM_PARAM, ROLE_TAG, SOLVE_SEARCH_TAG, SOLVE_TAG, STEP_KEY, SWEEP_FILE_TAG
+from scalesweep.mlflow_names import ARM_PARAM, ROLE_TAG, SOLVE_SEARCH_TAG, SOLVE_TAG, SWEEP_FILE_TAG
 from scalesweep.orchestrator.launch.run import Outcome, connect_ray, run_sweep, storage_root
 from scalesweep.orchestrator.launch.solve_search import Pairing, Spent, search
 from scalesweep.orchestrator.plan.cluster import local_cluster
@@ -33,11 +33,12 @@ from scalesweep.orchestrator.plan.rows import PlanRow, make_plan, row_for
 from scalesweep.orchestrator.plan.solve_plan import SolvePlan, plan_solve, verification_spec
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep, metric_mode
 from scalesweep.orchestrator.tracking.machine import machine_tags
+from scalesweep.orchestrator.tracking.summary import points
 from scalesweep.orchestrator.tracking.sweep_runs import trial_params
 from scalesweep.orchestrator.tracking.tracker import SweepTracker, check_reachable
 from scalesweep.science.solve import Score, answer_order, at_edge, score
 from scalesweep.science.stats.arms import ArmSummary
-from scalesweep.science.stats.convergence import EvalPoint, first_crossing
+from scalesweep.science.stats.convergence import first_crossing
 from scalesweep.science.stats.levels import ratio_median_json
 from scalesweep.science.stats.targets import reference_bests, target_of
 
@@ -132,19 +133,12 @@ def solve(path: str, *, overrides: list[str], world_size: int, budget: float | N
     return result
 
 
-def _points(evals: list[dict[str, Any]], metric: str) -> list[EvalPoint]:
-    return [EvalPoint(update=float(e[STEP_KEY]), samples_seen=float(e.get("samples_seen", 0.0)),
-                      epoch=float(e["epoch"]), wall_s=float(e.get("wall_s", 0.0)),
-                      value=float(e[metric]))
-            for e in sorted(evals, key=lambda e: float(e[STEP_KEY])) if metric in e and "epoch" in e]
-
-
 def _pairings(sp: SolvePlan, curves: dict[str, list[dict[str, Any]]]) -> dict[int, Pairing]:
     """Each baseline seed's target (cross-fitted, or the study's absolute one) and its epochs
     to it; a seed that never reached is left out of the search's pairings, with a warning."""
     target = sp.sweep.spec.target
     mode = metric_mode(sp.sweep)
-    by_seed = {r.seed: _points(curves.get(r.name, []), target.metric) for r in sp.baseline_rows}
+    by_seed = {r.seed: points(curves.get(r.name, []), target.metric) for r in sp.baseline_rows}
     bests = reference_bests(by_seed, mode=mode, smoothing=target.smoothing,
                             margin=target.equivalence_margin)
     for line in bests.warnings():
@@ -178,7 +172,7 @@ def _scored(sp: SolvePlan, rows: dict[str, PlanRow], curves: dict[str, list[dict
         if row.trial.objective is None or not curves.get(name):
             continue
         pair = pairings[row.seed]
-        s = score(_points(curves[name], target.metric), pair.target, mode, pair.baseline_epochs,
+        s = score(points(curves[name], target.metric), pair.target, mode, pair.baseline_epochs,
                   target.smoothing)
         out.append(Candidate(name, float(row.axes["scaling_rule"]), int(row.axes["warmup_rule"]),
                              row.seed, s))

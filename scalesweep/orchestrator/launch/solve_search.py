@@ -86,7 +86,6 @@ def search(sp: SolvePlan, plan: Plan, cluster: ClusterInfo, sweep_dir: Path, tra
     from ray.tune.search.optuna import OptunaSearch
 
     space = sp.space
-    w_low, w_high = max(1, math.ceil(space.warmup.low)), max(1, math.floor(space.warmup.high))
     spec = plan.sweep.spec
     define = _Candidates(sp, cluster, pairings, rows, {
         "storage_path": str(sweep_dir / "train"), "max_failures": spec.max_failures,
@@ -95,6 +94,7 @@ def search(sp: SolvePlan, plan: Plan, cluster: ClusterInfo, sweep_dir: Path, tra
 
     # the named rules' answers inside the space go first: the search starts from what the
     # study already knows, and the answer is never worse than the best of them it scored
+    w_low, w_high = define.warmup_bounds
     starts = [{"lr_factor": f, "warmup": round(w)} for f, w in space.rule_points().values()
               if space.lr_factor.low <= f <= space.lr_factor.high and w_low <= round(w) <= w_high]
     sampler = optuna.samplers.TPESampler(seed=sp.search_seed,
@@ -152,13 +152,15 @@ class _Candidates:
         self.sp, self.cluster, self.pairings, self.rows, self.driver = sp, cluster, pairings, rows, driver
         self.seeds = sorted(pairings)
         self.drawn = 0
+        # a warmup is a whole number of updates inside the space, at least one
+        warmup = sp.space.warmup
+        self.warmup_bounds = max(1, math.ceil(warmup.low)), max(1, math.floor(warmup.high))
 
     def __call__(self, trial: Any) -> dict[str, Any]:
         space = self.sp.space
         factor = round_factor(trial.suggest_float("lr_factor", space.lr_factor.low,
                                                   space.lr_factor.high, log=True))
-        warmup = int(trial.suggest_int("warmup", max(1, math.ceil(space.warmup.low)),
-                                       max(1, math.floor(space.warmup.high)), log=True))
+        warmup = int(trial.suggest_int("warmup", *self.warmup_bounds, log=True))
         number, self.drawn = self.drawn, self.drawn + 1
         seed = self.seeds[number % len(self.seeds)]  # the baseline seeds in turn
         pair = self.pairings[seed]
