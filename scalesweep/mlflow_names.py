@@ -111,6 +111,10 @@ DECISION_CONFIDENCE_PARAM = "decision_confidence"
 #: many levels are still undecided (JSON list; index m - 1 for m levels left)
 LEVEL_CONFIDENCES_PARAM = "level_confidences"
 REPLICATES_PARAM = "replicates"
+#: parent params: the plateau check (JSON: metric, mode, last_share, min_improvement) and
+#: whether trials were curtailed (JSON bool); the report reads both back (docs/study.md)
+PLATEAU_PARAM = "plateau"
+CURTAIL_PARAM = "curtail"
 #: parent-run tags of the driver's machine: cpu, isa, cpus, omp_num_threads, python and
 #: version.<package> for scalesweep, torch, ray and mlflow (orchestrator/tracking/machine.py)
 MACHINE_TAG_PREFIX = "machine."

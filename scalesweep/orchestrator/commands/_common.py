@@ -51,6 +51,8 @@ def conclude(outcome: Any) -> Path | None:
     print(format_summary(outcome.summaries, outcome.statuses))
     if any(a.n_seeds > 1 for a in outcome.arms) or len(outcome.arms) < len(outcome.trials):
         print("\n" + format_arms(outcome.arms))
+    for line in outcome.checks:
+        print(line)
     out_dir = os.path.join("reports", outcome.experiment)
     if not outcome.tracking_closed:  # the report reads MLflow, which did not answer just now
         print(f"report: not made (MLflow did not answer); after `scalesweep resume`, make it "

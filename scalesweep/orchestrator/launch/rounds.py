@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalesweep.orchestrator.launch import tune
+from scalesweep.orchestrator.launch import curtail_stopper, tune
 from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
 from scalesweep.orchestrator.tracking.callback import SweepCallback
@@ -29,6 +29,8 @@ class Rounds:
     #: the trials this sweep runs, round after round (an adaptive sweep runs part of its plan)
     in_play: list[PlanRow] = field(default_factory=list)
     callback: SweepCallback | None = None
+    #: ``curtail: true``: the stopper of every round, which remembers where it stopped trials
+    stopper: curtail_stopper.CurtailStopper | None = None
     #: set by the first Ctrl-C: no further round starts, and trials it stops are not failures
     interrupted: bool = False
 
@@ -43,10 +45,7 @@ class Rounds:
         while not self.interrupted:
             ran = set(self.done) | set(self.callback.status if self.callback else {})
             todo = [r for r in self.in_play if r.name not in ran]
-            # through the module: what tune.launch is when the round starts (a wrapper the
-            # benchmarks time it with, for one)
-            self.callback = tune.launch(self.plan, todo, self.sweep_dir, self.tracker, self.child_for,
-                                   self.curves, self.callback, interrupted=lambda: self.interrupted)
+            self._launch(todo)
             if self.interrupted:
                 break
             more = adaptive.next_round(self.plan, self.in_play, self.decisions())
@@ -57,6 +56,29 @@ class Rounds:
                   f"(and their baseline): {', '.join(arms)}", flush=True)
             self.in_play.extend(more)
         return self.callback
+
+    def _launch(self, todo: list[PlanRow]) -> None:
+        """One round as one Tune experiment; with ``curtail``, its baseline trials first, then
+        the rest under the stopper that reads their finished curves."""
+        parts: list[tuple[list[PlanRow], Any]] = [(todo, None)]
+        if self.plan.sweep.spec.curtail:
+            bases, rest = curtail_stopper.split_round(self.plan, todo)
+            if self.stopper is None:
+                self.stopper = curtail_stopper.CurtailStopper(self.plan, self.curves, self.ended)
+            parts = [(bases, None), (rest, self.stopper)]
+        for rows, stopper in parts:
+            if self.interrupted or not rows:
+                continue
+            # through the module: what tune.launch is when the round starts (a wrapper the
+            # benchmarks time it with, for one)
+            self.callback = tune.launch(self.plan, rows, self.sweep_dir, self.tracker, self.child_for,
+                                        self.curves, self.callback, interrupted=lambda: self.interrupted,
+                                        stopper=stopper)
+
+    def ended(self, name: str) -> bool:
+        """Whether a trial has its final status (this driver's or a killed one's)."""
+        status = self.done.get(name) or (self.callback.status.get(name) if self.callback else None)
+        return status in ("completed", "diverged", "stopped", "failed")
 
     def decisions(self) -> dict[str, str]:
         return {a.arm: a.answer for a in arm_summaries(self.plan, self.curves, self.in_play)}

@@ -31,6 +31,7 @@ from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep
 from scalesweep.orchestrator.tracking.machine import machine_tags
+from scalesweep.orchestrator.tracking.study_checks import end_lines
 from scalesweep.orchestrator.tracking.summary import arm_summaries, headline_target, summarize
 from scalesweep.orchestrator.tracking.sweep_runs import (
     close_runs,
@@ -71,6 +72,8 @@ class Outcome:
     arms: list[ArmSummary] = field(default_factory=list)
     #: False when MLflow did not answer at the end: the runs are open until `resume`
     tracking_closed: bool = True
+    #: has the baseline plateaued, and what curtailment saved (tracking/study_checks.py)
+    checks: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -304,7 +307,8 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
     outcome = Outcome(parent_run_id=parent_id, experiment=plan.sweep.spec.name,
                       sweep_dir=sweep_dir, tracking_uri=uri, trials=trials,
                       summaries=[summaries[row.name] for row in in_play],
-                      arms=arm_summaries(plan, curves, in_play))
+                      arms=arm_summaries(plan, curves, in_play),
+                      checks=end_lines(plan, curves, in_play, {**done, **callback.status}))
     try:
         close_runs(tracker, parent_id, trials, summaries, logged, done, callback.run_for,
                    headline_target(plan, curves))

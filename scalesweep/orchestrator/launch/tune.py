@@ -36,9 +36,11 @@ def max_concurrent(plan: Plan, rows: list[PlanRow]) -> int:
 def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTracker,
            child_for: Callable[[str], str], curves: dict[str, list[dict[str, Any]]],
            callback: SweepCallback | None = None,
-           interrupted: Callable[[], bool] = lambda: False) -> SweepCallback:
+           interrupted: Callable[[], bool] = lambda: False,
+           stopper: tune.Stopper | None = None) -> SweepCallback:
     """Run ``rows`` as one Tune experiment (``tune``, ``tune1``, ... in the sweep directory);
-    ``callback``: the one an earlier round of the same sweep used, which goes on counting."""
+    ``callback``: the one an earlier round of the same sweep used, which goes on counting;
+    ``stopper``: ends trials early (curtailment), asked at every result."""
     spec = plan.sweep.spec
     if callback is None:
         callback = SweepCallback(tracker, child_for, curves, total=len(rows))
@@ -75,7 +77,7 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
             trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
         run_config=tune.RunConfig(
             name=f"tune{run_index}" if run_index else "tune", storage_path=str(sweep_dir),
-            callbacks=[callback], verbose=0,
+            callbacks=[callback], verbose=0, stop=stopper,
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=2)),
     )

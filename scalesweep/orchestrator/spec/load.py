@@ -274,7 +274,9 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path, narrowed: set[str] | Non
     problems.extend(_check_elastic(spec))
     if workload is not None:
         problems.extend(_check_target(spec, workload))
+        problems.extend(_check_plateau(spec, workload))
         problems.extend(_check_batch_fits_shard(spec, base, workload))
+    problems.extend(_check_curtail(spec))
     if problems:
         raise InputError(src, _dedupe(problems))
     assert workload is not None
@@ -630,6 +632,30 @@ def _check_target(spec: SweepSpec, workload: WorkloadFacts) -> list[Problem]:
             "; reference.global_batch names no world size to take the baseline at")
         return [Problem("target.relative_to_baseline", spec.target.relative_to_baseline,
                         f"a relative target needs a baseline trial (set baseline){why}")]
+    return []
+
+
+def _check_plateau(spec: SweepSpec, workload: WorkloadFacts) -> list[Problem]:
+    metric = spec.plateau.metric
+    known = ["train_loss", *(f"{DEV_PREFIX}{m}" for m in workload.metrics)]
+    if metric is not None and metric not in known:
+        return [Problem("plateau.metric", metric, f"is not logged: workload {spec.workload.label} "
+                        f"reports {known}")]
+    return []
+
+
+def _check_curtail(spec: SweepSpec) -> list[Problem]:
+    """Curtailment settles each trial level by level against its baseline seed: it needs
+    levels, which only a target relative to the baseline arm has, and a stopper of its own."""
+    if not spec.curtail:
+        return []
+    if spec.target.relative_to_baseline is None:
+        return [Problem("curtail", True, "needs a study with levels: a target relative to the "
+                        f"baseline arm (target.relative_to_baseline), not target.value: "
+                        f"{spec.target.value}")]
+    if spec.search.scheduler == "asha":
+        return [Problem("curtail", True, "cannot run with search.scheduler: asha, which stops "
+                        "trials by its own rule and could drop one a decision still needs")]
     return []
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from scalesweep.science.stats.decisions import DEFAULT_MARGIN
 from scalesweep.science.stats.levels import DEFAULT_LEVELS, check_levels
+from scalesweep.science.stats.plateau import DEFAULT_LAST_SHARE, DEFAULT_MIN_IMPROVEMENT
 from scalesweep.trainables.config import Dtype
 
 # allow_inf_nan=False: `.inf` epochs or lr are not numbers a user means
@@ -260,6 +261,18 @@ class ReferenceJobSpec(BaseModel):
     warmup_steps: int | None = Field(default=None, ge=0)
 
 
+class PlateauSpec(BaseModel):
+    """Has the baseline plateaued (docs/study.md, "Has the baseline plateaued")? The last
+    ``last_share`` of the run must improve the baseline arm's best ``metric`` by less than
+    ``min_improvement`` of it; ``run`` and the report say whether it did."""
+
+    model_config = STRICT
+    #: a metric the workload logs; None: the target's
+    metric: str | None = Field(default=None, min_length=1)
+    last_share: float = Field(default=DEFAULT_LAST_SHARE, gt=0, lt=1)
+    min_improvement: float = Field(default=DEFAULT_MIN_IMPROVEMENT, gt=0, lt=1)
+
+
 class ReplicatesSpec(BaseModel):
     """Seeds added where they decide (docs/design.md §4, "Adaptive seeds"): every arm runs
     ``min`` seeds, then arms still not resolved against the baseline (and the baseline) get
@@ -306,6 +319,9 @@ class SweepSpec(BaseModel):
     projection: ProjectionSpec | None = None
     replicates: ReplicatesSpec | None = None
     reference_job: ReferenceJobSpec | None = None
+    plateau: PlateauSpec = PlateauSpec()
+    #: stop each trial once no later eval can change a decision (scalesweep/science/stats/curtail.py)
+    curtail: bool = False
 
     @field_validator("physical_workers")
     @classmethod

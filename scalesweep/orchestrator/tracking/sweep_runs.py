@@ -17,10 +17,12 @@ from scalesweep.mlflow_names import (
     BASELINE_ARM_PARAM,
     BASELINE_TRIAL_PARAM,
     CROSSING_TAG,
+    CURTAIL_PARAM,
     DECISION_CONFIDENCE_PARAM,
     EQUIVALENCE_MARGIN_PARAM,
     ERROR_TAG,
     LEVEL_CONFIDENCES_PARAM,
+    PLATEAU_PARAM,
     PROJECTION_PARAM,
     REPLICATES_PARAM,
     STATUS_TAG,
@@ -35,6 +37,7 @@ from scalesweep.mlflow_names import (
 from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
 from scalesweep.orchestrator.spec.load import Sweep
+from scalesweep.orchestrator.tracking.study_checks import plateau_setting
 from scalesweep.orchestrator.tracking.tracker import SweepTracker, fail_fast
 from scalesweep.science.stats.trial_summary import TrialSummary
 
@@ -68,6 +71,7 @@ def parent_params(plan: Plan) -> dict[str, Any]:
         "reference_world_size": plan.sweep.reference_world_size,
         "recipe": spec.recipe,
         **({PROJECTION_PARAM: spec.projection.model_dump(mode="json")} if spec.projection else {}),
+        PLATEAU_PARAM: plateau_setting(plan.sweep), CURTAIL_PARAM: spec.curtail,
     }
 
 
