@@ -53,7 +53,8 @@ _SOURCE_KEY = "_scalesweep_source"
 
 def planned_schedule(config: Mapping[str, Any]) -> schedules.Schedule:
     """The trial's schedule as a pure function of the update (``.lr(k)``, ``.betas(k)``)."""
-    return schedules.build(config["schedule"], float(config["optimizer"]["lr"]))
+    return schedules.build(schedules.ScheduleSpec.from_json(config["schedule"]),
+                           float(config["optimizer"]["lr"]))
 
 
 class PlannedLR(torch.optim.lr_scheduler.LRScheduler):

@@ -22,7 +22,7 @@ from fractions import Fraction
 from typing import Any, Literal
 
 from scalesweep.errors import ScalesweepError
-from scalesweep.science.schedules import SCHEDULE_TYPES, canonical_name, validate
+from scalesweep.science.schedules import Change, ScheduleError, ScheduleSpec, resolve
 
 __all__ = ["SCALING_RULES", "AutoTotalError", "ScalingRule", "WarmupRule", "adam_hyperparameters",
            "apply", "is_explicit_factor", "lr_factor", "rule_label", "step_factor"]
@@ -143,7 +143,7 @@ class AutoTotalError(ScalesweepError, ValueError):
 
 
 def apply(
-    schedule_spec: Mapping[str, Any],
+    spec: ScheduleSpec | Mapping[str, Any],
     optimizer_lr: float,
     *,
     lr_factor: float,
@@ -152,10 +152,10 @@ def apply(
     reference_global_batch: int,
     scaling_rule: str | None = None,
     run_updates: int | None = None,
-) -> tuple[dict[str, Any], float, list[str]]:
+) -> tuple[ScheduleSpec, float, list[str]]:
     """Rescale a schedule tuned at ``reference_global_batch`` for ``global_batch``.
 
-    Returns (schedule spec with canonical type and every default filled in, optimizer lr,
+    Returns (the trial's schedule, resolved against its optimizer lr; the optimizer lr;
     notes), one note per changed value with both numbers. ``scaling_rule`` only labels the
     notes ("linear x 4"). ``run_updates``: this run's own length in the schedule's counts,
     which a total given as ``auto`` becomes (after the warmup rule: it is this run's, not the
@@ -163,10 +163,8 @@ def apply(
     explicit warmup of 0 where DeepSpeed needs at least 1); ``AutoTotalError`` when an ``auto``
     total cannot be filled in or leaves the schedule invalid.
     """
-    problems = validate(schedule_spec)
-    if problems:
-        raise ValueError("invalid schedule: " + "; ".join(
-            f"{p.field} = {p.value!r}: {p.rule}" for p in problems))
+    if not isinstance(spec, ScheduleSpec):  # a test's or a notebook's; the planner resolved its
+        spec = resolve(spec)
     factor = lr_factor
     if isinstance(factor, bool) or not isinstance(factor, int | float) or not (
             math.isfinite(factor) and factor > 0):
@@ -177,53 +175,56 @@ def apply(
     _check_warmup_rule(warmup_rule)
     _check_batches(global_batch, reference_global_batch)
 
-    kind = SCHEDULE_TYPES[canonical_name(schedule_spec["type"])]
-    params = {**kind.defaults(), **{k: v for k, v in schedule_spec.items() if k != "type"}}
+    kind = spec.kind
+    params = spec.params  # this call's working copy; the spec itself never changes
     notes: list[str] = []
     why = f"{scaling_rule} x {factor:g}" if scaling_rule else f"x {factor:g}"
 
-    def change(key: str, new: Any, reason: str) -> None:
-        if new != params[key]:
-            notes.append(f"scheduler.{key} {_fmt(params[key])} -> {_fmt(new)} ({reason})")
-            params[key] = new
+    def take(changes: list[Change]) -> None:
+        for c in changes:
+            if c.value != params[c.key]:
+                notes.append(f"scheduler.{c.key} {_fmt(params[c.key])} -> {_fmt(c.value)} "
+                             f"({c.reason})")
+                params[c.key] = c.value
 
     new_lr = float(optimizer_lr)
     if factor != 1:
-        for key in kind.lr_params:
-            if params[key] is not None:
-                change(key, params[key] * factor, why)
+        take([Change(key, params[key] * factor, why) for key in kind.lr_params
+              if params[key] is not None])
         # a schedule that overwrites the optimizer lr (OneCycle, DeepSpeed's WarmupLR with an
         # explicit warmup_max_lr) keeps it: scaling it would change nothing but the log
         if kind.reads_optimizer_lr(params):
             new_lr = optimizer_lr * factor
             notes.append(f"optimizer.lr {_fmt(float(optimizer_lr))} -> {_fmt(new_lr)} ({why})")
     # params that follow the lr (gradual_warmup's start_lr): the family's hook
-    kind.scale_lr(params, optimizer_lr, new_lr, change)
+    take(kind.scale_lr(params, optimizer_lr, new_lr))
 
-    auto = kind.auto_params(params)
+    auto = spec.auto_params()
     if auto and run_updates is None:
         raise AutoTotalError(auto[0], "auto needs the run's length, and none was given")
     if warmup_rule == "scaled":
-        # which counts scale and how is the family's (wsd scales its decay through its start)
-        kind.scale_counts(
-            kind, params, auto,
-            lambda count: _scale_count(count, global_batch, reference_global_batch), change,
-            f"scaled x {reference_global_batch}/{global_batch}")
+        def scale(count: int) -> int:
+            return _scale_count(count, global_batch, reference_global_batch)
+
+        how = f"scaled x {reference_global_batch}/{global_batch}"
+        # which counts scale and how is the family's where each on its own does not fit (wsd
+        # scales its decay through its start)
+        take(kind.scale_counts(params, auto, scale, how) if kind.scale_counts is not None
+             else [Change(key, scale(params[key]), how) for key in kind.step_params
+                   if params[key] is not None and key not in auto])
     elif not isinstance(warmup_rule, str):
         if kind.warmup_param is None:
             raise ValueError(f"{kind.name} has no warmup to set, but got {warmup_rule=}")
-        change(kind.warmup_param, warmup_rule, "explicit")
+        take([Change(kind.warmup_param, warmup_rule, "explicit")])
 
-    for key in auto:
-        assert run_updates is not None
-        change(key, run_updates, "this trial's updates")
-    out = {"type": kind.name, **{key: params[key] for key in kind.params}}
-    problems = validate(out)
-    if auto and problems:
-        raise AutoTotalError(auto[0], f"auto is this trial's {run_updates} updates, which leaves "
-                             "the schedule invalid: " + "; ".join(
-                                 f"{p.field} = {p.value!r}: {p.rule}" for p in problems))
-    if problems:
-        raise ValueError(f"warmup_rule={warmup_rule!r} makes the schedule invalid: " + "; ".join(
-            f"{p.field} = {p.value!r}: {p.rule}" for p in problems))
+    take([Change(key, run_updates, "this trial's updates") for key in auto])
+    try:
+        out = resolve(spec.with_params(params), new_lr)
+    except ScheduleError as exc:
+        lines = "; ".join(f"{p.field} = {p.value!r}: {p.rule}" for p in exc.problems)
+        if auto:
+            raise AutoTotalError(auto[0], f"auto is this trial's {run_updates} updates, which "
+                                 f"leaves the schedule invalid: {lines}") from None
+        raise ValueError(f"warmup_rule={warmup_rule!r} makes the schedule invalid: {lines}"
+                         ) from None
     return out, new_lr, notes

@@ -2,23 +2,41 @@
 
 Everything here is already resolved by the planner (scaling rule applied to the lr fields,
 warmup rule applied to the warmup field, totals counted), so the loop does no arithmetic about
-the study itself. Plain JSON-able values only: it travels through Ray to every worker.
+the study itself. It travels through Ray to every worker as JSON (``model_dump(mode="json")``,
+which Tune configs need); the schedule is a ``ScheduleSpec`` both sides of it, its JSON form
+``{"type": ..., **params}`` as before, restored without being judged again.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator
 
 from scalesweep.science.batch_ramp import DataPlan
-from scalesweep.science.schedules import SCHEDULE_TYPES
+from scalesweep.science.schedules import ScheduleSpec
 
 Backend = Literal["ddp", "simulate"]
 #: float32/float64: the whole trial in that dtype; bfloat16/float16: float32 parameters and
 #: optimizer state, forward and loss under torch.autocast (float16 with a GradScaler), see
 #: scalesweep.trainables.precision
 Dtype = Literal["float32", "float64", "bfloat16", "float16"]
+
+
+def _schedule_in(value: Any) -> ScheduleSpec:
+    # the record itself, or its JSON form back from Ray, a Tune state or a test (not judged
+    # again: the planner resolved it)
+    if isinstance(value, ScheduleSpec):
+        return value
+    if isinstance(value, Mapping):
+        return ScheduleSpec.from_json(value)
+    raise ValueError(f"scheduler must be a ScheduleSpec or its JSON form, but got {value!r}")
+
+
+#: a trial's schedule: a ScheduleSpec in Python, ``{"type": ..., **params}`` in JSON
+ScheduleField = Annotated[ScheduleSpec, PlainValidator(_schedule_in),
+                          PlainSerializer(ScheduleSpec.as_dict, return_type=dict[str, Any])]
 
 
 class StopAtTarget(BaseModel):
@@ -83,8 +101,8 @@ class TrialConfig(BaseModel):
 
     #: {"type": "adam" | "adamw" | "sgd", "lr": <effective base lr>, ...torch kwargs}
     optimizer: dict[str, Any]
-    #: {"type": <canonical schedule name>, ...params}, see scalesweep.science.schedules.SCHEDULE_TYPES
-    scheduler: dict[str, Any]
+    #: the schedule as science.schedules.resolve made it, the rules applied (after ``lr``)
+    scheduler: ScheduleField
     grad_clip: float | None = None  # max global grad norm; None = no clipping
 
     total_updates: int = Field(ge=1)
@@ -139,5 +157,4 @@ class TrialConfig(BaseModel):
             accum_grad=self.accum_grad, world_size=self.world_size,
             total_updates=self.total_updates, eval_every=self.eval_every,
             stages=self.batch_ramp,
-            counts_from=SCHEDULE_TYPES[self.scheduler["type"]].counts_from
-            if self.scheduler.get("type") in SCHEDULE_TYPES else 0)
+            counts_from=self.scheduler.kind.counts_from)

@@ -112,7 +112,8 @@ class PlanCheck:
     def __post_init__(self) -> None:
         from scalesweep.science import schedules  # the planner's own; no torch, no Ray
 
-        self.schedule = schedules.build(dict(self.plan["schedule"]), float(self.plan["lr"]))
+        self.schedule = schedules.build(schedules.ScheduleSpec.from_json(self.plan["schedule"]),
+                                        float(self.plan["lr"]))
 
     @property
     def total_updates(self) -> int:

@@ -260,8 +260,8 @@ def recipe_lines(sweep: Sweep, base: PlanRow, row: PlanRow) -> dict[str, Any]:
     changes: dict[str, Any] = {}
     if row.trial.optimizer.get("lr") != base.trial.optimizer.get("lr"):
         changes["optimizer.lr"] = row.trial.optimizer["lr"]
-    for key, value in row.trial.scheduler.items():
-        if key != "type" and base.trial.scheduler.get(key) != value:
+    for key, value in row.trial.scheduler.params.items():
+        if base.trial.scheduler.params.get(key) != value:
             changes[f"scheduler.{key}"] = value
     recipe = sweep.recipe
     origins = recipe.origins if recipe is not None else {}

@@ -19,7 +19,7 @@ def loop_config(row: PlanRow, train_size: int) -> dict[str, Any]:
     return {
         **row.to_json(),
         "optimizer": dict(trial.optimizer),
-        "schedule": dict(trial.scheduler),
+        "schedule": trial.scheduler.as_dict(),
         "train_size": train_size,
         "options": dict(trial.workload_options),
         "grad_clip": trial.grad_clip,

@@ -21,7 +21,7 @@ MAX_UPDATES = 10_000_000
 @dataclass
 class Preview:
     source: str
-    scheduler: dict[str, Any]
+    scheduler: schedules.ScheduleSpec
     base_lr: float
     rows: list[tuple[int, float, float | None]]
     per_worker_batch: int | None
@@ -71,12 +71,11 @@ def preview(path: str | Path, updates: int) -> Preview:
         origins = recipe.origins
     if not sched:
         raise InputError(src, [Problem("scheduler", None, "the file has no scheduler block")])
-    if isinstance(sched.get("type"), str):
-        with contextlib.suppress(ValueError):  # validate() reports bad names
-            sched["type"] = schedules.canonical_name(sched["type"])
     problems = [Problem(origins.get(f"scheduler.{p.field}", p.field), p.value, p.rule)
-                for p in schedules.validate(sched)]
-    kind = schedules.SCHEDULE_TYPES.get(str(sched.get("type")))
+                for p in schedules.validate(sched, yaml_counts=True)]
+    kind = None
+    with contextlib.suppress(ValueError):  # the problems name a bad type
+        kind = schedules.SCHEDULE_TYPES[schedules.canonical_name(str(sched.get("type")))]
     lr = opt.get("lr")
     if kind is not None and kind.reads_optimizer_lr({k: v for k, v in sched.items() if k != "type"}):
         if lr is None:
@@ -88,13 +87,13 @@ def preview(path: str | Path, updates: int) -> Preview:
         raise InputError(src, problems)
     base_lr = float(lr) if isinstance(lr, int | float) and not isinstance(lr, bool) else 1.0
     # a total given as auto is the run's length: here, the updates asked for
-    sched = schedules.fill_auto(sched, updates)
-    schedule = schedules.build(sched, base_lr)
+    spec = schedules.fill_auto(schedules.resolve(sched, base_lr, yaml_counts=True), updates)
+    schedule = schedules.build(spec, base_lr)
     rows = schedules.table(schedule, updates)
     if not moves_momentum(opt.get("type")):
         rows = [(k, lr_k, None) for k, lr_k, _ in rows]
     batch = training.get("per_worker_batch")
-    return Preview(source=src, scheduler=sched, base_lr=base_lr, rows=rows,
+    return Preview(source=src, scheduler=spec, base_lr=base_lr, rows=rows,
                    per_worker_batch=batch if isinstance(batch, int) else None,
                    accum_grad=int(training.get("accum_grad", 1) or 1),
                    world_sizes=world_sizes, dataset_size=dataset_size, arms=arms)
@@ -165,7 +164,7 @@ def plot(p: Preview, png: str | Path, world_sizes: Sequence[int] = (),
     ax.plot(ks, lrs, color="tab:blue", label="lr")
     ax.set_xlabel("optimizer update")
     ax.set_ylabel("lr")
-    ax.set_title(f"{p.scheduler['type']} ({Path(p.source).name})")
+    ax.set_title(f"{p.scheduler.type} ({Path(p.source).name})")
     if any(m is not None for m in moms):
         ax2 = ax.twinx()
         ax2.plot(ks, moms, color="tab:orange", label="momentum")

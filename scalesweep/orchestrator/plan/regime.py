@@ -10,7 +10,6 @@ warmup rules applied to the job's own warmup; nothing is typed in by hand.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -40,7 +39,7 @@ class Regime:
         return asdict(self)
 
 
-def _lr_end_over_peak(sched: Mapping[str, Any], position: int) -> float:
+def _lr_end_over_peak(sched: schedules.ScheduleSpec, position: int) -> float:
     peak = schedules.peak_lr(sched, 1.0)
     return schedules.build(sched, 1.0).lr(max(1, position)) / peak if peak > 0 else 0.0
 
@@ -76,13 +75,12 @@ def job_regime(plan: Plan, row: PlanRow, job: ReferenceJob) -> Regime | None:
     else:
         study_warmup = schedules.warmup_steps(sweep.base.scheduler) or 1
         warmup = max(1, round(job.warmup_steps * int(rule) / study_warmup))
-    sched: dict[str, Any] = dict(row.trial.scheduler)
-    param = schedules.SCHEDULE_TYPES[schedules.canonical_name(str(sched["type"]))].warmup_param
-    if param is not None:
-        sched[param] = warmup
-    for key in _TOTALS:
-        if key in sched:
-            sched[key] = total
+    trial = row.trial.scheduler
+    param = trial.kind.warmup_param
+    # the job's own schedule: another one than the trial's, so judged on its own
+    sched = schedules.resolve(trial.with_params(
+        {**({} if param is None else {param: warmup}),
+         **{key: total for key in _TOTALS if key in trial.params}}))
     batch = gpus * job.per_gpu_batch * job.accum_grad
     return Regime(updates_per_epoch=upe, total_updates=total, warmup_updates=warmup,
                   warmup_epochs=warmup / upe if upe else float("inf"),

@@ -6,14 +6,13 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from scalesweep.orchestrator.plan.cluster import WORKER_MEMORY_GB, ClusterInfo, local_cluster
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep
-from scalesweep.orchestrator.spec.recipes import integral_counts
 from scalesweep.orchestrator.spec.schema import FIXED_AXES
 from scalesweep.science import batch_ramp, scaling, schedules
 from scalesweep.science.batching import global_batch, updates_per_epoch
@@ -357,8 +356,6 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     else:
         ref_gb = global_batch(sweep.reference_world_size or ws, batch, accum)
 
-    sched_in = integral_counts(settings.scheduler)  # axis values like warmup_steps: 300.0
-    sched_in["type"] = schedules.canonical_name(str(sched_in["type"]))
     base_lr = float(settings.optimizer["lr"])
     factor = scaling.lr_factor(combo["scaling_rule"], gb, ref_gb)
     upe = updates_per_epoch(sweep.workload.train_size(), ws, batch, accum)
@@ -369,6 +366,9 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     total = _total_updates(t, upe, ramp_epochs=sum(s.epochs for s in stages),
                            ramp_updates=ramp_updates)
     try:
+        # the trial's own schedule (load judged the sweep's and each axis value on it; free
+        # axes together only meet here), then the rules' changes, judged again as they land
+        sched_in = schedules.resolve(settings.scheduler, yaml_counts=True)
         sched, lr, notes = scaling.apply(
             sched_in, base_lr, lr_factor=factor, warmup_rule=combo["warmup_rule"],
             global_batch=gb, reference_global_batch=ref_gb,
@@ -381,8 +381,8 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     except ValueError as exc:  # only scaling.apply's own refusal is the warmup rule's to answer
         raise _WarmupRuleMismatch(str(exc)) from exc
     notes.extend(ramp_notes)
-    peak_note = _peak_note(sched_in, base_lr)
-    warmup = schedules.warmup_steps(sched) or 0
+    peak_note = _peak_note(sched_in, settings.scheduler, base_lr)
+    warmup = sched.warmup_steps or 0
     # with a ramp, P must fit its smallest stage: a worker plays at least one rank of every V
     backend, workers, how = _placement(spec, min([ws, *(s.world_size for s in stages)]), cluster)
     if stages and workers > stages[0].world_size:
@@ -432,7 +432,7 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     return PlanRow(
         name=name, axes=combo, world_size=ws, scaling_rule=combo["scaling_rule"],
         warmup_rule=combo["warmup_rule"], seed=seed, global_batch=gb, reference_global_batch=ref_gb,
-        base_lr=base_lr, lr=lr, peak_lr=schedules.peak_lr(sched, lr), scheduler=sched["type"],
+        base_lr=base_lr, lr=lr, peak_lr=schedules.peak_lr(sched, lr), scheduler=sched.type,
         warmup_steps=warmup,
         # a ramp's earlier stages cover the warmup's positions at their own pace
         warmup_epochs=data.epoch_at_position(warmup) if stages and warmup else warmup / upe,
@@ -444,13 +444,14 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     )
 
 
-def _peak_note(sched: dict[str, Any], optimizer_lr: float) -> str | None:
+def _peak_note(sched: schedules.ScheduleSpec, given: Mapping[str, Any],
+               optimizer_lr: float) -> str | None:
     """Where a schedule param overwrites the optimizer lr (DeepSpeed's ``warmup_max_lr``) and
     differs from it: the sweep's ``optimizer.lr`` is then not the lr that trains, which is easy
-    to miss since ``ds_warmup_decay``'s default is DeepSpeed's 0.001, not the optimizer lr."""
-    kind = schedules.SCHEDULE_TYPES[sched["type"]]
-    given = {k: v for k, v in sched.items() if k != "type"}
-    merged = {**kind.defaults(), **given}
+    to miss since ``ds_warmup_decay``'s default is DeepSpeed's 0.001, not the optimizer lr.
+    ``given``: the sweep's own scheduler block, to tell a default from a given value."""
+    kind = sched.kind
+    merged = sched.params
     for key in kind.optimizer_lr_fallbacks:
         value = merged.get(key)
         if value is None or float(value) == optimizer_lr:
@@ -463,11 +464,12 @@ def _peak_note(sched: dict[str, Any], optimizer_lr: float) -> str | None:
 
 
 def _sqrt_adam(sweep: Sweep, combo: dict[str, Any], optimizer: dict[str, Any],
-               sched: dict[str, Any], gb: int, ref_gb: int) -> tuple[dict[str, Any], list[str]]:
+               sched: schedules.ScheduleSpec, gb: int, ref_gb: int
+               ) -> tuple[dict[str, Any], list[str]]:
     """Malladi et al.'s betas and eps for the sqrt_adam rule (its lr came with the others')."""
     try:
         if schedules.build(sched, float(optimizer["lr"])).momentum(1) is not None:
-            raise ValueError(f"sqrt_adam scales Adam's betas, but the {sched['type']} schedule "
+            raise ValueError(f"sqrt_adam scales Adam's betas, but the {sched.type} schedule "
                              "sets beta1 (and beta2 = 0.99) at every update; use another rule or "
                              "schedule")
         return scaling.adam_hyperparameters(optimizer, gb, ref_gb)
@@ -489,14 +491,14 @@ def _eval_every(training: dict[str, Any], upe: int) -> int:
     return max(1, round(upe * float(training.get("eval_every_epochs", 0.5))))
 
 
-def _schedule_length(sweep: Sweep, sched: dict[str, Any], ws: int, batch: int, accum: int,
+def _schedule_length(sweep: Sweep, sched: schedules.ScheduleSpec, ws: int, batch: int, accum: int,
                      total: int, eval_every: int, stages: tuple[RampStage, ...]) -> int:
     """The trial's length in its schedule's counts, which a total given as ``auto`` becomes:
     its updates, or with a ramp the schedule's position at its last update (under
     ``warmup_rule: scaled`` the stages' updates count B_s / B each)."""
     if not stages:
         return total
-    kind = schedules.SCHEDULE_TYPES[sched["type"]]
+    kind = sched.kind
     data = batch_ramp.DataPlan(dataset_size=sweep.workload.train_size(), per_worker_batch=batch,
                                accum_grad=accum, world_size=ws, total_updates=total,
                                eval_every=eval_every, stages=stages,

@@ -24,7 +24,6 @@ from scalesweep.orchestrator.spec.load import (
     recipe_candidates,
 )
 from scalesweep.orchestrator.spec.schema import FIXED_AXES
-from scalesweep.science import schedules
 from scalesweep.science.solve import SearchSpace, default_space, min_budget
 from scalesweep.trainables.config import SearchObjective, StopAtTarget
 
@@ -134,7 +133,7 @@ def plan_solve(sweep: Sweep, cluster: ClusterInfo, *, world_size: int, budget: f
     baseline_rows = [row_for(sweep, {**combo, "seed": s}, cluster) for s in seeds]
     ref = baseline_rows[0]
     at_m = _row_at(sweep, world_size, cluster, ref)
-    if schedules.warmup_steps(ref.trial.scheduler) is None:
+    if ref.trial.scheduler.warmup_steps is None:
         raise InputError(sweep.source, [Problem("scheduler.type", ref.scheduler, (
             "has no warmup to search: solve searches lr and warmup; use a schedule with a "
             "warmup (docs/schedules.md)"))])

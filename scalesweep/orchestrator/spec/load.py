@@ -3,7 +3,6 @@ problems reported together. Nothing here starts Ray or touches MLflow."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,7 +21,6 @@ from scalesweep.orchestrator.spec.recipes import (
     Recipe,
     ResolvedBatch,
     config_world_size,
-    integral_counts,
     read_recipe,
     resolve_batch,
 )
@@ -237,7 +235,7 @@ def _raw_checks(data: Mapping[str, Any]) -> list[Problem]:
     sched = data.get("scheduler")
     if isinstance(sched, dict) and "type" in sched:
         problems += [Problem(f"scheduler.{p.field}", p.value, p.rule)
-                     for p in schedules.validate(_canonical(sched))]
+                     for p in schedules.validate(sched, yaml_counts=True)]
     return problems
 
 
@@ -374,7 +372,7 @@ def _layer_sweep(base: Settings, spec: SweepSpec) -> None:
     for key in ("dtype", "checkpoint_every", "checkpoint_every_s", "fuse", "fuse_max_samples"):
         base.training.setdefault(key, getattr(spec.training, key))
     # `warmup_steps: 25000.0`: WeNet and DeepSpeed count with integral floats as with integers
-    base.scheduler.update(integral_counts(base.scheduler))
+    base.scheduler.update(schedules.integral_counts(base.scheduler))
 
 
 def _baseline_notes(spec: SweepSpec) -> list[str]:
@@ -512,7 +510,7 @@ def _check_settings(s: Settings, context: str = "") -> list[Problem]:
     ]
     problems.extend(
         Problem(s.where(f"scheduler.{p.field}") + context, p.value, p.rule)
-        for p in schedules.validate(_canonical(s.scheduler))
+        for p in schedules.validate(s.scheduler, yaml_counts=True)
     )
     t = s.training
     checks: list[tuple[str, bool, str]] = [
@@ -536,14 +534,6 @@ def _check_settings(s: Settings, context: str = "") -> list[Problem]:
         problems.append(Problem("training.epochs", None,
                                 "say how long to train: training.epochs or training.max_updates"))
     return problems
-
-
-def _canonical(sched: Mapping[str, Any]) -> dict[str, Any]:
-    out = integral_counts(sched)
-    if isinstance(out.get("type"), str):
-        with contextlib.suppress(ValueError):  # validate() reports bad names
-            out["type"] = schedules.canonical_name(out["type"])
-    return out
 
 
 def _is_int(v: Any, low: int) -> bool:

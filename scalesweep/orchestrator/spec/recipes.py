@@ -16,7 +16,7 @@ DeepSpeed behaviour followed: deepspeedai/DeepSpeed master at commit edaa7221 (v
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,7 +128,7 @@ def read_recipe(path: str | Path) -> Recipe:
     else:
         _read_own(data, recipe, problems)
     if isinstance(recipe.settings.get("scheduler"), dict):
-        recipe.settings["scheduler"] = integral_counts(recipe.settings["scheduler"])
+        recipe.settings["scheduler"] = schedules.integral_counts(recipe.settings["scheduler"])
     if problems:
         raise InputError(str(path), problems)
     return recipe
@@ -139,21 +139,6 @@ def read_recipe(path: str | Path) -> Recipe:
 
 def _integral(v: Any) -> bool:
     return isinstance(v, float) and math.isfinite(v) and v.is_integer()
-
-
-def integral_counts(sched: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"type": ..., **params}`` with integral floats (``warmup_steps: 25000.0``) as integers
-    where the schedule counts updates: WeNet and DeepSpeed do plain arithmetic with them."""
-    out = dict(sched)
-    try:
-        kind = schedules.SCHEDULE_TYPES[schedules.canonical_name(out.get("type"))]  # type: ignore[arg-type]
-    except ValueError:
-        return out  # validation reports the type
-    for key, value in out.items():
-        param = kind.params.get(key)
-        if param is not None and param.kind == "int" and _integral(value):
-            out[key] = int(value)
-    return out
 
 
 def count(value: Any) -> Any:

@@ -21,16 +21,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from scalesweep.science.schedules._registry import ALIASES, SCHEDULE_TYPES, canonical_name
+from scalesweep.science.schedules._spec import (
+    ScheduleError,
+    ScheduleSpec,
+    fill_auto,
+    resolve,
+)
 from scalesweep.science.schedules._types import (
     AUTO,
     BuiltSchedule,
+    Change,
     Param,
     Problem,
     Schedule,
     ScheduleType,
     is_number,
 )
-from scalesweep.science.schedules._validation import fill_auto, resolve, validate
+from scalesweep.science.schedules._validation import integral_counts, validate
 from scalesweep.science.schedules.constant import Constant
 from scalesweep.science.schedules.deepspeed import (
     DeepSpeedOneCycle,
@@ -45,6 +52,7 @@ __all__ = [
     "ALIASES",
     "AUTO",
     "SCHEDULE_TYPES",
+    "Change",
     "Constant",
     "DeepSpeedOneCycle",
     "DeepSpeedWarmupCosineLR",
@@ -53,47 +61,51 @@ __all__ = [
     "Param",
     "Problem",
     "Schedule",
+    "ScheduleError",
+    "ScheduleSpec",
     "ScheduleType",
     "WarmupStableDecay",
     "WeNetWarmupLR",
     "build",
     "canonical_name",
     "fill_auto",
+    "integral_counts",
     "peak_lr",
+    "resolve",
     "table",
     "validate",
     "warmup_steps",
 ]
 
 
-def _build(spec: Mapping[str, Any], base_lr: float) -> BuiltSchedule:
+def build(spec: ScheduleSpec | Mapping[str, Any], base_lr: float) -> BuiltSchedule:
+    """The schedule of a resolved spec; ``base_lr`` is the optimizer's lr. A ``ScheduleSpec``
+    is built as it is, not judged again (``resolve`` did that, once); a plain mapping (a test's,
+    a notebook's) is resolved first."""
     if not is_number(base_lr) or base_lr < 0:
         raise ValueError(f"base_lr must be a finite number >= 0, but got {base_lr=}")
-    name, params = resolve(spec, float(base_lr))
-    return SCHEDULE_TYPES[name].make(params, float(base_lr))
+    if not isinstance(spec, ScheduleSpec):
+        spec = resolve(spec, float(base_lr))
+    if auto := spec.auto_params():
+        raise ValueError(f"{', '.join(auto)} = 'auto' is the run's length, which the schedule "
+                         "alone does not know: fill it in first (schedules.fill_auto)")
+    return spec.kind.make(spec.params, float(base_lr))
 
 
-def build(spec: Mapping[str, Any], base_lr: float) -> Schedule:
-    """The schedule for ``{"type": name, **params}``; ``base_lr`` is the optimizer's lr."""
-    return _build(spec, base_lr)
-
-
-def peak_lr(spec: Mapping[str, Any], base_lr: float) -> float:
+def peak_lr(spec: ScheduleSpec | Mapping[str, Any], base_lr: float) -> float:
     """The largest lr over all updates. Every schedule is monotone between its phase boundaries
     (and constant or decreasing after the last), so the max is at one of a few updates next to
     a boundary; evaluating those gives exactly what ``table`` would show."""
-    schedule = _build(spec, base_lr)
+    schedule = build(spec, base_lr)
     candidates = {1, 2, 3}
     for b in schedule.boundaries():
         candidates.update(k for k in range(b - 2, b + 3) if k >= 1)
     return max(schedule.lr(k) for k in candidates)
 
 
-def warmup_steps(spec: Mapping[str, Any]) -> int | None:
+def warmup_steps(spec: ScheduleSpec | Mapping[str, Any]) -> int | None:
     """The warmup param's value with defaults applied; None for schedules without one."""
-    name, params = resolve(spec)
-    param = SCHEDULE_TYPES[name].warmup_param
-    return None if param is None else params[param]
+    return (spec if isinstance(spec, ScheduleSpec) else resolve(spec)).warmup_steps
 
 
 def table(schedule: Schedule, updates: int) -> list[tuple[int, float, float | None]]:

@@ -53,8 +53,15 @@ class Param:
 
 AUTO = "auto"
 
-#: ``change(key, new, reason)``: scaling.apply's way to set a param and note why
-Change = Callable[[str, Any, str], None]
+@dataclass(frozen=True)
+class Change:
+    """A param a scaling hook sets, and why (scaling.apply notes it with both numbers)."""
+
+    key: str
+    value: Any
+    reason: str
+
+
 #: a count of updates at the reference batch -> the same count at this trial's batch
 ScaleCount = Callable[[int], int]
 
@@ -63,18 +70,8 @@ def _no_cross_checks(v: dict[str, Any], base_lr: float | None) -> list[Problem]:
     return []
 
 
-def _no_lr_hook(params: dict[str, Any], optimizer_lr: float, new_lr: float,
-                change: Change) -> None:
-    return None
-
-
-def scale_each_count(kind: ScheduleType, params: dict[str, Any], auto: Sequence[str],
-                     scale: ScaleCount, change: Change, how: str) -> None:
-    """The "scaled" warmup rule for most schedules: every count on its own (auto ones are the
-    trial's own length, filled in later)."""
-    for key in kind.step_params:
-        if params[key] is not None and key not in auto:
-            change(key, scale(params[key]), how)
+def _no_lr_hook(params: Mapping[str, Any], optimizer_lr: float, new_lr: float) -> list[Change]:
+    return []
 
 
 def _no_make(p: dict[str, Any], base: float) -> BuiltSchedule:
@@ -104,10 +101,12 @@ class ScheduleType:
     #: rules between params, only called when each param is valid on its own
     cross_checks: Callable[[dict[str, Any], float | None], list[Problem]] = _no_cross_checks
     #: after an lr scaling rule: params that follow the reference and the new lr
-    scale_lr: Callable[[dict[str, Any], float, float, Change], None] = _no_lr_hook
-    #: the "scaled" warmup rule: which counts scale, and how
-    scale_counts: Callable[[ScheduleType, dict[str, Any], Sequence[str], ScaleCount, Change, str],
-                           None] = scale_each_count
+    #: (``params``, the reference lr, the new lr) -> the changes
+    scale_lr: Callable[[Mapping[str, Any], float, float], list[Change]] = _no_lr_hook
+    #: the "scaled" warmup rule, where scaling every count on its own does not fit:
+    #: (``params``, the counts given as auto, the scaling, the reason) -> the changes
+    scale_counts: Callable[[Mapping[str, Any], Sequence[str], ScaleCount, str],
+                           list[Change]] | None = None
 
     def defaults(self) -> dict[str, Any]:
         return {name: p.default for name, p in self.params.items() if not p.required}

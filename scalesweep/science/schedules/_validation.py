@@ -1,8 +1,10 @@
-"""Checking a schedule spec ``{"type": name, **params}``: each param against its ``Param``, then
-the family's ``cross_checks``; every problem, not just the first."""
+"""The rules a schedule spec ``{"type": name, **params}`` must meet: each param against its
+``Param``, then the family's ``cross_checks``; every problem, not just the first.
+``_spec.resolve`` is the one caller that turns them into a refusal."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +15,26 @@ from scalesweep.science.schedules._registry import (
     canonical_name,
 )
 from scalesweep.science.schedules._types import AUTO, Param, Problem, is_number
+
+
+def _integral(v: Any) -> bool:
+    return isinstance(v, float) and math.isfinite(v) and v.is_integer()
+
+
+def integral_counts(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"type": ..., **params}`` with integral floats (``warmup_steps: 25000.0``) as integers
+    where the schedule counts updates: WeNet and DeepSpeed do plain arithmetic with them, and
+    YAML axes give such floats."""
+    out = dict(spec)
+    try:
+        kind = SCHEDULE_TYPES[canonical_name(out.get("type"))]  # type: ignore[arg-type]
+    except ValueError:
+        return out  # the rules report the type
+    for key, value in out.items():
+        param = kind.params.get(key)
+        if param is not None and param.kind == "int" and _integral(value):
+            out[key] = int(value)
+    return out
 
 
 def check_param(name: str, p: Param, v: Any) -> Problem | None:
@@ -73,27 +95,8 @@ def problems(spec: Mapping[str, Any], base_lr: float | None = None) -> list[Prob
     return out
 
 
-def validate(spec: Mapping[str, Any]) -> list[Problem]:
-    """Every problem in ``{"type": name, **params}``, not just the first."""
-    return problems(spec)
-
-
-def fill_auto(spec: Mapping[str, Any], updates: int) -> dict[str, Any]:
-    """``spec`` with every ``auto`` param (a schedule's total) set to ``updates``, the run's
-    own length in the schedule's counts."""
-    kind = SCHEDULE_TYPES[canonical_name(spec["type"])]
-    return {**spec, **dict.fromkeys(kind.auto_params(spec), updates)}
-
-
-def resolve(spec: Mapping[str, Any], base_lr: float | None = None) -> tuple[str, dict[str, Any]]:
-    """The canonical name and the params with defaults applied; ValueError naming every
-    problem."""
-    found = problems(spec, base_lr)
-    if found:
-        lines = "; ".join(f"{p.field} = {p.value!r}: {p.rule}" for p in found)
-        raise ValueError(f"invalid schedule: {lines}")
-    kind = SCHEDULE_TYPES[canonical_name(spec["type"])]
-    if auto := kind.auto_params(spec):
-        raise ValueError(f"{', '.join(auto)} = 'auto' is the run's length, which the schedule "
-                         "alone does not know: fill it in first (schedules.fill_auto)")
-    return kind.name, {**kind.defaults(), **{k: v for k, v in spec.items() if k != "type"}}
+def validate(spec: Mapping[str, Any], base_lr: float | None = None, *,
+             yaml_counts: bool = False) -> list[Problem]:
+    """Every problem in ``{"type": name, **params}``, not just the first (``resolve`` raises
+    them; the spec layer lists them under its own paths). ``yaml_counts``: as ``resolve``."""
+    return problems(integral_counts(spec) if yaml_counts else spec, base_lr)

@@ -6,6 +6,7 @@ lambda at step 0, so update k runs at step ``t = k - 1`` (Goyal et al.'s iterati
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,13 +41,13 @@ def _make(p: dict[str, Any], base: float) -> GradualWarmup:
     return GradualWarmup(base, float(or_(p["start_lr"], base)), p["warmup_steps"])
 
 
-def _scale_lr(params: dict[str, Any], optimizer_lr: float, new_lr: float,
-              change: Change) -> None:
-    if params["start_lr"] is None:
-        # Goyal et al.: start at the reference lr and ramp to k * lr. Below the reference batch
-        # (k < 1) that would ramp down, so start at the (smaller) target instead.
-        change("start_lr", float(min(optimizer_lr, new_lr)), "gradual warmup starts at the "
-               "reference lr" if optimizer_lr <= new_lr else "k < 1: no ramp down")
+def _scale_lr(params: Mapping[str, Any], optimizer_lr: float, new_lr: float) -> list[Change]:
+    if params["start_lr"] is not None:
+        return []
+    # Goyal et al.: start at the reference lr and ramp to k * lr. Below the reference batch
+    # (k < 1) that would ramp down, so start at the (smaller) target instead.
+    return [Change("start_lr", float(min(optimizer_lr, new_lr)), "gradual warmup starts at the "
+                   "reference lr" if optimizer_lr <= new_lr else "k < 1: no ramp down")]
 
 
 TYPES = (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,31 +95,28 @@ def _cross_checks(v: dict[str, Any], base_lr: float | None) -> list[Problem]:
                    v["total_steps"] - v["decay_steps"])
 
 
-def _scale_counts(kind: ScheduleType, params: dict[str, Any], auto: Sequence[str],
-                  scale: ScaleCount, change: Change, how: str) -> None:
+def _scale_counts(params: Mapping[str, Any], auto: Sequence[str], scale: ScaleCount,
+                  how: str) -> list[Change]:
     # Every count is in updates, so a "scaled" warmup rule rescales all three, as it does
     # ds_warmup_cosine's total_num_steps: at k x the global batch the run has 1/k of the
     # updates, and the decay must still end where the run does (in samples). decay_steps is
     # rescaled through the decay's start, not on its own, so that rounding never pushes the
     # warmup into the decay.
-    before = dict(params)
-    for key in kind.step_params:
-        if params[key] is not None and key not in auto and key != "decay_steps":
-            change(key, scale(params[key]), how)
+    out = [Change(key, scale(params[key]), how) for key in ("warmup_steps", "total_steps")
+           if key not in auto]
     if auto:
         # the run's end is this trial's own; the decay covers the reference's samples
-        change("decay_steps", max(1, scale(params["decay_steps"])), how)
-        return
+        return [*out, Change("decay_steps", max(1, scale(params["decay_steps"])), how)]
     # The decay's start (total - decay) is scaled as a count and the decay is what is left of
     # the run. Rounding the three counts each on its own can round warmup and decay up and
     # total down, so that a warmup which ended where the decay began (no stable phase) would
     # overlap it: 25 + 75 of 100 at x 1/2 gives 13 + 38 > 50. Rounding is monotone, so scaled
     # warmup <= scaled start holds whenever warmup <= start did. A decay never scales down to
     # nothing, like a warmup.
-    start = scale(before["total_steps"] - before["decay_steps"])
-    change("decay_steps", max(1, params["total_steps"] - start),
-           f"{how}: total_steps minus the scaled decay start "
-           f"{before['total_steps'] - before['decay_steps']} -> {start}")
+    start = scale(params["total_steps"] - params["decay_steps"])
+    return [*out, Change("decay_steps", max(1, scale(params["total_steps"]) - start),
+                         f"{how}: total_steps minus the scaled decay start "
+                         f"{params['total_steps'] - params['decay_steps']} -> {start}")]
 
 
 TYPES = (
