@@ -34,6 +34,7 @@ from scalesweep.dashboards.mlflow_data import Projection, Study, load_study
 from scalesweep.dashboards.prediction_ledger import ledger_lines
 from scalesweep.dashboards.prediction_report import predictions_html
 from scalesweep.dashboards.solve_report import solve_html
+from scalesweep.dashboards.study_checks import checks_html
 from scalesweep.mlflow_names import EPOCHS_TO_TARGET_METRIC, TRIAL_NAME_TAG
 from scalesweep.science.stats.arms import (
     ArmSummary,
@@ -259,9 +260,11 @@ def arms_html(arms: Sequence[ArmSummary]) -> str:
 
 
 def render_html(study: Study, table: pd.DataFrame, trials: Sequence[StudyTrial], pngs: dict[str, bytes],
-                advice: str = "", arms: Sequence[ArmSummary] = (), predictions: str = "") -> str:
+                advice: str = "", arms: Sequence[ArmSummary] = (), predictions: str = "",
+                checks: str = "") -> str:
     """One page, no external resources: images inline as base64, styles inline;
-    ``predictions``: the section of predictions_html, where any were recorded."""
+    ``predictions``: the section of predictions_html, where any were recorded; ``checks``:
+    the plateau and curtailment section (study_checks.checks_html)."""
     target = study.target_value
     sign = "≤" if study.target_mode == "min" else "≥"
     goal = "not set" if target is None else f"{study.target_metric} {sign} {target:g}"
@@ -334,6 +337,7 @@ arrow is a bound). A rerun on another CPU is another random draw
 {warnings}
 {arms_html(arms)}
 {figures([n for n in ARM_FIGURES])}
+{checks}
 <h2>Trials</h2>
 <p>Speedup is the baseline's optimizer updates to target over the trial's (Shallue et al.
 2019); speedup_by_epochs is the same on the epoch clock; scaling efficiency is the updates
@@ -390,6 +394,6 @@ def build_report(
     paths.advice.write_text(advice + "\n", encoding="utf-8")
     predicted = predictions_html(ledger_lines(tracking_uri, study.experiment_name))
     predicted += solve_html(tracking_uri, study.parent_run_id)
-    paths.html.write_text(render_html(study, table, trials, pngs, advice, arms, predicted),
-                          encoding="utf-8")
+    paths.html.write_text(render_html(study, table, trials, pngs, advice, arms, predicted,
+                                      checks_html(study)), encoding="utf-8")
     return paths
