@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     report.tables.append(table)
     report.raw = runs
     report.notes.append("Both variants train the same updates (the fused gradient is the same sum, "
-                        "tests/test_fusion.py); only the passes differ.")
+                        "tests/unit/test_fusion.py); only the passes differ.")
     report.finish(args.out)
 
 

@@ -1,6 +1,6 @@
 """The names MLflow holds: the contract between the sweep driver that logs a study and the
 dashboards that read it back (docs/design.md §4.5). Plain strings, no MLflow import, so both
-sides (and the pure math below them) share one definition; tests/test_design_doc.py pins every
+sides (and the pure math below them) share one definition; tests/unit/test_design_doc.py pins every
 name here to the design document.
 """
 

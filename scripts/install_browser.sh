@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Debian's chromium for the browser test (tests/test_ui_browser.py), once.
+# Install Debian's chromium for the browser test (tests/integration/test_ui_browser.py), once.
 # Idempotent: does nothing when /usr/bin/chromium exists. Where it cannot install chromium
 # (no apt, not root, apt fails) it says why; under CI=true it then exits 1, since the browser
 # test would skip and CI allows no skip (tests/conftest.py); elsewhere it exits 0 and the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A team's MLflow on one machine, for a try-out and for the tests (tests/test_postgres.py):
+# A team's MLflow on one machine, for a try-out and for the tests (tests/integration/test_postgres.py):
 # PostgreSQL as the backend store, behind `mlflow server`, which also serves the artifacts
 # (--serve-artifacts: clients upload and download through it and need no access to the store).
 # Production runs the same `mlflow server` against a real PostgreSQL: docs/cluster.md,

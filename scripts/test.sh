@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# Set up .venv/ and run the whole test suite (slow tests included), plus ruff and mypy.
+# Set up .venv/ and run the whole test suite (tests/unit and tests/integration), plus ruff and mypy.
+# --fast: the unit tier only (tests/unit: no Ray, no server, no sweep), a few minutes.
 # pytest runs once, on 2 xdist workers (one per core: a third made every Ray start-up, browser
 # page and elastic restart slower under the contention, and the whole run longer). The tests that start a Ray on Ray's fixed
 # default ports (marker local_ray; tests/conftest.py) form one xdist group that a single worker
 # runs one after another; every other cluster takes free ports. pytest's closing line is
 # printed; a failure, or selecting no test (pytest's exit status 5), fails.
-# Extra arguments go to pytest, e.g. bash scripts/test.sh -x, or -m "not slow" for the quick part.
+# Extra arguments go to pytest, e.g. bash scripts/test.sh -x, or bash scripts/test.sh --fast -x.
 set -euo pipefail
+tier=()
+if [ "${1:-}" = "--fast" ]; then
+    shift
+    tier=(tests/unit)
+fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/env.sh"
-bash "$root/scripts/install_browser.sh"  # Debian's chromium for the MLflow UI browser test
+if [ ${#tier[@]} = 0 ]; then
+    bash "$root/scripts/install_browser.sh"  # Debian's chromium for the MLflow UI browser test
+fi
 cd "$root"
 .venv/bin/ruff check .
 .venv/bin/mypy
 
 rc=0
-.venv/bin/python -m pytest -n "${SCALESWEEP_TEST_WORKERS:-2}" --dist loadgroup "$@" || rc=$?
+.venv/bin/python -m pytest -n "${SCALESWEEP_TEST_WORKERS:-2}" --dist loadgroup "${tier[@]}" "$@" || rc=$?
 if [ "$rc" = 5 ]; then
     echo "test.sh: pytest selected no test (exit status 5)" >&2
 fi

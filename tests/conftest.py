@@ -1,4 +1,4 @@
-"""Fixtures shared by several test files (helpers that are not fixtures: tests/helpers.py).
+"""Fixtures shared by several test files (helpers that are not fixtures: tests/support/helpers.py).
 
 Imports of Ray and MLflow's server happen inside the fixtures, so a test file that uses none of
 them does not pay for them.
@@ -89,14 +89,39 @@ SLOW_TIMEOUT_S = 900
 #: servers' 23000-24000), so two at once on this host clash. The tests that start one carry the
 #: ``local_ray`` marker and are put in one xdist group: under ``--dist loadgroup``
 #: (scripts/test.sh) one worker runs them one after another while the others run everything
-#: else, whose clusters (tests/cluster_helpers.py; the worker's ``ray_head`` and ``ray_head4``,
+#: else, whose clusters (tests/support/cluster_helpers.py; the worker's ``ray_head`` and ``ray_head4``,
 #: which in-process tests join through ``ray_cluster``) take free ports of their own.
 LOCAL_RAY_GROUP = "local_ray"
+
+
+TESTS = Path(__file__).resolve().parent
+#: fixtures that start a Ray: a unit test may ask for none of them
+RAY_FIXTURES = ("ray_head", "ray_head4", "ray_cluster")
+
+
+def _tier(item: pytest.Item) -> str:
+    return item.path.resolve().relative_to(TESTS).parts[0]
+
+
+def _check_unit(item: pytest.Item) -> None:
+    """A test in tests/unit/ that asks for a Ray or is marked as one stops the run at collection:
+    the fast tier would otherwise grow a cluster unnoticed."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    wrong = sorted(fixtures & set(RAY_FIXTURES)) + [
+        f"@pytest.mark.{m}" for m in ("slow", "local_ray") if item.get_closest_marker(m)]
+    if wrong:
+        raise pytest.UsageError(f"{item.nodeid} is in tests/unit/ but uses {', '.join(wrong)}: "
+                                "a test that starts a Ray, a server or a sweep goes in tests/integration/")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
+        tier = _tier(item)
+        if tier == "unit":
+            _check_unit(item)
+        elif tier == "integration":
+            item.add_marker(pytest.mark.slow)  # so that -m "not slow" is the unit tier still
         if item.get_closest_marker("slow") and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
         if item.get_closest_marker("local_ray"):
@@ -156,10 +181,10 @@ class RayHead:
 
 
 def _head(tmp_path_factory: pytest.TempPathFactory, name: str, cpus: int) -> Iterator[RayHead]:
-    from tests.cluster_helpers import RayCluster
-    from tests.helpers import ROOT
+    from tests.support.cluster_helpers import RayCluster
+    from tests.support.helpers import ROOT
 
-    # PYTHONPATH: the trials' workers import the tests' own workloads (tests.gated_workload, ...),
+    # PYTHONPATH: the trials' workers import the tests' own workloads (tests.support.gated_workload, ...),
     # as a user's cluster has their workload's package installed
     head = RayCluster(tmp_path_factory.mktemp(name), head_cpus=cpus, nodes=1,
                       extra_env={"PYTHONPATH": str(ROOT)})
@@ -176,7 +201,7 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayHead]:
     """One Ray head for the session's CLI sweeps whose subject is the sweep, not Ray's start-up
     (each local Ray costs seconds to start). As many CPUs as a local ``run`` gives itself
     (os.cpu_count()), so the trials are placed as they would be without --address. Its own
-    ports and temp dir (tests/cluster_helpers.py): never another Ray on this host, never
+    ports and temp dir (tests/support/cluster_helpers.py): never another Ray on this host, never
     ``ray stop``. One per xdist worker."""
     yield from _head(tmp_path_factory, "ray_head", os.cpu_count() or 2)
 

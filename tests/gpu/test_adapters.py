@@ -1,5 +1,5 @@
 """On one CUDA GPU: the Hugging Face Trainer and Lightning adapters train on the GPU (no Ray,
-as tests/test_adapter_hf.py and tests/test_adapter_lightning.py do on CPU), with the planned lr
+as tests/unit/test_adapter_hf.py and tests/unit/test_adapter_lightning.py do on CPU), with the planned lr
 at every update and a report at every evaluation."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from examples import lightning_loop as pl_example
 from scalesweep import loop_helpers
 from scalesweep.adapters import hf, lightning
 from tests import test_adapter_hf, test_adapter_lightning
-from tests.helpers import AsRayTrain
+from tests.support.helpers import AsRayTrain
 
 pytestmark = pytest.mark.gpu
 

@@ -3,7 +3,7 @@ user's written with loop_helpers.VirtualRanks draws the built-in loop's dropout 
 
 nccl takes one GPU per rank, so one GPU runs P = 1 (tests/gpu/conftest.py's ``nccl``) playing
 V = 4 or 16 virtual ranks: DDP's wrapper, its comm hook and the nccl all-reduce are the real
-ones; what P > 1 adds is covered on CPU by tests/test_equivalence_ddp.py (gloo). Tolerances
+ones; what P > 1 adds is covered on CPU by tests/integration/test_equivalence_ddp.py (gloo). Tolerances
 are that file's (float32 differs by summation order only)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from scalesweep.science.batching import updates_per_epoch
 from scalesweep.trainables import loop, workloads
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.world import DistributedWorld, LocalWorld
-from tests.test_equivalence_ddp import (
+from tests.integration.test_equivalence_ddp import (
     ADAM_ONECYCLE,
     FLOAT32_RTOL,
     SGD_WARMUP,
@@ -28,7 +28,7 @@ from tests.test_equivalence_ddp import (
     _fused_asr_trial,
     _trial,
 )
-from tests.test_loop_helpers import _loop_config
+from tests.unit.test_loop_helpers import _loop_config
 
 pytestmark = pytest.mark.gpu
 

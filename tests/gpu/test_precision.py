@@ -1,4 +1,4 @@
-"""On one CUDA GPU: bfloat16 and float16 autocast on CUDA (tests/test_precision.py runs them on
+"""On one CUDA GPU: bfloat16 and float16 autocast on CUDA (tests/integration/test_precision.py runs them on
 CPU), under nccl DDP (P = 1, V = 4, accumulation 2) against simulate on the same GPU, with that
 file's workload hooks and tolerances; and a float16 overflow skipped by CUDA's GradScaler."""
 
@@ -12,7 +12,7 @@ import torch
 from scalesweep.trainables import loop
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.world import DistributedWorld, LocalWorld
-from tests.test_precision import (
+from tests.integration.test_precision import (
     BF16_RTOL,
     FP16_RTOL,
     SGD_CLIP,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.helpers import SWEEPS, scalesweep
-from tests.test_user_loop_e2e import _with_module
+from tests.integration.test_user_loop_e2e import _with_module
+from tests.support.helpers import SWEEPS, scalesweep
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow, pytest.mark.local_ray, pytest.mark.timeout(420)]
 GPU = ("--set", "resources.gpus_per_worker=1")

@@ -28,7 +28,7 @@ Backends:
 
 Threads: a simulate trial runs torch with as many intra-op threads as the CPUs Ray reserved for
 it (``cpus_per_worker``, at least 1; :func:`use_assigned_cpus`). Ray sets ``OMP_NUM_THREADS``
-to that number only where the environment has not set it already (tests/test_threads.py: a
+to that number only where the environment has not set it already (tests/integration/test_threads.py: a
 2-CPU task under ``OMP_NUM_THREADS=1`` starts with 1 thread, a 1-CPU task under 8 with 2), so
 the trial sets torch's count itself. Ray's reservations are fixed for a trial's life: CPUs
 that finished trials free are not lent to the running ones (only Tune's

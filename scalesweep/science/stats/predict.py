@@ -57,7 +57,7 @@ NOISE_SCALE_RANGE = (1.0, 10.0)
 #: extrapolations (one step up from the 2 nearest / all batches below, down from the 2 nearest
 #: above) cover the observed median at the nominal 90 %, fitted on every benchmark; its
 #: leave-one-benchmark-out version is the coverage the backtest reports. Rounded up: a wider
-#: interval, never a narrower one. tests/test_predict_backtest.py checks it against the data.
+#: interval, never a narrower one. tests/unit/test_predict_backtest.py checks it against the data.
 EXTRAPOLATION_FACTOR = 1.52
 #: bootstrap draws (a fixed seed: the same data give the same interval)
 DRAWS = 2000

@@ -18,7 +18,7 @@ no normal approximation): the exact group-sequential sign test. Two-sided, the t
 are disjoint events at a look and the design stops at the first, so the two-sided error is at
 most twice the one-sided one. Seeds whose bracket straddles c count on neither side, which
 only lowers the error. The same argument holds at each end of the equivalence band, so
-"equivalent" keeps its level too (tested by simulation in tests/test_sequential.py).
+"equivalent" keeps its level too (tested by simulation in tests/unit/test_sequential.py).
 
 With one look (a fixed number of seeds) the per-look confidence is the nominal one and
 nothing changes. Pure: no torch, no Ray, no MLflow.

@@ -1,0 +1,109 @@
+"""The Python API end to end: docs/api.md's walkthrough run as one script on a real Ray, its
+tables equal to what the CLI writes and to what ``scalesweep.results`` reads back from MLflow.
+The API's unit tests are in tests/unit/test_api.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import scalesweep
+from tests.conftest import RayHead
+from tests.support.helpers import SWEEPS, cli, cli_env
+from tests.unit.test_api import _walkthrough
+
+SMOKE = str(SWEEPS / "smoke.yaml")
+
+#: docs/api.md's walkthrough as one script (its run joins RAY_ADDRESS), then its tables saved
+RUN = "\n".join(_walkthrough()) + """
+import json
+result.trials.to_pickle("trials.pkl")
+result.arms.to_pickle("arms.pkl")
+back.arms.to_pickle("back_arms.pkl")
+prediction.to_pickle("prediction.pkl")
+json.dump({"experiment": result.experiment, "parent_run_id": result.parent_run_id,
+           "report_dir": str(result.report_dir), "sweep_dir": str(result.sweep_dir),
+           "failed": result.failed}, open("result.json", "w"))
+"""
+
+
+def _close(x: Any, y: Any) -> bool:
+    """Equal, floats to rounding, inside lists and dicts too."""
+    numbers = (isinstance(x, float | int) and isinstance(y, float | int)
+               and not isinstance(x, bool) and not isinstance(y, bool))
+    if numbers and (isinstance(x, float) or isinstance(y, float)):
+        return bool(x == pytest.approx(y, rel=1e-9, abs=1e-6, nan_ok=True))
+    if isinstance(x, list | tuple) and isinstance(y, list | tuple):
+        return len(x) == len(y) and all(_close(a, b) for a, b in zip(x, y, strict=True))
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_close(x[k], y[k]) for k in x)
+    return bool(x == y)
+
+
+def _same(mine: pd.DataFrame, theirs: pd.DataFrame, key: str, skip: tuple[str, ...] = ()) -> None:
+    """The same rows (by ``key``) and columns, equal values (floats to rounding)."""
+    assert list(mine.columns) == list(theirs.columns)
+    assert sorted(mine[key]) == sorted(theirs[key])
+    a, b = mine.set_index(key).sort_index(), theirs.set_index(key).sort_index()
+    for col in a.columns:
+        if col not in skip:
+            for name, x, y in zip(a.index, a[col], b[col], strict=True):
+                assert _close(x, y), (name, col, x, y)
+
+
+@pytest.mark.slow
+def test_a_run_through_the_api_is_what_the_cli_writes_and_mlflow_reads_back(
+        tmp_path: Path, ray_head: RayHead, capsys: pytest.CaptureFixture[str]) -> None:
+    start = time.monotonic()
+    # in the repository's root, as docs/api.md's paths are; its files go to tmp_path
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "smoke.yaml").write_text(Path(SMOKE).read_text(encoding="utf-8"))
+    proc = subprocess.run([sys.executable, "-c", RUN], cwd=tmp_path, timeout=600,
+                          env=cli_env(RAY_ADDRESS=ray_head.address, **ray_head.env()),
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    took = time.monotonic() - start
+    meta = json.loads((tmp_path / "result.json").read_text())
+    trials, arms = pd.read_pickle(tmp_path / "trials.pkl"), pd.read_pickle(tmp_path / "arms.pkl")
+    # the run printed what `scalesweep run` prints, and its tables are the files it wrote
+    assert "report: " in proc.stdout and meta["failed"] == []
+    assert meta["report_dir"] == str(tmp_path.resolve() / "reports/smoke")
+    assert (tmp_path / "reports/smoke/report.html").is_file()
+    # the summary JSON `--summary-json` writes (the sweep directory has its copy)
+    summary = json.loads((Path(meta["sweep_dir"]) / "summary.json").read_text())
+    pd.testing.assert_frame_equal(trials, pd.DataFrame(summary))
+    written = json.loads((Path(meta["sweep_dir"]) / "arms.json").read_text())
+    pd.testing.assert_frame_equal(arms, pd.DataFrame(written))
+    assert list(trials["name"]) == ["ws2-warmup20-none", "ws4-warmup20-none", "ws4-warmup20-linear"]
+    assert set(trials["crossing"]) == {"interpolated"} and len(arms) == 3
+    # read back from MLflow: the same tables, as far as a run's params hold them
+    back = scalesweep.results("smoke", tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert (back.experiment, back.parent_run_id) == ("smoke", meta["parent_run_id"])
+    # ws2's linear trial is its none trial (same_as), which MLflow does not hold
+    assert trials["same_as"].notna().sum() == 1
+    _same(back.trials, trials.drop(columns="same_as"), "name", skip=scalesweep.api.NOT_IN_MLFLOW)
+    assert back.trials[list(scalesweep.api.NOT_IN_MLFLOW)].isna().all().all()
+    # the arms as the report computes them, the driver's but for two fields arms.json has from
+    # each side's own knowledge: axes (the report adds the derived settings its runs' params
+    # hold) and target_notes (the driver's note on a target only one seed could set)
+    _same(back.arms, arms, "arm", skip=("axes", "target_notes"))
+    for mine, theirs in zip(back.arms.set_index("arm").loc[arms["arm"], "axes"], arms["axes"], strict=True):
+        assert theirs.items() <= mine.items()
+    # the report the run made (`scalesweep report`'s arms.json) is what results() reads
+    pd.testing.assert_frame_equal(back.arms, pd.DataFrame(json.loads(
+        (tmp_path / "reports/smoke/arms.json").read_text())))
+    pd.testing.assert_frame_equal(pd.read_pickle(tmp_path / "back_arms.pkl"), back.arms)
+    # and the walkthrough's prediction is `predict --json` (batch 128 from 32 and 64 measured)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    printed = json.loads(cli(["predict", "--experiment", "smoke", "--world-size", "8", "--json",
+                              "--no-record", "--tracking-uri", uri], capsys))
+    pd.testing.assert_frame_equal(pd.read_pickle(tmp_path / "prediction.pkl"), pd.DataFrame(printed),
+                                  check_exact=False)
+    print(f"API sweep: {took:.1f} s")

@@ -1,0 +1,97 @@
+"""Ctrl-C during `scalesweep run`, as a terminal sends it (SIGINT to the process group), at a
+point a gate fixes (tests.support.gated_workload holds the second trial at its 4th eval; no clock).
+
+The first Ctrl-C stops the sweep cleanly: the finished trial is kept, the held trial is left
+open (not failed) with its checkpoints, the trials not started get no MLflow run, the parent is
+KILLED and the message says to resume; `scalesweep resume` then finishes every trial with no
+step logged twice. A second Ctrl-C stops at once and leaves the same resumable state.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import RayHead
+from tests.support.gated_workload import eval_counts
+from tests.support.helpers import ROOT, SWEEPS, cli_env, scalesweep, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.local_ray]
+DEADLINE_S = 600
+SETS = ["--set", "training.epochs=40", "--set", "resources.max_concurrent_trials=1",
+        "--set", "training.checkpoint_every=40"]
+
+
+def _runs(db: Path) -> list[object]:
+    client = MlflowClient(f"sqlite:///{db}")
+    exp = client.get_experiment_by_name("smoke")
+    return [] if exp is None else list(client.search_runs([exp.experiment_id]))
+
+
+def _completed(db: Path) -> int:
+    return sum(1 for r in _runs(db) if r.data.tags.get("status") == "completed")  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_leaves_a_sweep_that_resume_finishes(tmp_path: Path, presses: int,
+                                                    ray_head: RayHead) -> None:
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    workload = (f"workload={{name: 'tests.support.gated_workload:make', options: {{gate_dir: '{gate}', "
+                "gated_trial: 1, gate_eval: 4}}")
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "scalesweep", "run", str(SWEEPS / "smoke.yaml"), *SETS, "--set", workload],
+        cwd=tmp_path, env=cli_env(PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    db = tmp_path / "mlflow.db"
+    try:
+        wait_for("trial held at the gate", (gate / "waiting").exists, driver, DEADLINE_S)
+        wait_for("the first trial finished in MLflow", lambda: _completed(db) >= 1, driver, DEADLINE_S)
+        for _ in range(presses):
+            os.killpg(driver.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+            time.sleep(0.5 if presses > 1 else 0)
+        out, _ = driver.communicate(timeout=DEADLINE_S)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait(timeout=60)
+        (gate / "release").touch()
+    assert driver.returncode == 1, out
+    assert "Ctrl-C: stopping the sweep" in out and "scalesweep resume" in out
+    runs = _runs(db)
+    parent = next(r for r in runs if r.data.tags.get("scalesweep.role") == "parent")  # type: ignore[attr-defined]
+    assert parent.info.status == "KILLED"  # type: ignore[attr-defined]
+    trials = {r.info.run_name: r for r in runs if r.data.tags.get("scalesweep.role") == "trial"}  # type: ignore[attr-defined]
+    statuses = sorted(r.data.tags.get("status") for r in trials.values())  # type: ignore[attr-defined]
+    # one finished, one held when Ctrl-C came (left running, not failed); none made for the rest
+    assert statuses == ["completed", "running"], statuses
+
+    # the interrupted run had a local Ray of its own (the quick start's setting); the resume,
+    # whose subject is the state that run left, joins the session's head (no start-up)
+    done = scalesweep("resume", "smoke", *ray_head.args(), cwd=tmp_path, PYTHONPATH=str(ROOT),
+                      **ray_head.env())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 trials already finished" in done.stdout
+    client = MlflowClient(f"sqlite:///{db}")
+    runs = _runs(db)
+    trials = {r.info.run_name: r for r in runs if r.data.tags.get("scalesweep.role") == "trial"}  # type: ignore[attr-defined]
+    assert len(trials) == 4
+    reports = {}
+    for name, run in trials.items():
+        assert run.data.tags["status"] == "completed", name  # type: ignore[attr-defined]
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "dev_loss")]  # type: ignore[attr-defined]
+        assert steps == sorted(set(steps)), f"{name}: a step was logged twice"
+        reports[name] = len(steps)
+    # the three trials built after the first run (builds 0 and 1 were its finished trial and the
+    # held one) are the 4-worker ones, which report the same evals; the resumed one made only
+    # those after its newest checkpoint, where a restart from update 0 would make them all again
+    (evals,) = {n for name, n in reports.items() if name.startswith("ws4-")}
+    after = sorted(n for build, n in eval_counts(gate).items() if build >= 2)
+    assert len(after) == 3 and after[1:] == [evals, evals] and 0 < after[0] < evals, (after, evals)

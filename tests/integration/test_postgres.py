@@ -1,0 +1,320 @@
+"""A team's MLflow: PostgreSQL behind `mlflow server --serve-artifacts` with basic auth, started
+by the project's own scripts/mlflow_server.sh (docs/cluster.md, "A team's MLflow").
+
+One small study (2 arms of 2 seeds, the simulate backend: deterministic per seed) runs three
+ways against it, and each must read back from MLflow the trial and arm tables that the same
+sweep gives on sqlite:
+
+* over HTTP, with the basic-auth credentials in the tracking URI;
+* straight into the database, ``postgresql://user:password@127.0.0.1:PORT/db`` (the password
+  has to reach the driver: nothing else lets it connect);
+* killed with SIGKILL mid-sweep, then `scalesweep resume`d (over HTTP, the credentials from
+  MLFLOW_TRACKING_USERNAME/PASSWORD: the sweep's state keeps its URI without them).
+
+No password may be printed, logged in a run's params or tags, or written in the sweep's files.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from tests.conftest import RayHead
+from tests.support.helpers import (
+    ROOT,
+    SWEEPS,
+    cli_env,
+    free_port,
+    race_to_make_experiment,
+    scalesweep,
+    wait_for,
+)
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = ROOT / "scripts" / "mlflow_server.sh"
+#: the smoke study cut to 2 arms (world size 2, the baseline, and 4) of 2 seeds
+SETS = ["--set", "axes.scaling_rule=[none]", "--set", "axes.seed=[0, 1]"]
+TRIALS = {"ws2-warmup20-none-s0", "ws2-warmup20-none-s1", "ws4-warmup20-none-s0", "ws4-warmup20-none-s1"}
+#: passwords with characters a URI must percent-encode: they reach their readers decoded
+DB_PASSWORD = "pg-s3cr@t:/%?db"
+ADMIN_PASSWORD = "adm1n-s3cr@t:/%?http"
+#: the columns the simulate backend makes the same on every store
+TRIAL_COLUMNS = ("name", "arm", "status", "crossing", "epochs_to_target", "updates_to_target")
+ARM_COLUMNS = ("arm", "n_seeds", "n_reached", "epochs_to_target_median", "epochs_ratio_vs_baseline_median",
+               "decision")
+#: a hang guard only: each wait ends as soon as its condition holds
+DEADLINE_S = 300
+CREDENTIAL_VARS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "PGUSER", "PGPASSWORD")
+
+
+@dataclass
+class TeamMlflow:
+    """scripts/mlflow_server.sh as a user runs it: PostgreSQL and `mlflow server --basic-auth`."""
+
+    dir: Path
+    port: int
+    pg_port: int
+    proc: subprocess.Popen[bytes] | None = None
+    pids: tuple[int, ...] = ()
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def http_uri(self) -> str:  # the tracking URI with the credentials in it
+        return f"http://admin:{quote(ADMIN_PASSWORD, safe='')}@127.0.0.1:{self.port}"
+
+    @property
+    def db_uri(self) -> str:
+        return f"postgresql://mlflow:{quote(DB_PASSWORD, safe='')}@127.0.0.1:{self.pg_port}/mlflow"
+
+    def start(self) -> TeamMlflow:
+        log = self.dir / "script.log"
+        env = cli_env(PYTHON=sys.executable, MLFLOW_SERVER_DB_PASSWORD=DB_PASSWORD,
+                      MLFLOW_SERVER_ADMIN_PASSWORD=ADMIN_PASSWORD)
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                ["bash", str(SCRIPT), "--basic-auth", "--port", str(self.port), "--pg-port",
+                 str(self.pg_port), str(self.dir / "state")],
+                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        # the script's own bound on MLflow's start is 240 s (its health wait)
+        try:
+            wait_for("the script's ready line", lambda: "ready" in log.read_text(), self.proc, 300)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{log.read_text()}") from None
+        lines = log.read_text().splitlines()
+        self.pids = tuple(int(line.split("pid ", 1)[1].split(",", 1)[0]) for line in lines
+                          if line.startswith(("postgres:", "mlflow server:")))
+        assert len(self.pids) == 2, lines
+        assert f"tracking URI: {self.uri}" in lines
+        return self
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # the script stops what it started
+            try:
+                self.proc.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                for pgid in (self.proc.pid, *self.pids):
+                    with suppress(ProcessLookupError):
+                        os.killpg(pgid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamMlflow]:
+    server = TeamMlflow(tmp_path_factory.mktemp("team_mlflow"), free_port(), free_port())
+    try:
+        yield server.start()
+    finally:  # a start that failed or timed out too
+        server.stop()
+    leftover = [pid for pid in server.pids if _alive(pid)]
+    assert not leftover, f"scripts/mlflow_server.sh left {leftover} running"
+
+
+@contextmanager
+def _credentials_restored() -> Iterator[None]:
+    """scalesweep.results puts a URI's credentials into this process's environment (as the CLI
+    does): gone again after the block, so no later test inherits them."""
+    saved = {name: os.environ.get(name) for name in CREDENTIAL_VARS}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _tables(experiment: str, uri: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The study's trial and arm tables read back from MLflow, on the deterministic columns."""
+    import scalesweep
+
+    with _credentials_restored():
+        result = scalesweep.results(experiment, tracking_uri=uri)
+    trials = result.trials.sort_values("name")[list(TRIAL_COLUMNS)].to_dict("records")
+    arms = result.arms.sort_values("arm")[list(ARM_COLUMNS)].to_dict("records")
+    return trials, arms
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9)
+    return a == b
+
+
+def _assert_same_tables(got: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+                        want: tuple[list[dict[str, Any]], list[dict[str, Any]]]) -> None:
+    for ours, theirs in zip(got, want, strict=True):
+        assert len(ours) == len(theirs), (ours, theirs)
+        for row, ref in zip(ours, theirs, strict=True):
+            assert all(_same(row[k], ref[k]) for k in ref), (row, ref)
+
+
+@pytest.fixture(scope="module")
+def on_sqlite(tmp_path_factory: pytest.TempPathFactory, ray_head: RayHead
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The reference: the same sweep on sqlite."""
+    cwd = tmp_path_factory.mktemp("sqlite")
+    proc = scalesweep("run", str(SWEEPS / "smoke.yaml"), *SETS, *ray_head.args(), cwd=cwd,
+                      **ray_head.env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tables = _tables("smoke", f"sqlite:///{cwd / 'mlflow.db'}")
+    assert {t["name"] for t in tables[0]} == TRIALS and len(tables[1]) == 2
+    return tables
+
+
+def _secrets_absent(*texts: str) -> None:
+    for secret in (DB_PASSWORD, ADMIN_PASSWORD, quote(DB_PASSWORD, safe=""), quote(ADMIN_PASSWORD, safe="")):
+        for text in texts:
+            assert secret not in text
+
+
+def _files_hold_no_secret(root: Path) -> None:
+    """No file under ``root`` (the sweep's state, journal, report) holds a password."""
+    secrets = [s.encode() for s in (DB_PASSWORD, ADMIN_PASSWORD, quote(DB_PASSWORD, safe=""),
+                                    quote(ADMIN_PASSWORD, safe=""))]
+    for path in root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert not any(s in data for s in secrets), f"{path} holds a password"
+
+
+def _runs_hold_no_secret(team: TeamMlflow, experiment: str) -> None:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(team.db_uri)  # the database itself, as the server stored the runs
+    exp = client.get_experiment_by_name(experiment)
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id], max_results=100)
+    assert len(runs) == len(TRIALS) + 1  # the parent and one child per trial
+    for run in runs:
+        _secrets_absent(*run.data.params.values(), *run.data.tags.values(), *run.data.params,
+                        *run.data.tags)
+
+
+def test_basic_auth_is_on(team: TeamMlflow) -> None:
+    """Without credentials the server refuses: the runs below got in with the URI's."""
+    url = f"{team.uri}/api/2.0/mlflow/experiments/search?max_results=1"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(url, timeout=30)
+    assert refused.value.code == 401
+
+
+def test_over_http_with_the_credentials_in_the_uri(team: TeamMlflow, on_sqlite: Any, tmp_path: Path,
+                                                   ray_head: RayHead) -> None:
+    proc = scalesweep("run", str(SWEEPS / "smoke.yaml"), *SETS, "--set", "name=smoke_http",
+                      "--tracking-uri", team.http_uri, *ray_head.args(), cwd=tmp_path, **ray_head.env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _secrets_absent(proc.stdout, proc.stderr)
+    assert f"at {team.uri};" in proc.stdout  # the URI as printed: without its credentials
+    _assert_same_tables(_tables("smoke_http", team.http_uri), on_sqlite)
+    _runs_hold_no_secret(team, "smoke_http")
+    _files_hold_no_secret(tmp_path)
+    assert not (tmp_path / "mlflow.db").exists()
+    # the report went up through the server, into its artifact store
+    assert list((team.dir / "state" / "artifacts").rglob("report.html"))
+
+
+def test_straight_into_the_database(team: TeamMlflow, on_sqlite: Any, tmp_path: Path,
+                                    ray_head: RayHead) -> None:
+    proc = scalesweep("run", str(SWEEPS / "smoke.yaml"), *SETS, "--set", "name=smoke_db",
+                      "--tracking-uri", team.db_uri, *ray_head.args(), cwd=tmp_path, **ray_head.env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _secrets_absent(proc.stdout, proc.stderr)
+    assert f"at postgresql://127.0.0.1:{team.pg_port}/mlflow;" in proc.stdout
+    _assert_same_tables(_tables("smoke_db", team.db_uri), on_sqlite)
+    _runs_hold_no_secret(team, "smoke_db")
+    _files_hold_no_secret(tmp_path)
+
+
+def test_two_drivers_released_together_make_the_experiment_once(team: TeamMlflow, tmp_path: Path) -> None:
+    """Two real processes released by one gate make one experiment in PostgreSQL: with
+    look-up-then-create both would see none and one create would fail."""
+    from mlflow.tracking import MlflowClient
+
+    for run in range(3):
+        name = f"raced-{run}"
+        ids = race_to_make_experiment(team.db_uri, name, tmp_path / f"gate-{run}")
+        assert len(set(ids)) == 1 and ids[0].isdigit(), ids
+        assert MlflowClient(team.db_uri).get_experiment(ids[0]).name == name
+
+
+def _completed_trials(team: TeamMlflow, experiment: str) -> int:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(team.db_uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return 0
+    return len(client.search_runs([exp.experiment_id], "tags.status = 'completed'"))
+
+
+def test_killed_and_resumed(team: TeamMlflow, on_sqlite: Any, tmp_path: Path, ray_head: RayHead) -> None:
+    """As tests/integration/test_resume.py: the second trial is held at its 4th evaluation
+    (tests.support.gated_workload, mlp_regression's model and data) and the driver killed once the
+    first is finished in MLflow; one trial at a time, checkpoints every 64 updates (an epoch
+    at world size 2), so the held one resumes from one."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    workload = (f"workload={{name: 'tests.support.gated_workload:make', options: {{gate_dir: '{gate}', "
+                "gated_trial: 1, gate_eval: 4}}")
+    log = tmp_path / "driver.log"
+    with log.open("wb") as out:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "scalesweep", "run", str(SWEEPS / "smoke.yaml"), *SETS,
+             "--set", "name=smoke_resume", "--set", workload,
+             "--set", "resources.max_concurrent_trials=1", "--set", "training.checkpoint_every=64",
+             "--tracking-uri", team.http_uri, *ray_head.args()],
+            cwd=tmp_path, env=cli_env(PYTHONPATH=str(ROOT), **ray_head.env()), stdout=out,
+            stderr=subprocess.STDOUT)
+    try:
+        wait_for("trial held at the gate", (gate / "waiting").exists, driver, DEADLINE_S)
+        wait_for("a finished trial in MLflow", lambda: _completed_trials(team, "smoke_resume") >= 1,
+                 driver, DEADLINE_S)
+        os.kill(driver.pid, signal.SIGKILL)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        driver.wait(timeout=60)
+        (gate / "release").touch()  # a held trial still alive runs on
+    finished = _completed_trials(team, "smoke_resume")
+    assert 1 <= finished < len(TRIALS)
+
+    # the sweep's state holds the URI without credentials: they come from the environment
+    proc = scalesweep("resume", "smoke_resume", *ray_head.args(), cwd=tmp_path, timeout=600,
+                      PYTHONPATH=str(ROOT), MLFLOW_TRACKING_USERNAME="admin",
+                      MLFLOW_TRACKING_PASSWORD=ADMIN_PASSWORD, **ray_head.env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{finished} trials already finished" in proc.stdout
+    _secrets_absent(proc.stdout, proc.stderr, log.read_text())
+    _assert_same_tables(_tables("smoke_resume", team.http_uri), on_sqlite)
+    _runs_hold_no_secret(team, "smoke_resume")
+    _files_hold_no_secret(tmp_path)

@@ -1,0 +1,138 @@
+"""`scalesweep solve` without Ray: its space, the score of a candidate, the stop that spares
+hopeless candidates, the order of verified answers, and every refusal (exit 2, nothing started)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from scalesweep.orchestrator.launch.solve_search import OutOfReach
+from scalesweep.science.solve import GRID_STEP, Range, answer_order, at_edge, default_space, score
+from scalesweep.science.stats.convergence import EvalPoint
+from tests.support.helpers import ROOT
+from tests.unit.test_bad_input import assert_rejected, run_in_process
+
+QUADRATIC = """\
+name: solve-quadratic
+workload: {name: "tests.support.quadratic_workload:make", options: {train_size: 64}}
+target: {metric: dev_loss, value: 0.001}
+baseline: {world_size: 1, warmup_rule: fixed, scaling_rule: none}
+reference: {world_size: 1}
+optimizer: {type: sgd, lr: 0.0606}
+scheduler: {type: ds_warmuplr, warmup_num_steps: 4, warmup_type: linear}
+training: {epochs: 4, eval_every_epochs: 0.0625, per_worker_batch: 1}
+replicates: {min: 2, max: 3}
+resources: {max_concurrent_trials: 1}
+axes:
+  world_size: [1, 4]
+"""
+
+
+def _curve(*points: tuple[float, float]) -> list[EvalPoint]:
+    return [EvalPoint(update=10 * e, samples_seen=100 * e, epoch=e, wall_s=e, value=v) for e, v in points]
+
+
+def test_the_default_space_runs_from_the_sqrt_rule_to_twice_linear_and_a_quarter_to_4x_scaled() -> None:
+    space = default_space(16, k=4.0, reference_lr=0.002, reference_warmup=300)
+    assert (space.lr_factor.low, space.lr_factor.high) == (2.0, 8.0)
+    assert (space.warmup.low, space.warmup.high) == (18.75, 300.0)
+    assert space.lr_factor.centre == 4.0 and space.warmup.centre == 75.0
+    assert space.rule_points()["linear, scaled"] == (4.0, 75.0)
+    # log2(8/2) = 2 octaves in steps of sqrt(2): 5 points; log2(300/18.75) = 4: 9 points
+    assert (space.lr_factor.grid_points(), space.warmup.grid_points()) == (5, 9)
+    assert space.grid_size(GRID_STEP) == 45
+
+
+def test_an_answer_within_a_grid_step_of_a_bound_is_flagged() -> None:
+    space = default_space(16, k=4.0, reference_lr=0.002, reference_warmup=300)  # lr 2..8, 18.75..300
+    assert at_edge(space, 4.0, 75) == []
+    assert at_edge(space, 7.7, 20) == ["lr 7.7 is near the high end 8", "warmup 20 is near the low end 18.75"]
+    assert at_edge(space, 5.6, 27) == []  # more than one step (sqrt 2) inside either end
+
+
+def test_a_bound_that_is_not_positive_is_named_with_its_rule() -> None:
+    problems = Range("lr", 0.0, 4.0).problems() + Range("warmup", -1, 5).problems()
+    assert [(f, v) for f, v, _ in problems] == [("lr.low", 0.0), ("warmup.low", -1)]
+    assert all("must be a number > 0" in why for _, _, why in problems)
+    assert Range("lr", 4.0, 2.0).problems() == [("lr", "4..2", "low must be at most high")]
+
+
+def test_a_candidate_scores_its_crossing_over_the_baseline_and_a_bound_when_not_reached() -> None:
+    curve = _curve((0.5, 1.0), (1.0, 0.5), (1.5, 0.2))
+    reached = score(curve, target=0.35, mode="min", baseline_epochs=0.5)
+    # crossing interpolated halfway between 1.0 (0.5) and 1.5 (0.2): 1.25 epochs
+    assert reached.reached and reached.value == pytest.approx(1.25 / 0.5)
+    bound = score(curve, target=0.1, mode="min", baseline_epochs=0.5)
+    assert not bound.reached and bound.value == 1.5 / 0.5  # at least the epochs it trained
+    assert bound.text().startswith(">= 3")
+    with pytest.raises(ValueError, match="baseline_epochs"):
+        score(curve, 0.35, "min", baseline_epochs=0.0)
+
+
+def test_a_candidate_is_stopped_only_once_its_bound_passes_the_nth_reached_score() -> None:
+    stop = OutOfReach(keep=2)
+    running = {"solve_ratio": 1.5, "status": "running"}
+    assert not stop("a", running)  # nothing reached yet: no bar to pass
+    assert not stop("b", {"solve_ratio": 1.2, "status": "stopped"})  # reached: 1.2
+    assert not stop("a", running)  # one reached, two are kept
+    assert not stop("c", {"solve_ratio": 1.4, "status": "stopped"})  # reached: 1.2, 1.4
+    assert not stop("a", {"solve_ratio": 1.4, "status": "running"})  # could still tie the 2nd
+    assert stop("a", running)  # 1.5 > 1.4: it cannot be among the 2 best any more
+    assert not stop("d", {"status": "running"})  # no score reported: never stopped for it
+
+
+def test_answers_rank_faster_then_equivalent_then_by_the_intervals_upper_end() -> None:
+    keys = {"eq": answer_order("equivalent", (0.95, 1.05), 1.0),
+            "fast": answer_order("faster", (0.7, 0.95), 0.8),
+            "open_low": answer_order("not resolved", (0.9, 1.2), 1.0),
+            "open_high": answer_order("not resolved", (0.8, 1.6), 0.9),
+            "slow": answer_order("slower", (1.1, 1.3), 1.2),
+            "none": answer_order(None, None, None)}
+    assert sorted(keys, key=lambda k: keys[k]) == ["fast", "eq", "open_low", "open_high", "none", "slow"]
+    assert keys["none"][1] == math.inf
+
+
+def _sweep(where: Path, text: str = QUADRATIC) -> str:
+    path = where / "q.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(("edit", "args", "expect"), [
+    pytest.param(None, ["--world-size", "100"],
+                 ("--world-size", "100", "4 evaluation(s)", "fewer than 10 cannot place"),
+                 id="world-size-too-few-evals"),
+    pytest.param(None, ["--world-size", "0"], ("--world-size", "= 0", "must be at least 1"),
+                 id="world-size-0"),
+    pytest.param(None, ["--world-size", "1"], ("--world-size", "= 1", "baseline's world size"),
+                 id="world-size-of-the-baseline"),
+    pytest.param(("baseline: {world_size: 1, warmup_rule: fixed, scaling_rule: none}\n"
+                  "reference: {world_size: 1}\n", "reference: {global_batch: 1}\n",
+                  "replicates: {min: 2, max: 3}\n", ""), ["--world-size", "4"],
+                 ("baseline", "solve scores every candidate against the baseline arm"),
+                 id="no-baseline"),
+    pytest.param(None, ["--world-size", "4", "--budget", "20"],
+                 ("--budget", "20", "must be at least 52 trial-epochs", "baseline x 2 seeds: 32"),
+                 id="budget-too-small"),
+    pytest.param(None, ["--world-size", "4", "--lr", "0,8"],
+                 ("--lr", "lr.low", "must be a number > 0"), id="lr-bound-not-positive"),
+    pytest.param(None, ["--world-size", "4", "--warmup=-3,10"],
+                 ("--warmup", "warmup.low", "must be a number > 0"), id="warmup-bound-not-positive"),
+    pytest.param(("{type: ds_warmuplr, warmup_num_steps: 4, warmup_type: linear}", "{type: constant}"),
+                 ["--world-size", "4"], ("scheduler.type", "constant", "has no warmup to search"),
+                 id="schedule-without-warmup"),
+])
+def test_solve_refuses_bad_input_before_anything_starts(
+        edit: tuple[str, ...] | None, args: list[str], expect: tuple[str, ...], cwd: Path,
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import ray
+
+    monkeypatch.syspath_prepend(str(ROOT))  # tests.support.quadratic_workload
+    text = QUADRATIC
+    for old, new in zip(edit[::2], edit[1::2], strict=True) if edit else ():
+        text = text.replace(old, new)
+    rc, out, err = run_in_process(["solve", _sweep(tmp_path, text), *args], capsys)
+    assert_rejected(rc, out, err, cwd, expect)  # the working directory untouched: no MLflow store
+    assert not ray.is_initialized()
