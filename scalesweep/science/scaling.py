@@ -22,6 +22,7 @@ from fractions import Fraction
 from typing import Any, Literal
 
 from scalesweep.errors import ScalesweepError
+from scalesweep.science.optimizers import BETAS_TYPES
 from scalesweep.science.schedules import Change, ScheduleError, ScheduleSpec, resolve
 
 __all__ = ["SCALING_RULES", "AutoTotalError", "ScalingRule", "WarmupRule", "adam_hyperparameters",
@@ -31,7 +32,7 @@ ScalingRule = Literal["none", "linear", "sqrt", "sqrt_adam"]
 SCALING_RULES: tuple[str, ...] = ("none", "linear", "sqrt", "sqrt_adam")
 #: torch.optim.Adam's defaults, which sqrt_adam scales when the optimizer does not set them
 ADAM_DEFAULTS: dict[str, Any] = {"betas": (0.9, 0.999), "eps": 1e-8}
-ADAM_TYPES = ("adam", "adamw")
+ADAM_TYPES = BETAS_TYPES
 WarmupRule = Literal["fixed", "scaled"] | int
 WARMUP_RULES: tuple[str, ...] = ("fixed", "scaled")
 

@@ -3,8 +3,9 @@
 Everything here is already resolved by the planner (scaling rule applied to the lr fields,
 warmup rule applied to the warmup field, totals counted), so the loop does no arithmetic about
 the study itself. It travels through Ray to every worker as JSON (``model_dump(mode="json")``,
-which Tune configs need); the schedule is a ``ScheduleSpec`` both sides of it, its JSON form
-``{"type": ..., **params}`` as before, restored without being judged again.
+which Tune configs need); the schedule and the optimizer are a ``ScheduleSpec`` and an
+``OptimizerSpec`` both sides of it, their JSON forms ``{"type": ..., **params}`` as before,
+restored without being judged again.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator
 
 from scalesweep.science.batch_ramp import DataPlan
+from scalesweep.science.optimizers import OptimizerSpec
 from scalesweep.science.schedules import ScheduleSpec
 
 Backend = Literal["ddp", "simulate"]
@@ -37,6 +39,20 @@ def _schedule_in(value: Any) -> ScheduleSpec:
 #: a trial's schedule: a ScheduleSpec in Python, ``{"type": ..., **params}`` in JSON
 ScheduleField = Annotated[ScheduleSpec, PlainValidator(_schedule_in),
                           PlainSerializer(ScheduleSpec.as_dict, return_type=dict[str, Any])]
+
+
+def _optimizer_in(value: Any) -> OptimizerSpec:
+    # as _schedule_in
+    if isinstance(value, OptimizerSpec):
+        return value
+    if isinstance(value, Mapping):
+        return OptimizerSpec.from_json(value)
+    raise ValueError(f"optimizer must be an OptimizerSpec or its JSON form, but got {value!r}")
+
+
+#: a trial's optimizer: an OptimizerSpec in Python, ``{"type": ..., "lr": ..., ...}`` in JSON
+OptimizerField = Annotated[OptimizerSpec, PlainValidator(_optimizer_in),
+                           PlainSerializer(OptimizerSpec.as_dict, return_type=dict[str, Any])]
 
 
 class StopAtTarget(BaseModel):
@@ -99,8 +115,8 @@ class TrialConfig(BaseModel):
     per_worker_batch: int = Field(ge=1)  # samples per micro-batch per virtual rank
     accum_grad: int = Field(default=1, ge=1)  # micro-batches per virtual rank per update
 
-    #: {"type": "adam" | "adamw" | "sgd", "lr": <effective base lr>, ...torch kwargs}
-    optimizer: dict[str, Any]
+    #: science.optimizers.resolve's record; ``lr`` is the trial's, after the lr rule
+    optimizer: OptimizerField
     #: the schedule as science.schedules.resolve made it, the rules applied (after ``lr``)
     scheduler: ScheduleField
     grad_clip: float | None = None  # max global grad norm; None = no clipping

@@ -72,6 +72,7 @@ from scalesweep.mlflow_names import DEV_PREFIX, STATUS_TAG, STEP_KEY, TRAIN_SECO
 from scalesweep.science import schedules
 from scalesweep.science.batch_ramp import Segment
 from scalesweep.science.noise_scale import EMA_DECAY, NoiseScale
+from scalesweep.science.optimizers import OptimizerSpec
 from scalesweep.science.solve import OBJECTIVE_METRIC, score
 from scalesweep.science.stats.convergence import EvalPoint
 from scalesweep.trainables import checkpointing, fusion
@@ -87,12 +88,6 @@ from scalesweep.trainables.world import World
 EVAL_BATCH = 256
 #: a fused trial measures the noise scale at every NOISE_EVERY-th update (module doc)
 NOISE_EVERY = 4
-
-_OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
-    "adam": torch.optim.Adam,
-    "adamw": torch.optim.AdamW,
-    "sgd": torch.optim.SGD,
-}
 
 #: ``on_report(metrics, checkpoint_dir)``: the directory exists only during the call and only
 #: on physical rank 0 (None elsewhere); persist it before returning.
@@ -125,13 +120,14 @@ def train(
         torch.set_default_dtype(previous)
 
 
-def build_optimizer(params: Iterator[torch.nn.Parameter], spec: Mapping[str, Any]) -> torch.optim.Optimizer:
-    """``{"type": "adam" | "adamw" | "sgd", "lr": ..., **torch kwargs}`` -> the optimizer."""
-    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.items() if k != "type"}
-    kind = str(spec.get("type", "")).lower()
-    if kind not in _OPTIMIZERS:
-        raise ValueError(f"optimizer type must be one of {sorted(_OPTIMIZERS)}, but got {kind!r}")
-    return _OPTIMIZERS[kind](params, **kwargs)
+def build_optimizer(params: Iterator[torch.nn.Parameter],
+                    spec: OptimizerSpec | Mapping[str, Any]) -> torch.optim.Optimizer:
+    """The trial's optimizer (science.optimizers' table names its torch class); a plain mapping,
+    a user loop's ``config["optimizer"]``, is its JSON form."""
+    if not isinstance(spec, OptimizerSpec):
+        spec = OptimizerSpec.from_json(spec)
+    optimizer_class: type[torch.optim.Optimizer] = getattr(torch.optim, spec.kind.torch_class)
+    return optimizer_class(params, **spec.torch_kwargs())
 
 
 class _Trial:
@@ -166,7 +162,7 @@ class _Trial:
         torch.manual_seed(config.seed)
         self.model = self.workload.build_model().to(world.device)
         self.optimizer = build_optimizer(self.model.parameters(), config.optimizer)
-        self.schedule = schedules.build(config.scheduler, float(config.optimizer["lr"]))
+        self.schedule = schedules.build(config.scheduler, config.optimizer.lr)
         self.progress = Progress()
         # V = 1 has no small batch to compare the global one with
         self.noise: NoiseScale | None = None

@@ -12,7 +12,7 @@ from typing import IO, Any
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.files import load_mapping
 from scalesweep.orchestrator.spec.recipes import read_recipe
-from scalesweep.science import schedules
+from scalesweep.science import optimizers, schedules
 from scalesweep.science.batching import updates_per_epoch
 
 MAX_UPDATES = 10_000_000
@@ -113,7 +113,7 @@ def _arm_curves(sweep: Any) -> list[ArmCurve]:
         seen.add(row.arm)
         trial = row.trial
         data = trial.data_plan(size)
-        schedule = schedules.build(trial.scheduler, float(trial.optimizer["lr"]))
+        schedule = schedules.build(trial.scheduler, trial.optimizer.lr)
         ks = range(1, trial.total_updates + 1)
         curves.append(ArmCurve(
             arm=row.arm, epochs=[data.epoch(k) for k in ks],
@@ -122,16 +122,12 @@ def _arm_curves(sweep: Any) -> list[ArmCurve]:
     return curves
 
 
-#: optimizers whose param groups have ``betas``: the only ones whose momentum a schedule moves
-#: (DeepSpeed's OneCycle turns ``cycle_momentum`` off when ``betas`` is not in the optimizer's
-#: defaults, and the loop sets beta1 only where a group has betas)
-BETAS_OPTIMIZERS = ("adam", "adamw")
-
-
 def moves_momentum(optimizer_type: Any) -> bool:
-    """Whether the schedule's momentum reaches the optimizer; an unknown optimizer (a DeepSpeed
-    JSON without an optimizer block: the client's own) is taken to have betas."""
-    return optimizer_type is None or optimizer_type in BETAS_OPTIMIZERS
+    """Whether the schedule's momentum reaches the optimizer: only one with ``betas`` (DeepSpeed's
+    OneCycle turns ``cycle_momentum`` off when ``betas`` is not in the optimizer's defaults, and
+    the loop sets beta1 only where a group has betas); an unknown optimizer (a DeepSpeed JSON
+    without an optimizer block: the client's own) is taken to have betas."""
+    return optimizer_type is None or optimizer_type in optimizers.BETAS_TYPES
 
 
 def write_csv(p: Preview, out: IO[str] | None = None) -> None:

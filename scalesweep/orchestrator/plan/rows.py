@@ -14,7 +14,7 @@ from scalesweep.orchestrator.plan.cluster import WORKER_MEMORY_GB, ClusterInfo, 
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep
 from scalesweep.orchestrator.spec.schema import FIXED_AXES
-from scalesweep.science import batch_ramp, scaling, schedules
+from scalesweep.science import batch_ramp, optimizers, scaling, schedules
 from scalesweep.science.batching import global_batch, updates_per_epoch
 from scalesweep.trainables.config import RampStage, StopAtTarget, TrialConfig
 
@@ -409,12 +409,14 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     if combo["scaling_rule"] == "sqrt_adam":
         optimizer, adam_notes = _sqrt_adam(sweep, combo, optimizer, sched, gb, ref_gb)
         notes.extend(adam_notes)
+    # the trial's optimizer, judged once (load judged the sweep's block and each axis value)
     trial = TrialConfig(
         name=name, workload=spec.workload.label, workload_options=dict(spec.workload.options),
         train_loop=spec.workload.train_loop,
         world_size=ws, physical_workers=workers, backend=backend,  # type: ignore[arg-type]
         use_gpu=spec.resources.gpus_per_worker > 0 and backend == "ddp",
-        per_worker_batch=batch, accum_grad=accum, optimizer=optimizer, scheduler=sched,
+        per_worker_batch=batch, accum_grad=accum, optimizer=optimizers.resolve(optimizer),
+        scheduler=sched,
         grad_clip=t.get("grad_clip"), total_updates=total, eval_every=eval_every,
         checkpoint_every=int(t.get("checkpoint_every") or 0),
         checkpoint_every_s=float(t["checkpoint_every_s"]) if t.get("checkpoint_every") is None else None,

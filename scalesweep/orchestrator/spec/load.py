@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from scalesweep.mlflow_names import DEV_PREFIX
-from scalesweep.orchestrator.spec import optimizers, reference_job, replicates, train_loop
+from scalesweep.orchestrator.spec import reference_job, replicates, train_loop
 from scalesweep.orchestrator.spec.errors import InputError, Problem, join_path
 from scalesweep.orchestrator.spec.files import load_mapping
 from scalesweep.orchestrator.spec.recipes import (
@@ -31,7 +31,7 @@ from scalesweep.orchestrator.spec.schema import (
     TRAINING_AXES,
     SweepSpec,
 )
-from scalesweep.science import batch_ramp, schedules
+from scalesweep.science import batch_ramp, optimizers, schedules
 from scalesweep.science.batching import updates_per_epoch
 from scalesweep.science.scaling import is_explicit_factor
 from scalesweep.trainables.workloads import UnknownWorkloadError, resolve
