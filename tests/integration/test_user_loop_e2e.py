@@ -28,10 +28,14 @@ OWN_LOOP = str(SWEEPS / "own_loop.yaml")
 
 def _with_module(cwd: Path, package: str, module: str) -> None:
     """The loop's module where the sweep's Ray workers import it from: Ray puts the driver's
-    working directory on their path (docs/workloads.md, "Your own Ray Train loop")."""
-    (cwd / package).mkdir(exist_ok=True)
-    for name in ("__init__.py", module):
-        shutil.copy(ROOT / package / name, cwd / package / name)
+    working directory on their path (docs/workloads.md, "Your own Ray Train loop").
+    ``package`` is dotted (``tests.support``): each level gets its ``__init__.py``."""
+    parts = package.split(".")
+    for depth in range(1, len(parts) + 1):
+        level = Path(*parts[:depth])
+        (cwd / level).mkdir(exist_ok=True)
+        shutil.copy(ROOT / level / "__init__.py", cwd / level / "__init__.py")
+    shutil.copy(ROOT / Path(*parts) / module, cwd / Path(*parts) / module)
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +132,7 @@ def test_a_loop_stopped_by_ctrl_c_resumes_from_its_own_checkpoint(
     the loop restores update 40 from its own checkpoint (loop_helpers.restore), every eval is
     logged once, and both trials end where the uninterrupted sweep (the module's) ended."""
     _with_module(tmp_path, "examples", "ddp_demo_loop.py")
-    _with_module(tmp_path, "tests", "gated_loop.py")
+    _with_module(tmp_path, "tests.support", "gated_loop.py")
     gate = tmp_path / "gate"
     gate.mkdir()
     held = "ws2-warmup8-linear"
@@ -172,7 +176,7 @@ def test_a_loop_stopped_by_ctrl_c_resumes_from_its_own_checkpoint(
 
 def test_a_loop_that_breaks_the_contract_fails_its_trial_by_name(
         tmp_path: Path, ray_head: RayHead) -> None:
-    _with_module(tmp_path, "tests", "user_loops.py")
+    _with_module(tmp_path, "tests.support", "user_loops.py")
     sweep = tmp_path / "bad.yaml"
     sweep.write_text("""
 name: bad-loops
