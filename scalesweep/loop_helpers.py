@@ -4,8 +4,9 @@ Train loop").
 A sweep file with ``workload: {train_loop: "pkg.module:function", train_size: N}`` runs the
 function as Ray Train's ``train_loop_per_worker(config)``; ``config`` is the trial's row of
 ``scalesweep plan --json`` (``world_size``, ``per_worker_batch``, ``accum_grad``, ``seed``,
-``lr``, ``warmup_steps``, ``updates_per_epoch``, ``total_updates``, ``eval_every``, ...) plus
-``optimizer`` and ``schedule``, the resolved specs, and ``train_size``. Three helpers, each
+``lr``, ``warmup_steps``, ``updates_per_epoch``, ``total_updates``, ``eval_every``, ...) with
+``scheduler`` the resolved schedule spec, plus ``optimizer``, the resolved optimizer, and
+``train_size``. Three helpers, each
 optional, make such a loop behave exactly as the built-in one:
 
 * :func:`lr_scheduler`: the trial's planned schedule as a torch ``LRScheduler`` (the lr of
@@ -38,6 +39,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from scalesweep.mlflow_names import DEV_PREFIX, STEP_KEY
 from scalesweep.science import schedules
+from scalesweep.trainables.config import loop_schedule
 from scalesweep.trainables.loop import _reseed
 from scalesweep.trainables.sharding import Sharding, virtual_ranks
 
@@ -53,8 +55,7 @@ _SOURCE_KEY = "_scalesweep_source"
 
 def planned_schedule(config: Mapping[str, Any]) -> schedules.Schedule:
     """The trial's schedule as a pure function of the update (``.lr(k)``, ``.betas(k)``)."""
-    return schedules.build(schedules.ScheduleSpec.from_json(config["schedule"]),
-                           float(config["optimizer"]["lr"]))
+    return schedules.build(loop_schedule(config), float(config["optimizer"]["lr"]))
 
 
 class PlannedLR(torch.optim.lr_scheduler.LRScheduler):

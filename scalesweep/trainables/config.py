@@ -55,6 +55,14 @@ OptimizerField = Annotated[OptimizerSpec, PlainValidator(_optimizer_in),
                            PlainSerializer(OptimizerSpec.as_dict, return_type=dict[str, Any])]
 
 
+def loop_schedule(config: Mapping[str, Any]) -> ScheduleSpec:
+    """The planned schedule in the ``config`` a user's loop receives: ``scheduler``, the spec's
+    JSON form; in a config made before ``scheduler`` was the spec (a sweep resumed from an older
+    version, where ``scheduler`` is the name), its ``schedule``. Not judged again."""
+    spec = config.get("scheduler")
+    return ScheduleSpec.from_json(spec if isinstance(spec, Mapping) else config["schedule"])
+
+
 class StopAtTarget(BaseModel):
     """End the trial early once ``metric`` reaches ``value`` (``mode`` says which side)."""
 

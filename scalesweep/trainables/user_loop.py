@@ -1,8 +1,9 @@
 """A user's own Ray Train loop as a trial (``workload: {train_loop: "pkg.module:function"}``).
 
 The sweep runs the user's function as Ray Train's ``train_loop_per_worker`` on the trial's P
-workers (:func:`loop_worker` wraps it), with ``config`` = the trial's ``plan --json`` row plus
-the resolved ``optimizer`` and ``schedule`` (``scalesweep.orchestrator.plan.loop_config``). The
+workers (:func:`loop_worker` wraps it), with ``config`` = the trial's ``plan --json`` row, its
+``scheduler`` the resolved schedule spec, plus the resolved ``optimizer``
+(``scalesweep.orchestrator.plan.loop_config``). The
 loop reports with ``ray.train.report({"update": k, "dev_loss": x, ...})``; every report is
 checked on its way to Tune (:class:`ReportChecker`, run by
 ``scalesweep.trainables.user_loop_callback``) so that what reaches MLflow follows the same
@@ -34,6 +35,7 @@ from typing import Any, NoReturn
 
 from scalesweep.errors import ScalesweepError
 from scalesweep.mlflow_names import DEV_PREFIX, STATUS_TAG, STEP_KEY, TRAIN_SECONDS_METRIC
+from scalesweep.trainables.config import loop_schedule
 
 #: the key of the marker reports :func:`loop_worker` makes around the user's loop; FAIL is
 #: the report an adapter makes when it finds the loop cannot report (:func:`fail_trial`)
@@ -97,8 +99,8 @@ class LoopReportError(ScalesweepError, RuntimeError):
 
 def plan_of(config: Mapping[str, Any]) -> dict[str, Any]:
     """What a train_loop's reports are checked against, from the config the loop receives: the
-    planned schedule (``schedule``, with the lr after the lr rule) and ``total_updates``."""
-    return {"schedule": dict(config["schedule"]), "lr": float(config["optimizer"]["lr"]),
+    planned schedule (``scheduler``, with the lr after the lr rule) and ``total_updates``."""
+    return {"scheduler": loop_schedule(config).as_dict(), "lr": float(config["optimizer"]["lr"]),
             "total_updates": int(config["total_updates"])}
 
 
@@ -112,8 +114,7 @@ class PlanCheck:
     def __post_init__(self) -> None:
         from scalesweep.science import schedules  # the planner's own; no torch, no Ray
 
-        self.schedule = schedules.build(schedules.ScheduleSpec.from_json(self.plan["schedule"]),
-                                        float(self.plan["lr"]))
+        self.schedule = schedules.build(loop_schedule(self.plan), float(self.plan["lr"]))
 
     @property
     def total_updates(self) -> int:

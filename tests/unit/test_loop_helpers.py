@@ -49,8 +49,8 @@ def _loop_config(trial: TrialConfig) -> dict[str, Any]:
     return {"world_size": trial.world_size, "per_worker_batch": trial.per_worker_batch,
             "accum_grad": trial.accum_grad, "seed": trial.seed, "train_size": size,
             "global_batch": trial.global_batch, "total_updates": trial.total_updates,
-            "eval_every": trial.eval_every, "optimizer": dict(trial.optimizer),
-            "schedule": dict(trial.scheduler), "lr": trial.optimizer["lr"],
+            "eval_every": trial.eval_every, "optimizer": trial.optimizer.as_dict(),
+            "scheduler": trial.scheduler.as_dict(), "lr": trial.optimizer["lr"],
             "updates_per_epoch": updates_per_epoch(size, trial.world_size, trial.per_worker_batch,
                                                    trial.accum_grad)}
 

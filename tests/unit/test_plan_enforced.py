@@ -28,6 +28,7 @@ from scalesweep.orchestrator.spec.load import load_sweep
 from scalesweep.trainables.user_loop import (
     SOURCE_KEY,
     LoopReportError,
+    PlanCheck,
     ReportChecker,
     plan_of,
 )
@@ -150,8 +151,12 @@ def test_a_checker_without_a_plan_checks_the_contract_alone() -> None:
 
 def test_the_plan_is_the_loops_config() -> None:
     config = _config(OWN)
-    assert plan_of(config) == {"schedule": config["schedule"], "lr": config["optimizer"]["lr"],
+    assert plan_of(config) == {"scheduler": config["scheduler"], "lr": config["optimizer"]["lr"],
                                "total_updates": config["total_updates"]}
+    # a start marker of an older version named it schedule: its check reads it the same
+    older = {"schedule": config["scheduler"], "lr": config["optimizer"]["lr"],
+             "total_updates": config["total_updates"]}
+    assert PlanCheck(older).lr(3) == PlanCheck(plan_of(config)).lr(3)
     assert loop_helpers._SOURCE_KEY == SOURCE_KEY
 
 
@@ -178,7 +183,7 @@ def _hf_reports(config: dict[str, Any], tmp_path: Path, *, adapter_optimizers: b
 
 def test_an_hf_trainer_strays_by_name(tmp_path: Path) -> None:
     config = {**_config("hf_trainer.yaml"), "total_updates": 8, "eval_every": 4}
-    config["schedule"] = {**config["schedule"], "warmup_steps": 8}
+    config["scheduler"] = {**config["scheduler"], "warmup_steps": 8}
     assert loop_helpers.planned_schedule(config).lr(4) == pytest.approx(0.0015)
     assert _replay(config, _hf_reports(config, tmp_path / "a"))["update"] == 8
     # without the adapter's optimizers: HF's own AdamW at the arguments' lr, constant

@@ -181,17 +181,20 @@ def test_the_loops_config_is_its_plan_row_with_the_resolved_optimizer_and_schedu
     row = next(r for r in plan.rows if r.world_size == 2 and r.seed == 1)
     config = loop_config(row, sweep.workload.train_size())
     assert set(PLAN_FIELDS) | {"lr", "axes", "notes"} <= set(config)
-    assert {k: config[k] for k in PLAN_FIELDS} == {k: row.to_json()[k] for k in PLAN_FIELDS}
+    same = [k for k in PLAN_FIELDS if k != "scheduler"]  # the spec in place of its name
+    assert {k: config[k] for k in same} == {k: row.to_json()[k] for k in same}
     # the lr rule (linear x 2) and the warmup rule (scaled x 32/64) applied
     assert config["optimizer"] == {"type": "sgd", "lr": 0.1, "momentum": 0.9}
-    assert config["schedule"] == {"type": "warmuplr", "warmup_steps": 8}
+    assert config["scheduler"] == {"type": "warmuplr", "warmup_steps": 8}
+    assert config["scheduler"]["type"] == row.scheduler
+    assert config["schedule"] == config["scheduler"]  # the name loops written before read
     assert (config["world_size"], config["global_batch"], config["per_worker_batch"],
             config["accum_grad"], config["seed"]) == (2, 64, 32, 1, 1)
     assert (config["updates_per_epoch"], config["total_updates"], config["eval_every"],
             config["warmup_steps"], config["lr"], config["peak_lr"]) == (32, 96, 8, 8, 0.1, 0.1)
     assert config["train_size"] == 2048 and config["options"] == {}
     assert json.loads(json.dumps(config)) == config  # travels through Ray as plain data
-    built = schedules.build(config["schedule"], config["optimizer"]["lr"])
+    built = schedules.build(config["scheduler"], config["optimizer"]["lr"])
     assert built.lr(8) == pytest.approx(0.1) and built.lr(4) == pytest.approx(0.05)
 
 

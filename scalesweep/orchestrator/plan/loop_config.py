@@ -12,14 +12,17 @@ from scalesweep.orchestrator.plan.rows import PlanRow
 def loop_config(row: PlanRow, train_size: int) -> dict[str, Any]:
     """Every field of the row's plan JSON (``world_size``, ``global_batch``, ``per_worker_batch``,
     ``accum_grad``, ``seed``, ``epochs``, ``base_lr``, ``peak_lr``, ``lr``, ``warmup_steps``,
-    ``updates_per_epoch``, ``total_updates``, ``eval_every``, ...), plus ``optimizer`` and
-    ``schedule`` (the resolved specs: type and every parameter after the lr and warmup rules),
-    ``train_size``, ``options`` (the sweep's ``workload.options``) and ``grad_clip``."""
+    ``updates_per_epoch``, ``total_updates``, ``eval_every``, ...), but ``scheduler``: the
+    resolved spec (type and every parameter after the lr and warmup rules) in place of the
+    row's name of it; plus ``optimizer`` (resolved too), ``train_size``, ``options`` (the
+    sweep's ``workload.options``) and ``grad_clip``. Plain JSON values: it is a Tune config.
+    ``schedule``, the same spec, is kept for loops written when it was named so."""
     trial = row.trial
     return {
         **row.to_json(),
-        "optimizer": dict(trial.optimizer),
-        "schedule": trial.scheduler.as_dict(),
+        "scheduler": trial.scheduler.as_dict(),
+        "optimizer": trial.optimizer.as_dict(),
+        "schedule": trial.scheduler.as_dict(),  # deprecated name (docs/workloads.md)
         "train_size": train_size,
         "options": dict(trial.workload_options),
         "grad_clip": trial.grad_clip,
