@@ -76,6 +76,13 @@ def test_curtailed_trials_stop_early_and_every_decision_stands(tmp_path: Path, r
     report = (tmp_path / "reports" / "curtail-e2e" / "report.html").read_text(encoding="utf-8")
     assert "Has the baseline plateaued?" in report and "curtailment: 3 of 6 trials stopped" in report
 
+    # a resume with nothing left to run still closes the study (the rounds make their callback
+    # even when no part of a round has trials) and says the same
+    again = scalesweep("resume", "curtail-e2e", *ray_head.args(), cwd=tmp_path, **ray_head.env())
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "6 trials already finished (left as they are); running 0" in again.stdout
+    assert "curtailment: 3 of 6 trials stopped" in again.stdout
+
     full = scalesweep("run", str(sweep), "--set", "curtail=false", "--set", "name=curtail-e2e-full",
                       *ray_head.args(), cwd=tmp_path, **ray_head.env())
     assert full.returncode == 0, full.stdout + full.stderr

@@ -67,8 +67,8 @@ class Rounds:
                 self.stopper = curtail_stopper.CurtailStopper(self.plan, self.curves, self.ended)
             parts = [(bases, None), (rest, self.stopper)]
         for rows, stopper in parts:
-            if self.interrupted or not rows:
-                continue
+            if self.interrupted and self.callback is not None:
+                continue  # a Ctrl-C during the baselines: the rest wait for resume
             # through the module: what tune.launch is when the round starts (a wrapper the
             # benchmarks time it with, for one)
             self.callback = tune.launch(self.plan, rows, self.sweep_dir, self.tracker, self.child_for,
