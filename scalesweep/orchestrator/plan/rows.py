@@ -366,9 +366,10 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     total = _total_updates(t, upe, ramp_epochs=sum(s.epochs for s in stages),
                            ramp_updates=ramp_updates)
     try:
-        # the trial's own schedule (load judged the sweep's and each axis value on it; free
-        # axes together only meet here), then the rules' changes, judged again as they land
-        sched_in = schedules.resolve(settings.scheduler, yaml_counts=True)
+        # the sweep's schedule, resolved once; a trial's own where axes set its params (load
+        # judged each value alone, so together they meet only here); apply judges the result
+        sched_in = (schedules.resolve(settings.scheduler, yaml_counts=True)
+                    if any(key.startswith("scheduler.") for key in free) else sweep.schedule)
         sched, lr, notes = scaling.apply(
             sched_in, base_lr, lr_factor=factor, warmup_rule=combo["warmup_rule"],
             global_batch=gb, reference_global_batch=ref_gb,

@@ -4,6 +4,7 @@ problems reported together. Nothing here starts Ray or touches MLflow."""
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -104,6 +105,12 @@ class Sweep:
     @property
     def ignored(self) -> list[str]:
         return list(self.recipe.ignored) if self.recipe else []
+
+    @functools.cached_property
+    def schedule(self) -> schedules.ScheduleSpec:
+        """The sweep's schedule before the axes, resolved once for all its trials (the checks
+        have listed its problems, if any, under their paths)."""
+        return schedules.resolve(self.base.scheduler, yaml_counts=True)
 
 
 def parse_overrides(items: Sequence[str]) -> list[tuple[str, Any]]:
