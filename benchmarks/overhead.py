@@ -154,7 +154,7 @@ def bare_tune(
         trainable: Any = _empty
         space: dict[str, Any] = {"i": tune.grid_search(list(range(trials)))}
     else:
-        from scalesweep.orchestrator.launch.trial_driver import DRIVER_MEMORY_BYTES
+        from scalesweep.trainables.trial_driver import DRIVER_MEMORY_BYTES
 
         trainable = tune.with_resources(
             _tune_torch_trainer, tune.PlacementGroupFactory([{"CPU": 0, "memory": DRIVER_MEMORY_BYTES}])

@@ -4,7 +4,7 @@ Ray Train V2's controller takes a worker's report off a one-slot queue only when
 workers (``RAY_TRAIN_HEALTH_CHECK_INTERVAL_S``, 2 s by default), and ``ray.train.report``
 blocks until the slot is free: a loop that evaluates more often than that waited up to 2 s at
 every eval. The trial driver now sets the interval for the controllers it starts
-(``scalesweep.orchestrator.launch.trial_driver.REPORT_POLL_S``).
+(``scalesweep.trainables.trial_driver.REPORT_POLL_S``).
 
 The loop (:func:`train_loop_per_worker`, in this module so that the sweep's workers import it)
 is a small MLP at a fixed amount of work per update, with ``loop_helpers.lr_scheduler`` and

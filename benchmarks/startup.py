@@ -5,7 +5,7 @@ A ddp trial of world size V starts V Ray Train workers (plus its Tune trial proc
 in fresh Python processes (CPU seconds of the process, ``time.process_time``, so the load of a
 shared machine barely moves them), interleaved and repeated:
 
-* the import a Tune trial process makes to find our trainable: ``scalesweep.orchestrator.launch.trial_driver``
+* the import a Tune trial process makes to find our trainable: ``scalesweep.trainables.trial_driver``
   (the entry point since the light-entry fix), against ``scalesweep.orchestrator.launch.tune`` (the entry
   point before it: it also pulls in MLflow and the planner) and against what a simulate trial
   needs (``ray.tune`` + ``scalesweep.trainables.loop``);
@@ -31,8 +31,8 @@ NAME = "startup"
 IMPORTS = {
     "scalesweep.orchestrator.launch.tune (the Tune entry point before the fix)":
         "import scalesweep.orchestrator.launch.tune",
-    "scalesweep.orchestrator.launch.trial_driver (the Tune entry point)":
-        "import scalesweep.orchestrator.launch.trial_driver",
+    "scalesweep.trainables.trial_driver (the Tune entry point)":
+        "import scalesweep.trainables.trial_driver",
     "ray.tune + scalesweep.trainables.loop (what a simulate trial runs)": (
         "import ray.tune, scalesweep.trainables.loop, scalesweep.trainables.world, "
         "scalesweep.trainables.config"

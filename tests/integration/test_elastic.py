@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from scalesweep.orchestrator.launch.trial_driver import HEAD_NODE_RESOURCE, trial_resources
 from scalesweep.orchestrator.plan.cluster import ClusterInfo
 from scalesweep.orchestrator.plan.rows import make_plan
 from scalesweep.orchestrator.spec.load import load_sweep
 from scalesweep.trainables import loop
+from scalesweep.trainables.trial_driver import HEAD_NODE_RESOURCE, trial_resources
 from scalesweep.trainables.world import LocalWorld
 from tests.support.cluster_helpers import RayCluster
 from tests.support.helpers import ROOT, SWEEPS, cli_env

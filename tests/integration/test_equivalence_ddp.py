@@ -52,8 +52,7 @@ from ray.train.torch import TorchConfig
 from ray.train.v2.api.config import RunConfig, ScalingConfig
 from ray.train.v2.torch.torch_trainer import TorchTrainer
 
-from scalesweep.orchestrator.launch import trial_driver
-from scalesweep.trainables import fusion, loop, workloads
+from scalesweep.trainables import fusion, loop, trial_driver, workloads
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.world import DistributedWorld, LocalWorld
 
@@ -273,8 +272,8 @@ def test_ddp_trial_shares_its_workload_and_falls_back_when_unpicklable(ray_clust
     be pickled is left to each worker to make (None), not an error."""
     import torch
 
-    from scalesweep.orchestrator.launch.trial_driver import shared_workload
     from scalesweep.trainables import workloads
+    from scalesweep.trainables.trial_driver import shared_workload
 
     options = {"train_size": 64, "dev_size": 16, "d_model": 32, "num_blocks": 1}
     trial = _trial(4, 4, 1, ADAM_ONECYCLE, "float32").model_copy(

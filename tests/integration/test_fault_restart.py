@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from ray import tune
 
-from scalesweep.orchestrator.launch.trial_driver import run_trial, trial_resources
 from scalesweep.trainables import loop
 from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.trial_driver import run_trial, trial_resources
 from scalesweep.trainables.world import LocalWorld
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ import pytest
 import ray
 import torch
 
-from scalesweep.orchestrator.launch import trial_driver
+from scalesweep.trainables import trial_driver
 
 pytestmark = pytest.mark.slow
 

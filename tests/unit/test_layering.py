@@ -63,7 +63,7 @@ def test_graph_sees_every_module() -> None:
     graph = _graph()
     assert set(graph) == _files() and len(graph) > 60
     assert "scalesweep.science.stats.trial_summary" in graph["scalesweep.dashboards.convergence_table"]
-    assert "scalesweep.trainables.loop" in graph["scalesweep.orchestrator.launch.trial_driver"]
+    assert "scalesweep.trainables.loop" in graph["scalesweep.trainables.trial_driver"]
 
 
 def _layer(module: str) -> str | None:
@@ -195,9 +195,9 @@ def test_every_orchestrator_module_belongs_to_a_stage() -> None:
 
 
 def test_stage_packages_import_nothing() -> None:
-    # a Tune trial process imports scalesweep.orchestrator.launch.trial_driver, which runs
-    # scalesweep/orchestrator/launch/__init__.py first: an import there would load the launcher
-    # on every worker
+    # a Tune trial of a sweep started before issue 32 §2 imports the trainable by its old path,
+    # scalesweep.orchestrator.launch.trial_driver, which runs scalesweep/orchestrator/launch/
+    # __init__.py first: an import there would load the launcher on every worker
     for stage in STAGES[1:]:
         tree = ast.parse((ROOT / TOP / "orchestrator" / stage / "__init__.py").read_text(encoding="utf-8"))
         assert [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)] == [], stage

@@ -157,7 +157,7 @@ def test_a_loops_ray_train_run_is_named_by_its_trial_so_a_resume_restores_it(
         tmp_path: Path) -> None:
     """Ray Train V2 restores the run it finds under the same name: a train_loop's run name
     must not carry the Tune trial id, which a resumed sweep changes."""
-    from scalesweep.orchestrator.launch.trial_driver import run_name
+    from scalesweep.trainables.trial_driver import run_name
 
     loop_trial = make_plan(load_sweep(_sweep(tmp_path))).rows[0].trial
     assert run_name(loop_trial, "abc_00000") == run_name(loop_trial, "def_00001") == loop_trial.name

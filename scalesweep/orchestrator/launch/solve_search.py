@@ -23,7 +23,6 @@ from typing import Any
 from ray import tune
 
 from scalesweep.mlflow_names import STATUS_TAG
-from scalesweep.orchestrator.launch import trial_driver
 from scalesweep.orchestrator.launch.tune import max_concurrent
 from scalesweep.orchestrator.plan.cluster import ClusterInfo
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
@@ -31,6 +30,7 @@ from scalesweep.orchestrator.plan.solve_plan import DIMENSIONS, SolvePlan, round
 from scalesweep.orchestrator.tracking.callback import SweepCallback
 from scalesweep.orchestrator.tracking.tracker import SweepTracker
 from scalesweep.science.solve import OBJECTIVE_METRIC
+from scalesweep.trainables import trial_driver
 
 
 @dataclass(frozen=True)

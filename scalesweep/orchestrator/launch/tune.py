@@ -11,13 +11,12 @@ from typing import Any
 from ray import tune
 
 from scalesweep.mlflow_names import STEP_KEY
-from scalesweep.orchestrator.launch import trial_driver
-from scalesweep.orchestrator.launch.trial_driver import latest_checkpoint, simulate_checkpoints
 from scalesweep.orchestrator.plan.loop_config import loop_config
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
 from scalesweep.orchestrator.tracking.callback import SweepCallback
 from scalesweep.orchestrator.tracking.tracker import SweepTracker
-from scalesweep.trainables import checkpointing
+from scalesweep.trainables import checkpointing, trial_driver
+from scalesweep.trainables.trial_driver import latest_checkpoint, simulate_checkpoints
 
 
 def max_concurrent(plan: Plan, rows: list[PlanRow]) -> int:

@@ -1,0 +1,332 @@
+"""The Tune function trainable that runs one trial on its backend.
+
+``run_trial(config)`` with ``config`` =
+
+* ``trial``: ``TrialConfig.model_dump(mode="json")`` (required);
+* ``storage_path``: where Ray Train keeps ddp runs and their checkpoints (the sweep's; shared
+  storage on a multi-node cluster). Default: Ray's own (``~/ray_results``);
+* ``max_failures``: worker-group restarts Ray Train may make from the latest checkpoint (3);
+* ``cpus_per_worker`` (1.0), ``gpus_per_worker`` (1.0, used when the trial uses GPUs),
+  ``memory_per_worker_gb`` (unset: no memory reservation);
+* ``checkpoints_to_keep``: newest checkpoints Ray Train keeps per run (2);
+* ``resume_from``: a checkpoint directory to start from when Ray has none of its own for this
+  trial (an earlier, killed sweep of the same plan).
+
+Backends:
+
+* ``simulate``: the loop runs right here, in the Tune trial's process (P = 1), reporting each
+  evaluation with ``ray.tune.report`` and resuming from ``ray.tune.get_checkpoint()``.
+* ``ddp``: the Ray Train V2 pattern: this process only drives a ``TorchTrainer`` of P workers
+  whose ``TuneReportCallback`` forwards rank 0's reports to Tune. The run is named
+  ``<trial name>-<Tune trial id>``, so when Tune retries the trial (its FailureConfig) or the
+  experiment is restored, the same name and storage path make Ray Train V2 restore the run
+  from its latest checkpoint. A worker that dies is handled inside ``fit()``: V2 restarts the
+  group from the latest checkpoint up to ``max_failures`` times. When those are spent, the
+  trial reports itself ``failed`` (with the error) and returns instead of raising, so Tune does
+  not retry it again: ``max_failures`` is one number of retries per trial, whichever layer
+  restarts it (Tune's FailureConfig retries simulate trials, Ray Train's ddp ones).
+
+Threads: a simulate trial runs torch with as many intra-op threads as the CPUs Ray reserved for
+it (``cpus_per_worker``, at least 1; :func:`use_assigned_cpus`). Ray sets ``OMP_NUM_THREADS``
+to that number only where the environment has not set it already (tests/integration/test_threads.py: a
+2-CPU task under ``OMP_NUM_THREADS=1`` starts with 1 thread, a 1-CPU task under 8 with 2), so
+the trial sets torch's count itself. Ray's reservations are fixed for a trial's life: CPUs
+that finished trials free are not lent to the running ones (only Tune's
+``ResourceChangingScheduler`` moves them, by pausing a trial and restoring it from a checkpoint
+with new resources). A sweep that will run
+fewer trials at a time than there are cores should ask for more CPUs per trial
+(``resources.cpus_per_worker``); benchmarks/README.md measures what a second thread buys.
+
+Resources (:func:`trial_resources`): a ddp trial's own process takes no CPU, since it only waits
+on the worker group, which Ray Train places itself (its placement group, not the trial's). If
+the driver took Tune's default 1 CPU, drivers could hold every CPU while their worker groups
+waited for CPUs forever (V2 retries the group start without end). The runner must therefore
+admit only as many trials at once as can hold their worker groups together:
+``max_concurrent_trials <= floor(cluster CPUs / max over trials of P * cpus_per_worker)``
+(likewise GPUs and, on CPU clusters, memory: ~0.6 GiB per worker here, so a 16-worker CPU
+trial needs ~9-10 GiB), and must not start a trial whose group alone exceeds the cluster.
+
+An elastic ddp trial's process is pinned to the head node (Ray's ``node:__internal_head__``
+resource, as Ray Train pins its own state actor). Ray Train V2 places its controller on the
+node of the process that calls ``fit()``, and the controller places Ray's autoscaling
+coordinator, a detached actor pinned hard to that node, which elastic resizing asks for the
+resources it may use. Were that the node that is lost, the coordinator could never come back
+and the trial would wait for a resize decision forever, the one loss elasticity is for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import ray.tune
+import torch
+from ray.tune import PlacementGroupFactory
+
+from scalesweep.mlflow_names import ERROR_TAG, STATUS_TAG
+from scalesweep.trainables import checkpointing, loop
+from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.world import LocalWorld
+
+DEFAULT_MAX_FAILURES = 3
+DEFAULT_CHECKPOINTS_TO_KEEP = 2
+#: a ddp driver's whole reservation. Tune refuses a trial whose resources are all zero, and a
+#: sliver of CPU would break the arithmetic above (4 CPUs could then host 3 workers, not 4).
+DRIVER_MEMORY_BYTES = 256 * 2**20
+#: Ray's own resource of the head node; a small share of it pins an actor there.
+HEAD_NODE_RESOURCE = "node:__internal_head__"
+HEAD_NODE_SHARE = 0.001
+#: Ray Train V2's controller takes a worker's report off its one-slot queue only when it polls
+#: the workers, every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by default), and ``report`` blocks
+#: until then: a loop evaluating more often than that waited up to the whole interval at each
+#: eval. A poll is one small actor call per worker, so a short interval costs little CPU.
+REPORT_POLL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
+REPORT_POLL_S = 0.05
+
+
+def trainable(config: dict[str, Any]) -> None:
+    """What Tune runs (``param_space={"trial_config": ...}``).
+
+    Tune's trial processes import the module of the function they run; this one, unlike the
+    sweep runner's modules, pulls in neither MLflow nor the planner (0.9 CPU seconds per trial
+    process on 2 cores, benchmarks/README.md), and Ray Train only when the trial is ddp.
+    """
+    run_trial(config["trial_config"])
+
+
+def resources(config: dict[str, Any]) -> PlacementGroupFactory:
+    """``tune.with_resources``' per-trial resources for :func:`trainable`'s config."""
+    c = config["trial_config"]
+    return trial_resources(TrialConfig.model_validate(c["trial"]), c["cpus_per_worker"], c["gpus_per_worker"])
+
+
+def run_trial(config: dict[str, Any]) -> None:
+    """Tune function trainable: run ``config["trial"]`` on its backend (see module docs)."""
+    trial = TrialConfig.model_validate(config["trial"])
+    if trial.backend == "simulate":
+        storage = config.get("storage_path")  # <sweep dir>/train
+        _run_simulate(trial, config.get("resume_from"), Path(storage).parent if storage else None)
+    else:
+        _run_ddp(trial, config)
+
+
+def trial_resources(
+    trial: TrialConfig, cpus_per_worker: float, gpus_per_worker: float = 1.0
+) -> PlacementGroupFactory:
+    """What the Tune trial itself reserves (for ``tune.with_resources``).
+
+    simulate: one worker's share, since the trial's process does all the training.
+    ddp: memory only -- the worker group reserves its own resources (see module docs); an
+    elastic one also a share of the head node, where it must run.
+    """
+    bundle: dict[str, float]
+    if trial.backend == "simulate":
+        bundle = {"CPU": cpus_per_worker}
+        if trial.use_gpu:
+            bundle["GPU"] = gpus_per_worker
+        return PlacementGroupFactory([bundle])
+    bundle = {"CPU": 0, "memory": DRIVER_MEMORY_BYTES}
+    if trial.min_workers is not None:  # elastic: on the node it must outlive (module docs)
+        bundle[HEAD_NODE_RESOURCE] = HEAD_NODE_SHARE
+    return PlacementGroupFactory([bundle])
+
+
+def worker_group_resources(
+    trial: TrialConfig,
+    cpus_per_worker: float,
+    gpus_per_worker: float = 1.0,
+    memory_per_worker_gb: float | None = None,
+) -> dict[str, float]:
+    """Ray Train's reservation per worker of a ddp trial (P of them, placed together)."""
+    resources = {"CPU": float(cpus_per_worker)}
+    if trial.use_gpu:
+        resources["GPU"] = float(gpus_per_worker)
+    if memory_per_worker_gb:
+        resources["memory"] = float(memory_per_worker_gb) * 2**30
+    return resources
+
+
+def run_name(trial: TrialConfig, trial_id: str) -> str:
+    """The Ray Train run's name: stable across Tune retries and restores, never a time.
+
+    A train_loop trial's run is named by the trial alone: Ray Train V2 restores a run it finds
+    under the same name and storage path, so after a Tune retry or ``scalesweep resume`` (a new
+    Tune experiment, a new trial id) the user's ``ray.train.get_checkpoint()`` returns the
+    latest checkpoint the loop reported. Built-in trials find theirs by trial name
+    (:func:`latest_checkpoint`) and keep the trial id in the name.
+    """
+    return trial.name if trial.train_loop is not None else f"{trial.name}-{trial_id}"
+
+
+def latest_checkpoint(storage_path: str | Path, trial: TrialConfig) -> str | None:
+    """The newest checkpoint any earlier ddp run of this trial left under ``storage_path``.
+
+    Checkpoints are ``<storage_path>/<run name>/checkpoint_<update, 9 digits>``; the newest is
+    the one with the most updates.
+    """
+    root = Path(storage_path)
+    found = sorted((p for p in root.glob(f"{trial.name}-*/checkpoint_*")
+                    if p.parent.name.startswith(f"{trial.name}-")), key=lambda p: p.name, reverse=True)
+    # newest first; a torn one (a copy cut short) is passed over with a warning
+    newest = checkpointing.newest_complete(found, label=trial.name)
+    return None if newest is None else str(newest)
+
+
+# -- backends ------------------------------------------------------------------------------
+
+
+def use_assigned_cpus() -> int:
+    """Set torch's intra-op threads to the CPUs Ray assigned to this process (at least 1, and
+    left alone outside a Ray task or actor); returns the count in use."""
+    cpus = None
+    if ray.is_initialized():
+        # Ray answers only inside a task or actor; a driver (mode 0) gets an AssertionError
+        with contextlib.suppress(AssertionError):
+            cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
+    if cpus:
+        torch.set_num_threads(max(1, int(cpus)))
+    return torch.get_num_threads()
+
+
+def simulate_checkpoints(sweep_dir: Path, name: str) -> list[Path]:
+    """The checkpoints Tune kept for a simulate trial in every round of the sweep
+    (``tune*/<name>/checkpoint_*``), newest first."""
+    return sorted(sweep_dir.glob(f"tune*/{name}/checkpoint_*"), key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def _run_simulate(trial: TrialConfig, fallback: str | None, sweep_dir: Path | None) -> None:
+    use_assigned_cpus()  # the whole trial runs in this process: use every CPU it holds
+    def report(metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
+        # tune.report persists the checkpoint before it returns; the loop deletes it after.
+        checkpoint = ray.tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
+        ray.tune.report(metrics, checkpoint=checkpoint)
+
+    world = LocalWorld("cuda" if trial.use_gpu else "cpu")
+    checkpoint = ray.tune.get_checkpoint()
+    if checkpoint is None:
+        loop.train(trial, world, on_report=report, resume_from=fallback)
+        return
+    with checkpoint.as_directory() as directory:
+        why = checkpointing.incomplete(directory)
+        if why is not None and sweep_dir is not None:  # Tune's latest is torn: the newest whole one
+            print(f"warning: {trial.name}: torn checkpoint {directory} ({why})", file=sys.stderr,
+                  flush=True)
+            found = checkpointing.newest_complete(simulate_checkpoints(sweep_dir, trial.name),
+                                                  label=trial.name)
+            fallback = None if found is None else str(found)
+        loop.train(trial, world, on_report=report, resume_from=directory if why is None else fallback)
+
+
+def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
+    # Imported here: simulate trials never need Ray Train. Explicitly V2 (the default since Ray
+    # 2.5x): ``ray.train.RunConfig`` & co. resolve to V1 or V2 by an environment variable,
+    # which neither mypy nor a reader can see.
+    from ray.train.torch import TorchConfig
+    from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.v2.torch.torch_trainer import TorchTrainer
+
+    storage_path = config.get("storage_path")
+    name = run_name(trial, ray.tune.get_context().get_trial_id())
+    worker, worker_config, callback = _workers(trial, config)
+    use_report_poll()
+    trainer = TorchTrainer(
+        worker,
+        train_loop_config=worker_config,
+        scaling_config=ScalingConfig(
+            # elastic: V2 asks for P workers, starts with min_workers if that is all there is,
+            # and after a loss restarts the group from the latest checkpoint on what is left
+            num_workers=(trial.physical_workers if trial.min_workers is None
+                         else (trial.min_workers, trial.physical_workers)),
+            use_gpu=trial.use_gpu,
+            resources_per_worker=worker_group_resources(
+                trial,
+                float(config.get("cpus_per_worker", 1.0)),
+                float(config.get("gpus_per_worker", 1.0)),
+                config.get("memory_per_worker_gb"),
+            ),
+        ),
+        torch_config=TorchConfig(backend="nccl" if trial.use_gpu else "gloo"),
+        run_config=RunConfig(
+            name=name,
+            storage_path=storage_path,
+            failure_config=FailureConfig(max_failures=int(config.get("max_failures", DEFAULT_MAX_FAILURES))),
+            checkpoint_config=CheckpointConfig(
+                num_to_keep=int(config.get("checkpoints_to_keep", DEFAULT_CHECKPOINTS_TO_KEEP))
+            ),
+            callbacks=[callback],
+        ),
+    )
+    from ray.train.v2.api.exceptions import TrainingFailedError
+
+    try:
+        trainer.fit()
+    except TrainingFailedError as exc:
+        # Ray Train spent this trial's retries: report the failure and return, so Tune's own
+        # FailureConfig does not start max_failures more rounds of them ((m + 1)^2 tries)
+        ray.tune.report({STATUS_TAG: "failed", ERROR_TAG: failure_line(exc)})
+
+
+def use_report_poll() -> str:
+    """Have the Ray Train controller this process starts poll its workers every
+    :data:`REPORT_POLL_S` (module docs), unless the environment already names an interval;
+    returns the interval in force. V2 reads the variable in the controller actor, which it
+    starts with the variables of this process that it propagates (``fit()`` runs here)."""
+    return os.environ.setdefault(REPORT_POLL_ENV, f"{REPORT_POLL_S:g}")
+
+
+def _workers(trial: TrialConfig, config: Mapping[str, Any]) -> tuple[Any, dict[str, Any], Any]:
+    """What the worker group runs, its config, and the callback that forwards rank 0's
+    reports to Tune: the built-in loop, or a train_loop checked report by report."""
+    if trial.train_loop is not None:
+        from scalesweep.trainables.user_loop import ReportChecker, loop_worker
+        from scalesweep.trainables.user_loop_callback import LoopReportCallback
+
+        loop_config = dict(config["loop_config"])
+        checker = ReportChecker(trial=trial.name, train_loop=trial.train_loop,
+                                updates_per_epoch=int(loop_config["updates_per_epoch"]),
+                                global_batch=int(loop_config["global_batch"]),
+                                wall_offset=float(config.get("wall_offset") or 0.0),
+                                last=dict(config.get("resumed_report") or {}))
+        return (loop_worker, {"train_loop": trial.train_loop, "config": loop_config},
+                LoopReportCallback(checker))
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    from scalesweep.trainables.ray_worker import train_loop_per_worker
+
+    # V2 restores a run by its name and storage path; a checkpoint from an earlier sweep (a new
+    # Tune experiment, so a new trial id) is handed to the workers instead.
+    storage_path = config.get("storage_path")
+    resume_from = config.get("resume_from")
+    if resume_from is None and storage_path is not None:
+        resume_from = latest_checkpoint(storage_path, trial)
+    return (train_loop_per_worker,
+            {"trial": trial.model_dump(mode="json"), "resume_from": resume_from,
+             "workload": shared_workload(trial)},
+            TuneReportCallback())
+
+
+def failure_line(exc: BaseException) -> str:
+    """The line of a Ray Train failure that names the error (the workers' own exception)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    useful = [ln for ln in lines if "Error" in ln and not ln.startswith(("ray::", "File "))]
+    return (useful or lines or [type(exc).__name__])[-1][:300]
+
+
+def shared_workload(trial: TrialConfig) -> Any:
+    """The trial's workload, made once here and put in Ray's object store for its workers, or
+    None when it cannot be pickled (a user's workload holding a lambda, a file handle): then
+    each worker makes its own, as the contract allows (data depends on the options only)."""
+    from scalesweep.trainables import workloads
+
+    workload = workloads.make(trial.workload, trial.workload_options)
+    prepare = getattr(workload, "prepare", None)
+    if callable(prepare):  # lazily generated data: make it now, once, not once per worker
+        prepare()
+    try:
+        return ray.put(workload)
+    except Exception:  # whatever pickling raised: let the workers make it
+        return None
