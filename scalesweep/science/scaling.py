@@ -144,7 +144,7 @@ class AutoTotalError(ScalesweepError, ValueError):
 
 
 def apply(
-    spec: ScheduleSpec | Mapping[str, Any],
+    scheduler: ScheduleSpec | Mapping[str, Any],
     optimizer_lr: float,
     *,
     lr_factor: float,
@@ -164,8 +164,8 @@ def apply(
     explicit warmup of 0 where DeepSpeed needs at least 1); ``AutoTotalError`` when an ``auto``
     total cannot be filled in or leaves the schedule invalid.
     """
-    if not isinstance(spec, ScheduleSpec):  # a test's or a notebook's; the planner resolved its
-        spec = resolve(spec)
+    # a test's or a notebook's mapping; the planner's is resolved
+    spec = scheduler if isinstance(scheduler, ScheduleSpec) else resolve(scheduler)
     factor = lr_factor
     if isinstance(factor, bool) or not isinstance(factor, int | float) or not (
             math.isfinite(factor) and factor > 0):

@@ -368,12 +368,12 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     try:
         # the sweep's schedule, resolved once; a trial's own where axes set its params (load
         # judged each value alone, so together they meet only here); apply judges the result
-        sched_in = (schedules.resolve(settings.scheduler, yaml_counts=True)
-                    if any(key.startswith("scheduler.") for key in free) else sweep.schedule)
-        sched, lr, notes = scaling.apply(
-            sched_in, base_lr, lr_factor=factor, warmup_rule=combo["warmup_rule"],
+        reference = (schedules.resolve(settings.scheduler, yaml_counts=True)
+                     if any(key.startswith("scheduler.") for key in free) else sweep.scheduler)
+        scheduler, lr, notes = scaling.apply(
+            reference, base_lr, lr_factor=factor, warmup_rule=combo["warmup_rule"],
             global_batch=gb, reference_global_batch=ref_gb,
-            run_updates=_schedule_length(sweep, sched_in, ws, batch, accum, total, eval_every,
+            run_updates=_schedule_length(sweep, reference, ws, batch, accum, total, eval_every,
                                          stages))
     except scaling.AutoTotalError as exc:  # the field is the total's, not the warmup rule's
         raise InputError(sweep.source, [Problem(settings.where(f"scheduler.{exc.field}"), "auto",
@@ -382,8 +382,8 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     except ValueError as exc:  # only scaling.apply's own refusal is the warmup rule's to answer
         raise _WarmupRuleMismatch(str(exc)) from exc
     notes.extend(ramp_notes)
-    peak_note = _peak_note(sched_in, settings.scheduler, base_lr)
-    warmup = sched.warmup_steps or 0
+    peak_note = _peak_note(reference, settings.scheduler, base_lr)
+    warmup = scheduler.warmup_steps or 0
     # with a ramp, P must fit its smallest stage: a worker plays at least one rank of every V
     backend, workers, how = _placement(spec, min([ws, *(s.world_size for s in stages)]), cluster)
     if stages and workers > stages[0].world_size:
@@ -408,7 +408,7 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
                             mode="max" if _higher_is_better(sweep) else "min")
     optimizer = {**settings.optimizer, "lr": lr}
     if combo["scaling_rule"] == "sqrt_adam":
-        optimizer, adam_notes = _sqrt_adam(sweep, combo, optimizer, sched, gb, ref_gb)
+        optimizer, adam_notes = _sqrt_adam(sweep, combo, optimizer, scheduler, gb, ref_gb)
         notes.extend(adam_notes)
     # the trial's optimizer, judged once (load judged the sweep's block and each axis value)
     trial = TrialConfig(
@@ -417,7 +417,7 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
         world_size=ws, physical_workers=workers, backend=backend,  # type: ignore[arg-type]
         use_gpu=spec.resources.gpus_per_worker > 0 and backend == "ddp",
         per_worker_batch=batch, accum_grad=accum, optimizer=optimizers.resolve(optimizer),
-        scheduler=sched,
+        scheduler=scheduler,
         grad_clip=t.get("grad_clip"), total_updates=total, eval_every=eval_every,
         checkpoint_every=int(t.get("checkpoint_every") or 0),
         checkpoint_every_s=float(t["checkpoint_every_s"]) if t.get("checkpoint_every") is None else None,
@@ -435,7 +435,7 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     return PlanRow(
         name=name, axes=combo, world_size=ws, scaling_rule=combo["scaling_rule"],
         warmup_rule=combo["warmup_rule"], seed=seed, global_batch=gb, reference_global_batch=ref_gb,
-        base_lr=base_lr, lr=lr, peak_lr=schedules.peak_lr(sched, lr), scheduler=sched.type,
+        base_lr=base_lr, lr=lr, peak_lr=schedules.peak_lr(scheduler, lr), scheduler=scheduler.type,
         warmup_steps=warmup,
         # a ramp's earlier stages cover the warmup's positions at their own pace
         warmup_epochs=data.epoch_at_position(warmup) if stages and warmup else warmup / upe,
@@ -447,14 +447,14 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     )
 
 
-def _peak_note(sched: schedules.ScheduleSpec, given: Mapping[str, Any],
+def _peak_note(scheduler: schedules.ScheduleSpec, given: Mapping[str, Any],
                optimizer_lr: float) -> str | None:
     """Where a schedule param overwrites the optimizer lr (DeepSpeed's ``warmup_max_lr``) and
     differs from it: the sweep's ``optimizer.lr`` is then not the lr that trains, which is easy
     to miss since ``ds_warmup_decay``'s default is DeepSpeed's 0.001, not the optimizer lr.
     ``given``: the sweep's own scheduler block, to tell a default from a given value."""
-    kind = sched.kind
-    merged = sched.params
+    kind = scheduler.kind
+    merged = scheduler.params
     for key in kind.optimizer_lr_fallbacks:
         value = merged.get(key)
         if value is None or float(value) == optimizer_lr:
@@ -467,12 +467,12 @@ def _peak_note(sched: schedules.ScheduleSpec, given: Mapping[str, Any],
 
 
 def _sqrt_adam(sweep: Sweep, combo: dict[str, Any], optimizer: dict[str, Any],
-               sched: schedules.ScheduleSpec, gb: int, ref_gb: int
+               scheduler: schedules.ScheduleSpec, gb: int, ref_gb: int
                ) -> tuple[dict[str, Any], list[str]]:
     """Malladi et al.'s betas and eps for the sqrt_adam rule (its lr came with the others')."""
     try:
-        if schedules.build(sched, float(optimizer["lr"])).momentum(1) is not None:
-            raise ValueError(f"sqrt_adam scales Adam's betas, but the {sched.type} schedule "
+        if schedules.build(scheduler, float(optimizer["lr"])).momentum(1) is not None:
+            raise ValueError(f"sqrt_adam scales Adam's betas, but the {scheduler.type} schedule "
                              "sets beta1 (and beta2 = 0.99) at every update; use another rule or "
                              "schedule")
         return scaling.adam_hyperparameters(optimizer, gb, ref_gb)
@@ -494,14 +494,14 @@ def _eval_every(training: dict[str, Any], upe: int) -> int:
     return max(1, round(upe * float(training.get("eval_every_epochs", 0.5))))
 
 
-def _schedule_length(sweep: Sweep, sched: schedules.ScheduleSpec, ws: int, batch: int, accum: int,
+def _schedule_length(sweep: Sweep, scheduler: schedules.ScheduleSpec, ws: int, batch: int, accum: int,
                      total: int, eval_every: int, stages: tuple[RampStage, ...]) -> int:
     """The trial's length in its schedule's counts, which a total given as ``auto`` becomes:
     its updates, or with a ramp the schedule's position at its last update (under
     ``warmup_rule: scaled`` the stages' updates count B_s / B each)."""
     if not stages:
         return total
-    kind = sched.kind
+    kind = scheduler.kind
     data = batch_ramp.DataPlan(dataset_size=sweep.workload.train_size(), per_worker_batch=batch,
                                accum_grad=accum, world_size=ws, total_updates=total,
                                eval_every=eval_every, stages=stages,

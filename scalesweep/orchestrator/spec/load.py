@@ -107,7 +107,7 @@ class Sweep:
         return list(self.recipe.ignored) if self.recipe else []
 
     @functools.cached_property
-    def schedule(self) -> schedules.ScheduleSpec:
+    def scheduler(self) -> schedules.ScheduleSpec:
         """The sweep's schedule before the axes, resolved once for all its trials (the checks
         have listed its problems, if any, under their paths)."""
         return schedules.resolve(self.base.scheduler, yaml_counts=True)
