@@ -186,8 +186,10 @@ def _head(tmp_path_factory: pytest.TempPathFactory, name: str, cpus: int) -> Ite
 
     # PYTHONPATH: the trials' workers import the tests' own workloads (tests.support.gated_workload, ...),
     # as a user's cluster has their workload's package installed
+    # no dashboard: nothing run on these heads asks for the state API or submits a job (the
+    # cluster tests start clusters of their own), and it is a head's largest idle CPU cost
     head = RayCluster(tmp_path_factory.mktemp(name), head_cpus=cpus, nodes=1,
-                      extra_env={"PYTHONPATH": str(ROOT)})
+                      extra_env={"PYTHONPATH": str(ROOT)}, dashboard=False)
     try:
         head.start()
         yield RayHead(head.gcs_address, head.token)

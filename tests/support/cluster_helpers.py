@@ -61,8 +61,12 @@ class RayCluster:
 
     def __init__(self, base: Path, *, head_cpus: int = 2, worker_cpus: int = 2,
                  private_dir: Path | None = None, path: str | None = None,
-                 nodes: int = 2, extra_env: dict[str, str] | None = None) -> None:
+                 nodes: int = 2, extra_env: dict[str, str] | None = None,
+                 dashboard: bool = True) -> None:
         self.base = base
+        # False: no dashboard process on the head (no state API, no job submission), for the
+        # heads that only run sweeps: it is the largest of a head's idle CPU costs
+        self.with_dashboard = dashboard
         self.extra_env = extra_env or {}  # the nodes' environment beyond cli_env's
         # the nodes' PATH; None: this venv's bin first, as if the user had activated it
         self.path = path
@@ -114,12 +118,17 @@ class RayCluster:
         common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats", "--block",
                   "--min-worker-port=0", "--max-worker-port=0",
                   "--object-store-memory=150000000"]
+        dashboard = (["--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard_port}"]
+                     if self.with_dashboard else ["--include-dashboard=false"])
         head = [RAY, "start", "--head", f"--port={self.gcs_port}", f"--temp-dir={self.temp_dirs[0]}",
-                "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard_port}",
-                f"--ray-client-server-port={self.client_port}", f"--num-cpus={self.head_cpus}",
-                "--num-gpus=0", *self._agent_ports(), *common]
+                *dashboard, f"--ray-client-server-port={self.client_port}",
+                f"--num-cpus={self.head_cpus}", "--num-gpus=0", *self._agent_ports(), *common]
         self._spawn("head", head)
-        self._wait(lambda: self._gcs_up(), timeout, "the head's GCS and dashboard")
+        if self.with_dashboard:
+            self._wait(lambda: self._gcs_up(), timeout, "the head's GCS and dashboard")
+        else:  # `ray start` says so once the GCS and the head's raylet are up
+            self._wait(lambda: b"Ray runtime started" in self.logs[0].read_bytes(), timeout,
+                       "the head's GCS and raylet")
         if self.nodes == 1:
             return self
         worker = [RAY, "start", f"--address={self.gcs_address}", f"--temp-dir={self.temp_dirs[1]}",
