@@ -19,6 +19,10 @@ optional, make such a loop behave exactly as the built-in one:
   state back after a worker restart, a Tune retry or ``scalesweep resume``, and
   :func:`data_position` says where in the data the restored update left off.
 
+The micro-batches' order, their reseed keys, the report's keys and the eval cadence are not
+restated here: the built-in loop and these helpers call the same functions
+(:mod:`scalesweep.trainables.stepping`).
+
 Only :func:`report`, :func:`restore` and :func:`checkpoint_directory` need Ray (imported when
 called); the rest needs torch alone.
 """
@@ -29,7 +33,6 @@ import contextlib
 import itertools
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +40,12 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from scalesweep.mlflow_names import DEV_PREFIX, STEP_KEY
+from scalesweep.mlflow_names import DEV_PREFIX
 from scalesweep.science import schedules
+from scalesweep.trainables import stepping
 from scalesweep.trainables.config import loop_schedule
-from scalesweep.trainables.loop import _reseed
 from scalesweep.trainables.sharding import Sharding, virtual_ranks
+from scalesweep.trainables.stepping import MicroBatch
 
 __all__ = ["STATE_FILE", "MicroBatch", "PlannedLR", "VirtualRanks", "build_report",
            "checkpoint_directory", "data_position", "eval_due", "lr_scheduler", "planned_schedule",
@@ -84,11 +88,7 @@ class PlannedLR(torch.optim.lr_scheduler.LRScheduler):
 
     def step(self, epoch: int | None = None) -> None:
         super().step(epoch)
-        betas = self.schedule.betas(self.last_epoch + 1)
-        if betas is not None:
-            for group in self.optimizer.param_groups:
-                if "betas" in group:  # as DeepSpeed: nothing for SGD
-                    group["betas"] = betas
+        stepping.set_betas(self.optimizer, self.schedule.betas(self.last_epoch + 1))
         if self.after_step is not None:
             self.after_step(self.last_epoch)
 
@@ -100,16 +100,6 @@ class PlannedLR(torch.optim.lr_scheduler.LRScheduler):
 def lr_scheduler(optimizer: torch.optim.Optimizer, config: Mapping[str, Any]) -> PlannedLR:
     """The trial's planned lr schedule on ``optimizer`` (see :class:`PlannedLR`)."""
     return PlannedLR(optimizer, planned_schedule(config))
-
-
-@dataclass(frozen=True)
-class MicroBatch:
-    """One forward/backward pass of an update: a virtual rank's micro-batch."""
-
-    indices: list[int]  # training-set indices, in the order DistributedSampler gives them
-    virtual_rank: int
-    index: int  # which of the virtual rank's accum_grad micro-batches
-    last: bool  # this worker's last pass of the update: the one whose backward all-reduces
 
 
 class VirtualRanks:
@@ -141,11 +131,9 @@ class VirtualRanks:
         self.loss_weight = self.physical_workers / self.global_batch
 
     def micro_batches(self, update: int) -> list[MicroBatch]:
-        """This worker's passes of 1-based ``update``, in the built-in loop's order."""
-        steps = [(v, m, mb) for v in self.virtual_ranks
-                 for m, mb in enumerate(self.sharding.micro_batches(update, v))]
-        return [MicroBatch(indices=list(mb), virtual_rank=v, index=m, last=i == len(steps) - 1)
-                for i, (v, m, mb) in enumerate(steps)]
+        """This worker's passes of 1-based ``update``, in the built-in loop's order (the same
+        function makes them)."""
+        return stepping.micro_batches(self.sharding, self.virtual_ranks, update)
 
     def passes(self, model: torch.nn.Module, update: int, *, reseed: bool = True,
                device: torch.device | str | None = None) -> Iterator[MicroBatch]:
@@ -158,7 +146,7 @@ class VirtualRanks:
         where = torch.device(device) if device is not None else _model_device(model)
         for mb in self.micro_batches(update):
             if reseed:
-                _reseed(where, self.seed, 0, update, mb.virtual_rank, mb.index)
+                stepping.reseed_pass(where, self.seed, update, mb)
             with _no_sync(model) if not mb.last else contextlib.nullcontext():
                 yield mb
 
@@ -181,7 +169,8 @@ def _no_sync(model: torch.nn.Module) -> contextlib.AbstractContextManager[Any]:
 def eval_due(config: Mapping[str, Any], update: int) -> bool:
     """Whether the built-in loop reports after ``update``: every ``eval_every`` updates and
     after the last."""
-    return update % int(config["eval_every"]) == 0 or update == int(config["total_updates"])
+    return stepping.report_due(update, eval_every=int(config["eval_every"]),
+                               total_updates=int(config["total_updates"]))
 
 
 def build_report(config: Mapping[str, Any], *, update: int, dev_loss: float,
@@ -191,13 +180,12 @@ def build_report(config: Mapping[str, Any], *, update: int, dev_loss: float,
     updates_per_epoch), ``samples_seen`` (update x global_batch), ``dev_loss``, each of
     ``dev_metrics`` as ``dev_<name>``, and ``train_loss`` and ``lr`` when given."""
     out: dict[str, float] = {
-        STEP_KEY: update,
-        "epoch": update / int(config["updates_per_epoch"]),
-        "samples_seen": float(update * int(config["global_batch"])),
-        f"{DEV_PREFIX}loss": float(dev_loss),
+        **stepping.report_keys(update, samples_seen=float(update * int(config["global_batch"])),
+                               epoch=update / int(config["updates_per_epoch"])),
+        stepping.dev_key("loss"): float(dev_loss),
     }
     for name, value in dev_metrics.items():
-        out[name if name.startswith(DEV_PREFIX) else f"{DEV_PREFIX}{name}"] = float(value)
+        out[name if name.startswith(DEV_PREFIX) else stepping.dev_key(name)] = float(value)
     if train_loss is not None:
         out["train_loss"] = float(train_loss)
     if lr is not None:

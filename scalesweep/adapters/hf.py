@@ -56,7 +56,7 @@ from scalesweep.adapters._common import (
     uses,
     with_plan,
 )
-from scalesweep.trainables.loop import build_optimizer
+from scalesweep.trainables.stepping import build_optimizer
 
 __all__ = ["ReportCallback", "last_checkpoint", "loss_counts_items", "lr_scheduler", "optimizers",
            "training_arguments"]

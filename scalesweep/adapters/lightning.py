@@ -43,7 +43,7 @@ from scalesweep.adapters._common import (
     uses,
     with_plan,
 )
-from scalesweep.trainables.loop import build_optimizer
+from scalesweep.trainables.stepping import build_optimizer
 
 __all__ = ["CHECKPOINT_FILE", "ReportCallback", "configure_optimizers", "last_checkpoint",
            "lr_scheduler_config", "trainer_arguments"]

@@ -45,7 +45,7 @@ from typing import Protocol
 
 from scalesweep.science.batching import updates_per_epoch
 
-__all__ = ["DataPlan", "Segment", "Stage", "check", "describe", "parse"]
+__all__ = ["DataPlan", "Segment", "Stage", "check", "describe", "eval_due", "parse"]
 
 _STAGE = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
 #: what a ramp looks like, for error messages
@@ -97,6 +97,13 @@ def check(stages: Sequence[Stage], world_size: int, epochs: float | None) -> str
         return (f"its stages take {ramp_epochs} epochs, which leaves nothing of training.epochs"
                 f"({epochs:g}) for the trial's world_size({world_size})")
     return None
+
+
+def eval_due(update: int, eval_every: int, first_update: int = 1) -> bool:
+    """Whether ``update`` evaluates: every ``eval_every``-th update counted from
+    ``first_update`` (a stage's first; 1 without a ramp). The one cadence of the built-in loop
+    and of users' loops (scalesweep.trainables.stepping.report_due)."""
+    return (update - first_update + 1) % eval_every == 0
 
 
 @dataclass(frozen=True)
@@ -213,7 +220,7 @@ class DataPlan:
     def eval_due(self, update: int) -> bool:
         """An evaluation every ``eval_every`` updates of the segment, counted from its start."""
         s = self.segment(update)
-        return (update - s.first_update + 1) % s.eval_every == 0
+        return eval_due(update, s.eval_every, s.first_update)
 
     def epoch_at_position(self, position: float) -> float:
         """Epochs seen when the schedule reaches ``position`` (a warmup's end, in epochs)."""

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from scalesweep.science.batch_ramp import eval_due
 from scalesweep.trainables.config import TrialConfig
 
 STATE_FILE = "state.pt"
@@ -95,7 +96,7 @@ def due(config: TrialConfig, update: int, seconds_since_last: float = 0.0,
     ramp's stages have their own cadence); by default every ``eval_every``-th update does."""
     every, every_s = config.checkpoint_every, config.checkpoint_every_s
     if at_eval is None:
-        at_eval = update % config.eval_every == 0
+        at_eval = eval_due(update, config.eval_every)
     return (
         update >= config.total_updates
         or (every > 0 and update % every == 0)

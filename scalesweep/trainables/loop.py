@@ -6,8 +6,10 @@ plays 6, 5, 5): for every optimizer update it runs, for each of its virtual rank
 ``accum_grad`` micro-batches, a forward and backward pass, all under DDP's ``no_sync`` except
 the very last, so each update all-reduces once. Which samples each virtual rank sees
 (:mod:`scalesweep.trainables.sharding`) and the seed torch's RNG gets before each micro-batch
-depend on V and the update only, so P = 1 (``simulate``), P = V (``ddp``) and hybrids, even or
-uneven, make the same updates up to the order in which float gradients are summed. The weight
+(their order and keys are :mod:`scalesweep.trainables.stepping`'s, which users' loops step by
+too, through :mod:`scalesweep.loop_helpers`) depend on V and the update only, so P = 1
+(``simulate``), P = V (``ddp``) and hybrids, even or uneven, make the same updates up to the
+order in which float gradients are summed. The weight
 of each sample's loss (``_Trial.loss_weight``) is what makes the all-reduced gradient the mean
 over the global batch for any split of the virtual ranks.
 
@@ -61,26 +63,25 @@ import math
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from scalesweep.mlflow_names import DEV_PREFIX, STATUS_TAG, STEP_KEY, TRAIN_SECONDS_METRIC
+from scalesweep.mlflow_names import STATUS_TAG, STEP_KEY, TRAIN_SECONDS_METRIC
 from scalesweep.science import schedules
 from scalesweep.science.batch_ramp import Segment
 from scalesweep.science.noise_scale import EMA_DECAY, NoiseScale
-from scalesweep.science.optimizers import OptimizerSpec
 from scalesweep.science.solve import OBJECTIVE_METRIC, score
 from scalesweep.science.stats.convergence import EvalPoint
-from scalesweep.trainables import checkpointing, fusion
+from scalesweep.trainables import checkpointing, fusion, stepping
 from scalesweep.trainables import workloads as workload_registry
 from scalesweep.trainables.checkpointing import Progress
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.precision import PARAM_DTYPES, Precision
 from scalesweep.trainables.sharding import Sharding, virtual_ranks
+from scalesweep.trainables.stepping import build_optimizer
 from scalesweep.trainables.workloads.base import Workload
 from scalesweep.trainables.world import World
 
@@ -118,16 +119,6 @@ def train(
         return _Trial(config, world, on_report, workload).run(resume_from)
     finally:
         torch.set_default_dtype(previous)
-
-
-def build_optimizer(params: Iterator[torch.nn.Parameter],
-                    spec: OptimizerSpec | Mapping[str, Any]) -> torch.optim.Optimizer:
-    """The trial's optimizer (science.optimizers' table names its torch class); a plain mapping,
-    a user loop's ``config["optimizer"]``, is its JSON form."""
-    if not isinstance(spec, OptimizerSpec):
-        spec = OptimizerSpec.from_json(spec)
-    optimizer_class: type[torch.optim.Optimizer] = getattr(torch.optim, spec.kind.torch_class)
-    return optimizer_class(params, **spec.torch_kwargs())
 
 
 class _Trial:
@@ -266,15 +257,10 @@ class _Trial:
         # the stage's multiplier (both 1 update / 1x without a ramp, where position == update)
         position = self.data.position(update)
         lr = float(self.schedule.lr(position)) * self.segment.lr_multiplier
-        # the (beta1, beta2) a schedule sets is its family's (OneCycle holds beta2 at 0.99)
-        betas = self.schedule.betas(position)
-        applied = None
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-            if betas is not None and "betas" in group:  # DeepSpeed: nothing for SGD
-                group["betas"] = betas
-                applied = betas[0]
-        return lr, applied
+        # the (beta1, beta2) a schedule sets is its family's (OneCycle holds beta2 at 0.99)
+        return lr, stepping.set_betas(self.optimizer, self.schedule.betas(position))
 
     def _update(self, ddp: torch.nn.Module, update: int) -> float:
         """One optimizer update; returns the summed per-sample loss over the global batch."""
@@ -316,17 +302,16 @@ class _Trial:
         """One pass per (virtual rank, micro-batch), as real DDP ranks run them; with ``probe``
         each virtual rank's gradient feeds the noise-scale probe (into ``local[1]``)."""
         cfg = self.config
-        steps = [(v, m) for v in self.virtual_ranks for m in range(cfg.accum_grad)]
         if probe:
             self.probe.start(self.precision.grad_factor)
-        for i, (v, m) in enumerate(steps):
-            batch = self._batch(self.sharding.micro_batches(update, v)[m])
-            _reseed(self.world.device, cfg.seed, 0, update, v, m)
-            last = i == len(steps) - 1  # only the last backward all-reduces
+        for mb in stepping.micro_batches(self.sharding, self.virtual_ranks, update):
+            batch = self._batch(mb.indices)
+            stepping.reseed_pass(self.world.device, cfg.seed, update, mb)
+            last = mb.last  # only the last backward all-reduces
             with self.world.before_reduce(ddp, self.probe.observe_last) if probe and last \
                     else contextlib.nullcontext():  # fmt: skip
                 local[0] += self._backward(ddp, batch, reduce=last)
-            if probe and not last and m == cfg.accum_grad - 1:  # virtual rank v is complete
+            if probe and not last and mb.index == cfg.accum_grad - 1:  # virtual rank complete
                 self.probe.observe([(p, p.grad) for p in self.model.parameters() if p.grad is not None])
         if probe:
             local[1] = self.probe.sum_sq
@@ -334,9 +319,8 @@ class _Trial:
     def _fused_passes(self, ddp: torch.nn.Module, update: int, local: torch.Tensor) -> None:
         """All of this process's samples of the update in as few passes as the budget allows,
         grouped by length. No reseeding: a fusable workload's loss draws nothing."""
-        indices = [
-            i for v in self.virtual_ranks for batch in self.sharding.micro_batches(update, v) for i in batch
-        ]
+        indices = [i for mb in stepping.micro_batches(self.sharding, self.virtual_ranks, update)
+                   for i in mb.indices]
         lengths = fusion.sample_lengths(self.workload, indices)
         passes = fusion.plan_passes(indices, self.pass_budget, lengths)
         for i, group in enumerate(passes):
@@ -362,7 +346,7 @@ class _Trial:
         if self.world.rank == 0:
             # evaluate draws nothing by contract; seeded anyway so a workload that does still
             # draws the same numbers on every backend
-            _reseed(self.world.device, self.config.seed, 1, self.progress.update)
+            stepping.reseed_eval(self.world.device, self.config.seed, self.progress.update)
             model = self.world.unwrap(self.model)
             model.eval()
             count = 0
@@ -379,14 +363,13 @@ class _Trial:
         # The other ranks wait here for rank 0's numbers, so every rank takes the same
         # decisions (stop, diverge) from the same values.
         values = self.world.broadcast(values.to(self.world.device), src=0).cpu()
-        return {f"{DEV_PREFIX}{n}": float(v) for n, v in zip(self.metric_names, values, strict=True)}
+        return {stepping.dev_key(n): float(v) for n, v in zip(self.metric_names, values, strict=True)}
 
     def _metrics(self, update: int, lr: float, momentum: float | None) -> dict[str, Any]:
         p = self.progress
         metrics: dict[str, Any] = {
-            STEP_KEY: update,
-            "samples_seen": self.data.samples(update),
-            "epoch": self.data.epoch(update),
+            **stepping.report_keys(update, samples_seen=self.data.samples(update),
+                                   epoch=self.data.epoch(update)),
             "global_batch": self.segment.global_batch,
             "wall_s": p.wall_s,
             "train_loss": p.train_loss_sum / p.train_loss_count,
@@ -506,20 +489,6 @@ def _sum_sq(tensors: Iterable[torch.Tensor]) -> torch.Tensor:
         return torch.zeros((), dtype=torch.float64)
     norms = torch._foreach_norm(tensors, 2, dtype=torch.float64)
     return torch.stack(list(norms)).square().sum()
-
-
-def _reseed(device: torch.device, *key: int) -> None:
-    """Seed torch's global RNG (CPU, and ``device``'s if a GPU) from a tuple of ints.
-
-    SeedSequence mixes the ints thoroughly. Not ``torch.manual_seed``: on a CPU-only build it
-    queues lazy CUDA seeding with a stack trace each call, ~1 ms, paid V*accum_grad times per
-    update.
-    """
-    words = [k & 0xFFFF_FFFF_FFFF_FFFF for k in key]  # SeedSequence takes no negatives
-    seed = int(np.random.SeedSequence(words).generate_state(1, np.uint64)[0])
-    torch.default_generator.manual_seed(seed)
-    if device.type == "cuda":
-        torch.cuda.manual_seed(seed)  # the current device, which is this worker's
 
 
 def _to_device(batch: Any, device: torch.device) -> Any:

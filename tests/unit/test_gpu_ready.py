@@ -13,10 +13,12 @@ import pytest
 import torch
 
 from scalesweep import loop_helpers
-from scalesweep.trainables import loop
+from scalesweep.trainables import stepping
 from tests.unit.test_loop_helpers import WARMUPLR, _builtin, _loop_config, _trial
 
 Key = tuple[int, ...]
+#: the one reseed the built-in loop and the helpers both call (scalesweep.trainables.stepping)
+RESEED = stepping.reseed
 
 
 def _recorder(calls: list[tuple[torch.device, Key]], real: Any) -> Any:
@@ -29,7 +31,7 @@ def _recorder(calls: list[tuple[torch.device, Key]], real: Any) -> Any:
 def _helper_calls(config: dict[str, Any], model: torch.nn.Module, monkeypatch: pytest.MonkeyPatch,
                   **kwargs: Any) -> list[tuple[torch.device, Key]]:
     calls: list[tuple[torch.device, Key]] = []
-    monkeypatch.setattr(loop_helpers, "_reseed", _recorder(calls, loop._reseed))
+    monkeypatch.setattr(stepping, "reseed", _recorder(calls, RESEED))
     ranks = loop_helpers.VirtualRanks(config, rank=0, physical_workers=1)
     for update in range(1, int(config["total_updates"]) + 1):
         for _ in ranks.passes(model, update, **kwargs):
@@ -59,7 +61,7 @@ def test_passes_seeds_cuda_with_the_builtin_loops_seeds_in_its_order(
     for a GPU model the CUDA generator gets the CPU's seed (recorded: no GPU here)."""
     trial = _trial(4, WARMUPLR, updates=3, accum=2)
     builtin: list[tuple[torch.device, Key]] = []
-    monkeypatch.setattr(loop, "_reseed", _recorder(builtin, loop._reseed))
+    monkeypatch.setattr(stepping, "reseed", _recorder(builtin, RESEED))
     _builtin(trial)
     monkeypatch.undo()
     trained = [key for _, key in builtin if key[1] == 0]  # (seed, 1, update): evaluation's
@@ -68,7 +70,7 @@ def test_passes_seeds_cuda_with_the_builtin_loops_seeds_in_its_order(
     cpu_seeds: list[int] = []
     monkeypatch.setattr(torch.cuda, "manual_seed", cuda_seeds.append)
     calls: list[tuple[torch.device, Key]] = []
-    monkeypatch.setattr(loop_helpers, "_reseed", _recorder(calls, loop._reseed))
+    monkeypatch.setattr(stepping, "reseed", _recorder(calls, RESEED))
     ranks = loop_helpers.VirtualRanks(_loop_config(trial), rank=0, physical_workers=1)
     for update in range(1, trial.total_updates + 1):
         for _ in ranks.passes(torch.nn.Linear(2, 2), update, device="cuda"):
