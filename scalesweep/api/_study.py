@@ -56,14 +56,16 @@ class Study:
         return frame(records)  # as the CLI prints them: JSON's values
 
     def run(self, address: str | None = None, tracking_uri: str | None = None, *,
-            summary_json: str | Path | None = None, verbose: bool = False) -> Result:
+            summary_json: str | Path | None = None, verbose: bool = False,
+            report: bool = True) -> Result:
         """Run the sweep as ``scalesweep run`` does: Ray Tune trials tracked in MLflow, the
         summary table and arms printed, the report written to ``reports/<study>/`` and logged
         on the parent run. ``address``: a Ray cluster (``auto``, ``host:port``,
         ``ray://host:10001``), else ``RAY_ADDRESS``, else a local Ray of this call's own (shut
         down at the end); ``tracking_uri``: else ``MLFLOW_TRACKING_URI``, else
         ``sqlite:///mlflow.db``; ``summary_json``: also write the summary JSON there
-        (``--summary-json``). Input problems raise ``InputError`` before anything starts; a
+        (``--summary-json``); ``report=False``: no report (``--no-report``;
+        ``Result.report_dir`` is None). Input problems raise ``InputError`` before anything starts; a
         failed trial does not raise: its row says ``status == "failed"`` (``Result.failed``).
 
         >>> result = study.run(tracking_uri="sqlite:///mlflow.db")
@@ -81,7 +83,7 @@ class Study:
                                 tracking_uri=uri,
                                 summary_json=None if summary_json is None else str(summary_json),
                                 verbose=verbose)
-            report_dir = conclude(outcome)
+            report_dir = conclude(outcome, report)
         return from_outcome(outcome, report_dir)
 
 

@@ -50,7 +50,7 @@ def test_a_torn_newest_checkpoint_is_passed_over_for_the_previous_one(tmp_path: 
     workload = (f"workload={{name: 'tests.support.gated_workload:make', options: {{gate_dir: '{gate}', "
                 "gated_trial: 0, gate_eval: 5}}")
     driver = subprocess.Popen(
-        [sys.executable, "-m", "scalesweep", "run", str(SWEEPS / "smoke.yaml"), *ONE_TRIAL,
+        [sys.executable, "-m", "scalesweep", "run", "--no-report", str(SWEEPS / "smoke.yaml"), *ONE_TRIAL,
          "--set", workload], cwd=tmp_path, env=cli_env(PYTHONPATH=str(ROOT)),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -69,7 +69,7 @@ def test_a_torn_newest_checkpoint_is_passed_over_for_the_previous_one(tmp_path: 
     state = newest / "state.pt"
     state.write_bytes(state.read_bytes()[:100])  # a copy cut short
 
-    done = scalesweep("resume", "smoke", cwd=tmp_path, PYTHONPATH=str(ROOT))
+    done = scalesweep("resume", "--no-report", "smoke", cwd=tmp_path, PYTHONPATH=str(ROOT))
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"torn checkpoint {newest}" in done.stderr
     assert f"resuming from the previous one, {previous}" in done.stderr
@@ -91,16 +91,16 @@ def test_resume_retry_failed_runs_a_failed_trial_again(tmp_path: Path, ray_head:
     workload = (f"workload={{name: 'tests.support.faulty_workload:make', options: {{fail_seed: 1, "
                 f"fail_while: '{cause}'}}}}")
     sets = [*ONE_TRIAL, "--set", "axes.seed=[0, 1]", "--set", "max_failures=0", "--set", workload]
-    first = cli("run", str(SWEEPS / "smoke.yaml"), *sets)
+    first = cli("run", "--no-report", str(SWEEPS / "smoke.yaml"), *sets)
     assert first.returncode == 1, first.stdout + first.stderr
     before = _children(tmp_path / "mlflow.db", "smoke")
     assert before["ws2-warmup20-none-s1"].data.tags["status"] == "failed"  # type: ignore[attr-defined]
 
-    plain = cli("resume", "smoke")
+    plain = cli("resume", "--no-report", "smoke")
     assert plain.returncode == 1 and "2 trials already finished" in plain.stdout  # not retried
 
     cause.unlink()  # the user fixes the cause
-    again = cli("resume", "smoke", "--retry-failed")
+    again = cli("resume", "--no-report", "smoke", "--retry-failed")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "retrying 1 failed trial(s):" in again.stdout
     assert "ws2-warmup20-none-s1: RuntimeError" in again.stdout and "injected failure" in again.stdout

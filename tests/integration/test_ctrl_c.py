@@ -47,7 +47,8 @@ def test_ctrl_c_leaves_a_sweep_that_resume_finishes(tmp_path: Path, presses: int
     workload = (f"workload={{name: 'tests.support.gated_workload:make', options: {{gate_dir: '{gate}', "
                 "gated_trial: 1, gate_eval: 4}}")
     driver = subprocess.Popen(
-        [sys.executable, "-m", "scalesweep", "run", str(SWEEPS / "smoke.yaml"), *SETS, "--set", workload],
+        [sys.executable, "-m", "scalesweep", "run", "--no-report", str(SWEEPS / "smoke.yaml"), *SETS,
+         "--set", workload],
         cwd=tmp_path, env=cli_env(PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, start_new_session=True)
     db = tmp_path / "mlflow.db"
@@ -75,7 +76,7 @@ def test_ctrl_c_leaves_a_sweep_that_resume_finishes(tmp_path: Path, presses: int
 
     # the interrupted run had a local Ray of its own (the quick start's setting); the resume,
     # whose subject is the state that run left, joins the session's head (no start-up)
-    done = scalesweep("resume", "smoke", *ray_head.args(), cwd=tmp_path, PYTHONPATH=str(ROOT),
+    done = scalesweep("resume", "--no-report", "smoke", *ray_head.args(), cwd=tmp_path, PYTHONPATH=str(ROOT),
                       **ray_head.env())
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 trials already finished" in done.stdout

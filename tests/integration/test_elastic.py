@@ -70,7 +70,7 @@ def test_an_elastic_trial_goes_on_with_fewer_workers_and_ends_where_it_would_hav
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     try:
         driver = subprocess.Popen(
-            [sys.executable, "-m", "scalesweep", "run", str(SWEEPS / "smoke.yaml"), *SETS,
+            [sys.executable, "-m", "scalesweep", "run", "--no-report", str(SWEEPS / "smoke.yaml"), *SETS,
              "--set", workload, "--set", "backend=ddp", "--set", "physical_workers=4",
              "--set", "resources.elastic={min_workers: 2}", "--address", cluster.gcs_address,
              "--tracking-uri", uri, "--summary-json", "elastic.json"],

@@ -52,7 +52,7 @@ def test_run_starts_its_own_ray_and_leaves_the_other_alone(tmp_path: Path) -> No
         before = _status(port, env)
         assert before.returncode == 0, before.stderr
 
-        done = scalesweep("run", str(SWEEPS / "smoke.yaml"), "--set", "axes.world_size=[2]",
+        done = scalesweep("run", "--no-report", str(SWEEPS / "smoke.yaml"), "--set", "axes.world_size=[2]",
                           cwd=tmp_path, RAY_ADDRESS="")
         assert done.returncode == 0, done.stdout + done.stderr
         assert "completed" in done.stdout

@@ -19,8 +19,8 @@ M = 8
 @pytest.mark.slow
 def test_a_prediction_is_verified_by_its_own_verification_sweep(tmp_path: Path,
                                                                 ray_head: RayHead) -> None:
-    run = scalesweep("run", str(ROOT / "sweeps" / "smoke.yaml"), *ray_head.args(), cwd=tmp_path,
-                     **ray_head.env())
+    run = scalesweep("run", "--no-report", str(ROOT / "sweeps" / "smoke.yaml"), *ray_head.args(),
+                     cwd=tmp_path, **ray_head.env())
     assert run.returncode == 0, run.stdout + run.stderr
     pred = scalesweep("predict", "--experiment", "smoke", "--world-size", str(M), "--json",
                       "--verify", "verify.yaml", cwd=tmp_path)
@@ -34,7 +34,7 @@ def test_a_prediction_is_verified_by_its_own_verification_sweep(tmp_path: Path,
     assert spec["axes"]["world_size"] == [2, M] and spec["name"] == "smoke"
 
     # two seeds are enough to score; the file's own adaptive seeds would add more where undecided
-    check = scalesweep("run", "verify.yaml", "--set", "replicates={min: 2, max: 2}",
+    check = scalesweep("run", "--no-report", "verify.yaml", "--set", "replicates={min: 2, max: 2}",
                        *ray_head.args(), cwd=tmp_path, **ray_head.env())
     assert check.returncode == 0, check.stdout + check.stderr
     ledger = scalesweep("predict", "--ledger", "--json", cwd=tmp_path)

@@ -48,7 +48,7 @@ def test_resume_finishes_only_unfinished_trials_without_duplicates(tmp_path: Pat
                 "gated_trial: 1, gate_eval: 4}}")
     env = cli_env(PYTHONPATH=str(ROOT))
     driver = subprocess.Popen(
-        [sys.executable, "-m", "scalesweep", "run", str(SWEEPS / "smoke.yaml"), *SETS,
+        [sys.executable, "-m", "scalesweep", "run", "--no-report", str(SWEEPS / "smoke.yaml"), *SETS,
          "--set", workload],
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     db = tmp_path / "mlflow.db"
@@ -71,7 +71,7 @@ def test_resume_finishes_only_unfinished_trials_without_duplicates(tmp_path: Pat
     assert before
 
     # the killed run had a local Ray of its own; the resume joins the session's head (no start-up)
-    proc = scalesweep("resume", "smoke", *ray_head.args(), cwd=tmp_path, timeout=600,
+    proc = scalesweep("resume", "--no-report", "smoke", *ray_head.args(), cwd=tmp_path, timeout=600,
                       PYTHONPATH=str(ROOT), **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{len(before)} trials already finished" in proc.stdout

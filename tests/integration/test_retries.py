@@ -19,7 +19,7 @@ def test_a_ddp_trial_failing_every_time_is_tried_max_failures_plus_one_times(
     attempts = tmp_path / "attempts"
     workload = (f"workload={{name: 'tests.support.faulty_workload:make', options: {{fail_seed: 0, "
                 f"attempts_file: '{attempts}'}}}}")
-    done = scalesweep("run", str(SWEEPS / "smoke.yaml"), "--set", "axes.world_size=[2]",
+    done = scalesweep("run", "--no-report", str(SWEEPS / "smoke.yaml"), "--set", "axes.world_size=[2]",
                       "--set", "backend=ddp", "--set", "physical_workers=1", "--set", "max_failures=1",
                       "--set", workload, *ray_head.args(), cwd=tmp_path, PYTHONPATH=str(ROOT),
                       **ray_head.env())

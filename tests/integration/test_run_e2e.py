@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from scalesweep.mlflow_names import PARENT_TAG
 from tests.conftest import RayHead
 from tests.support.helpers import SWEEPS, MlflowServer, free_port, scalesweep
 
@@ -140,12 +141,21 @@ def test_unreachable_tracking_server_fails_fast_before_any_compute(tmp_path: Pat
 
 
 def test_stop_at_target_ends_trials_early_as_stopped(tmp_path: Path, ray_head: RayHead) -> None:
-    proc = scalesweep("run", SMOKE, "--set", "stop_at_target=true",
+    # --no-report too: the tables, no report, and `scalesweep report` makes it afterwards
+    proc = scalesweep("run", "--no-report", SMOKE, "--set", "stop_at_target=true",
                       "--set", "target={metric: dev_loss, value: 0.3}",
                       "--summary-json", "s.json", *ray_head.args(), cwd=tmp_path, **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads((tmp_path / "s.json").read_text())
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (parent,) = {client.get_run(t["mlflow_run_id"]).data.tags[PARENT_TAG] for t in summary}
+    assert f"report: not made (--no-report); make it with scalesweep report --run-id {parent}" \
+        in proc.stdout, proc.stdout
+    assert all(t["name"] in proc.stdout for t in summary)  # the trial table, all the same
+    assert not (tmp_path / "reports").exists() and client.list_artifacts(parent) == []
+    made = scalesweep("report", "--run-id", parent, "--tracking-uri",
+                      f"sqlite:///{tmp_path / 'mlflow.db'}", cwd=tmp_path)
+    assert made.returncode == 0 and (tmp_path / "reports" / parent / "report.html").is_file(), made.stderr
     for t in summary:
         assert t["status"] == "stopped"
         run = client.get_run(t["mlflow_run_id"])

@@ -24,6 +24,12 @@ def run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--summary-json", metavar="PATH")
     p.add_argument("--verbose", "-v", action="store_true")
+    no_report_arg(p)
+
+
+def no_report_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-report", dest="report", action="store_false",
+                   help="print the tables but make no report (later: scalesweep report --run-id)")
 
 
 def tracking_uri(arg: str | None) -> str:
@@ -34,16 +40,17 @@ def tracking_uri(arg: str | None) -> str:
     return credentials.strip(arg or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI)
 
 
-def finish(outcome: Any) -> int:
-    """Summary table, the report (logged on the parent run), and where to look next; the exit
-    code of the sweep."""
-    conclude(outcome)
+def finish(outcome: Any, report: bool = True) -> int:
+    """Summary table, the report (logged on the parent run) unless ``report`` is False, and
+    where to look next; the exit code of the sweep."""
+    conclude(outcome, report)
     return int(outcome.exit_code)
 
 
-def conclude(outcome: Any) -> Path | None:
+def conclude(outcome: Any, report: bool = True) -> Path | None:
     """What ``run`` and ``resume`` print at the end of a sweep (summary table, arms, the report
-    logged on the parent run, the UI link); the report's directory, None when none was made."""
+    logged on the parent run, the UI link); the report's directory, None when none was made
+    (``report`` False: ``--no-report``)."""
     from scalesweep.dashboards.report import build_report
     from scalesweep.orchestrator.tracking.summary_table import format_arms, format_summary
     from scalesweep.orchestrator.tracking.ui import ui_hint
@@ -54,6 +61,11 @@ def conclude(outcome: Any) -> Path | None:
     for line in outcome.checks:
         print(line)
     out_dir = os.path.join("reports", outcome.experiment)
+    if not report:
+        print(f"report: not made (--no-report); make it with scalesweep report --run-id "
+              f"{outcome.parent_run_id}")
+        print(ui_hint(outcome.tracking_uri, outcome.experiment))
+        return None
     if not outcome.tracking_closed:  # the report reads MLflow, which did not answer just now
         print(f"report: not made (MLflow did not answer); after `scalesweep resume`, make it "
               f"with scalesweep report --run-id {outcome.parent_run_id}", file=sys.stderr)

@@ -14,7 +14,8 @@ def add_parser(sub: Subparsers) -> None:
     which.add_argument("--experiment")
     which.add_argument("--run-id")
     p.add_argument("--tracking-uri")
-    p.add_argument("--out", default=None, help="directory (default reports/<study>)")
+    p.add_argument("--out", default=None,
+                   help="directory (default reports/<experiment>, or reports/<run id> with --run-id)")
 
 
 def run(args: argparse.Namespace) -> int:

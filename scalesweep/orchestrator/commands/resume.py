@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from scalesweep.orchestrator.commands._common import Subparsers, finish, tracking_uri
+from scalesweep.orchestrator.commands._common import Subparsers, finish, no_report_arg, tracking_uri
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -15,6 +15,7 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--summary-json")
     p.add_argument("--retry-failed", action="store_true",
                    help="run the trials that failed again, from their last whole checkpoint")
+    no_report_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,4 +24,4 @@ def run(args: argparse.Namespace) -> int:
     outcome = resume_sweep(args.sweep, address=args.address,
                            tracking_uri=tracking_uri(args.tracking_uri) if args.tracking_uri else None,
                            summary_json=args.summary_json, retry_failed=args.retry_failed)
-    return finish(outcome)
+    return finish(outcome, args.report)

@@ -20,7 +20,7 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     return finish(run_study(args.sweep, overrides=args.set, address=args.address,
                             tracking_uri=tracking_uri(args.tracking_uri),
-                            summary_json=args.summary_json, verbose=args.verbose))
+                            summary_json=args.summary_json, verbose=args.verbose), args.report)
 
 
 def run_study(sweep: str, *, overrides: list[str], address: str | None, tracking_uri: str,
