@@ -6,11 +6,12 @@ up in ``torch.optim`` by the table's name)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from scalesweep.errors import Problem, ScalesweepError
+from scalesweep.science.typed_params import TypedParams
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def _frozen(value: Any) -> Any:
 
 
 @dataclass(frozen=True, eq=False)
-class OptimizerSpec(Mapping[str, Any]):
+class OptimizerSpec(TypedParams):
     """An optimizer block as ``resolve`` made it: its ``type`` and the settings given, in the
     order given (torch's defaults stay torch's, so its JSON form is the block as before).
     Frozen; as a read-only mapping it is that JSON form, lists (betas) as lists."""
@@ -70,21 +71,6 @@ class OptimizerSpec(Mapping[str, Any]):
     def torch_kwargs(self) -> dict[str, Any]:
         """The settings as the torch class takes them (betas as a tuple)."""
         return dict(self.param_items)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"type": self.type, **self.params}
-
-    def __getitem__(self, key: str) -> Any:
-        return self.type if key == "type" else self.params[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(["type", *(k for k, _ in self.param_items)])
-
-    def __len__(self) -> int:
-        return 1 + len(self.param_items)
-
-    def __hash__(self) -> int:
-        return hash((self.type, self.param_items))
 
     def with_params(self, changes: Mapping[str, Any]) -> OptimizerSpec:
         """This spec with ``changes`` set (a new key goes last), unjudged."""

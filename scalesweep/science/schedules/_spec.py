@@ -4,13 +4,14 @@ on unchanged, through ``TrialConfig`` and Ray, to ``build`` in the worker, which
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from scalesweep.science.schedules._registry import SCHEDULE_TYPES, canonical_name
 from scalesweep.science.schedules._types import AUTO, Problem, ScheduleType
 from scalesweep.science.schedules._validation import integral_counts, problems
+from scalesweep.science.typed_params import TypedParams
 
 
 class ScheduleError(ValueError):
@@ -23,7 +24,7 @@ class ScheduleError(ValueError):
 
 
 @dataclass(frozen=True, eq=False)
-class ScheduleSpec(Mapping[str, Any]):
+class ScheduleSpec(TypedParams):
     """A schedule as ``resolve`` made it: the canonical ``type`` and every param of that type,
     defaults applied, in the type's own order. Frozen and made of plain values, so that it
     pickles, hashes and compares; as a read-only mapping it is its JSON form
@@ -37,25 +38,6 @@ class ScheduleSpec(Mapping[str, Any]):
     @property
     def kind(self) -> ScheduleType:
         return SCHEDULE_TYPES[self.type]
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return dict(self.param_items)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"type": self.type, **self.params}
-
-    def __getitem__(self, key: str) -> Any:
-        return self.type if key == "type" else self.params[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(["type", *(k for k, _ in self.param_items)])
-
-    def __len__(self) -> int:
-        return 1 + len(self.param_items)
-
-    def __hash__(self) -> int:
-        return hash((self.type, self.param_items))
 
     @property
     def warmup_steps(self) -> int | None:
