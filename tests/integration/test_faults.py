@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -18,7 +20,7 @@ ONE_TRIAL = ["--set", "axes.world_size=[2]", "--set", "axes.scaling_rule=[none]"
 
 def test_diverging_trial_is_marked_diverged_and_the_sweep_goes_on(tmp_path: Path,
                                                                   ray_head: RayHead) -> None:
-    proc = scalesweep("run", str(SWEEPS / "smoke.yaml"), *ONE_TRIAL,
+    proc = scalesweep("run", "--no-report", str(SWEEPS / "smoke.yaml"), *ONE_TRIAL,
                       "--set", "axes.optimizer.lr=[0.05, 1000.0]",
                       "--summary-json", "s.json", *ray_head.args(), cwd=tmp_path, **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr  # diverging is a result, not an error
@@ -36,7 +38,7 @@ def test_diverging_trial_is_marked_diverged_and_the_sweep_goes_on(tmp_path: Path
 
 def test_trial_failing_every_time_is_failed_with_its_error_and_the_sweep_goes_on(
         tmp_path: Path, ray_head: RayHead) -> None:
-    proc = scalesweep("run", str(SWEEPS / "smoke.yaml"), *ONE_TRIAL,
+    proc = scalesweep("run", "--no-report", str(SWEEPS / "smoke.yaml"), *ONE_TRIAL,
                       "--set", "workload={name: 'tests.support.faulty_workload:make', "
                                "options: {fail_seed: 1}}",
                       "--set", "axes.seed=[0, 1]", "--set", "max_failures=1",
@@ -54,29 +56,73 @@ def test_trial_failing_every_time_is_failed_with_its_error_and_the_sweep_goes_on
     assert "retrying" in proc.stdout  # max_failures=1: one retry before giving up
 
 
-def test_tracking_server_outage_mid_sweep_loses_no_metric(tmp_path: Path, ray_head: RayHead) -> None:
+class _StoppableMlflow:
+    """MLflow's REST handlers (the ``mlflow_http`` fixture's app and store) on a port of their
+    own, in a thread of the test process, that can really go away: ``stop`` closes the
+    listening socket (connections are refused, as when a server's process dies) and ``start``
+    listens again on the same port with the same store. HTTP/1.0, one connection a request, so
+    no kept-alive connection outlives a stop. A real server without the seconds an `mlflow
+    server` process takes to start, three times."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        from mlflow.server import app
+        from werkzeug.serving import WSGIRequestHandler, make_server
+
+        class Quiet(WSGIRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_request(self, *args: Any, **kwargs: Any) -> None:
+                pass
+
+        self._server = make_server("127.0.0.1", self.port, app, threaded=True, request_handler=Quiet)
+        self.port = self._server.server_port
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            assert self._thread is not None
+            self._thread.join()
+            self._server = None
+
+
+def test_tracking_server_outage_mid_sweep_loses_no_metric(tmp_path: Path, ray_head: RayHead,
+                                                          mlflow_http: MlflowHttp) -> None:
     """MLflow goes down while a trial trains and comes back before the sweep ends: the sweep
     goes on, and every evaluation reaches MLflow once. The trial is held at its 2nd evaluation
     (tests.support.gated_workload) until the server is down, and at its 6th until the driver has found
-    it down, so evaluations 2-5 are made during the outage on any machine."""
+    it down, so evaluations 2-5 are made during the outage on any machine. The server goes down
+    for real (its socket closed: connections refused), on the store of ``mlflow_http``."""
     import subprocess
     import sys
-    import threading
     import time
 
-    from tests.support.helpers import MlflowServer, cli_env
+    from tests.support.helpers import cli_env
 
     gate = tmp_path / "gate"
     gate.mkdir()
     workload = (f"workload={{name: 'tests.support.gated_workload:make', options: {{gate_dir: '{gate}', "
                 "gated_trial: 0, gate_eval: 2, second_gate_eval: 6}}")
-    server = MlflowServer(tmp_path / "server").start()
+    server = _StoppableMlflow()
+    server.start()
+    # no report: it is made after the outage, from MLflow, and is not the subject here
     driver = subprocess.Popen(
-        [sys.executable, "-m", "scalesweep", "run", str(SWEEPS / "smoke.yaml"), *ONE_TRIAL,
-         "--set", workload, "--tracking-uri", server.uri, "--summary-json", "s.json",
-         *ray_head.args()],
-        cwd=tmp_path, env=cli_env(PYTHONPATH=str(ROOT), **ray_head.env()), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True)
+        [sys.executable, "-m", "scalesweep", "run", "--no-report", str(SWEEPS / "smoke.yaml"), *ONE_TRIAL,
+         "--set", workload, "--set", "name=outage-mid-sweep", "--tracking-uri", server.uri,
+         "--summary-json", "s.json", *ray_head.args()],
+        cwd=tmp_path, env=cli_env(PYTHONPATH=str(ROOT), **ray_head.env()),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
 
     def read() -> None:  # the driver's output, line by line as it comes
@@ -105,15 +151,7 @@ def test_tracking_server_outage_mid_sweep_loses_no_metric(tmp_path: Path, ray_he
         (gate / "release-2").touch()
         driver.wait(timeout=600)
         reader.join(timeout=30)
-    finally:
-        (gate / "release").touch()
-        (gate / "release-2").touch()
-        if driver.poll() is None:
-            driver.kill()
-        server.stop()
-    out = "".join(lines)
-    server.start()
-    try:
+        out = "".join(lines)
         assert driver.returncode == 0, out
         assert "reachable again" in out
         client = MlflowClient(server.uri)
@@ -125,6 +163,10 @@ def test_tracking_server_outage_mid_sweep_loses_no_metric(tmp_path: Path, ray_he
         assert steps == sorted({*range(every, total + 1, every), total})
         assert len(steps) >= 7  # the evaluations made during the outage are among them
     finally:
+        (gate / "release").touch()
+        (gate / "release-2").touch()
+        if driver.poll() is None:
+            driver.kill()
         server.stop()
 
 
@@ -191,7 +233,8 @@ def test_mlflow_down_at_the_end_keeps_the_results_and_resume_finishes_the_runs(
 
     client = MlflowClient(mlflow_http.uri)
     assert client.get_run(t["mlflow_run_id"]).info.status == "RUNNING"  # left open, for resume
-    proc = subprocess.run([sys.executable, "-m", "scalesweep", "resume", str(sweep_dir),
+    # no report: the resume's subject is what MLflow lacked (the run's report reads it back)
+    proc = subprocess.run([sys.executable, "-m", "scalesweep", "resume", "--no-report", str(sweep_dir),
                            "--summary-json", "r.json", *ray_head.args()],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
