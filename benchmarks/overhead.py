@@ -182,9 +182,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     quick = args.quick
     cores = os.cpu_count() or 1
     repeats = args.repeats or (1 if quick else 3)
-    small, large = (2, 4) if quick else (4, 12)
-    updates = 4 if quick else 20
-    workers = 2 if quick else 4
+    # quick: the fewest that fill every table (two simulate sizes for the marginal trial)
+    small, large = (1, 2) if quick else (4, 12)
+    updates = 2 if quick else 20
+    workers = 1 if quick else 4
     ddp_sizes = (1,) if quick else (1, 3)
     cpw = cores / workers
     report = Report(
