@@ -102,9 +102,11 @@ class RayCluster:
         """What the nodes run with: this venv first on PATH (unless ``path`` says otherwise),
         token mode."""
         venv_bin = str(Path(sys.executable).parent)
+        # no drain on SIGTERM: `ray start` would wait up to 30 s for a GCS that the same signal
+        # to the node's group already stopped, and stop() then waits and kills it anyway
         env = cli_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_file),
                       PATH=self.path or f"{venv_bin}:{os.environ.get('PATH', '')}",
-                      **{**self.extra_env, **extra})
+                      **{"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0", **self.extra_env, **extra})
         if self.path is not None:  # nothing else may point at the venv either
             for var in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"):
                 env.pop(var, None)
