@@ -3,7 +3,9 @@
 where an uninterrupted run ends (its updates depend on V only), with no step logged twice.
 
 The loss is placed by a gate, not a clock: rank 0 (the one that evaluates) is held at its 3rd
-evaluation (tests.support.gated_workload) until the node is gone."""
+evaluation (tests.support.gated_workload) until the node is gone. Two epochs (64 updates, an
+evaluation and a checkpoint every 10): checkpoints before the gate, and most of the run after it
+for the smaller group."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from tests.support.helpers import ROOT, SWEEPS, cli_env
 SETS = ["--set", "axes.world_size=[4]", "--set", "axes.scaling_rule=[none]",
         "--set", "training.dtype=float64", "--set", "training.eval_every_epochs=null",
         "--set", "training.eval_every=10",
-        "--set", "training.checkpoint_every=10", "--set", "training.epochs=3",
+        "--set", "training.checkpoint_every=10", "--set", "training.epochs=2",
         "--set", "reference={world_size: 4}", "--set", "baseline=null",
         "--set", "target={metric: dev_loss, value: 0.0}"]
 
@@ -63,7 +65,11 @@ def test_an_elastic_trial_goes_on_with_fewer_workers_and_ends_where_it_would_hav
     gate.mkdir()
     workload = (f"workload={{name: 'tests.support.gated_workload:make', options: {{gate_dir: '{gate}', "
                 "gated_trial: -1, gate_eval: 3}}")
-    cluster = RayCluster(tmp_path / "cluster", head_cpus=2, worker_cpus=2).start()
+    # the GCS checks its nodes every second: the killed node is marked dead in seconds, not
+    # after the default 5 checks 3 s apart (a live node still has 3 checks of 10 s each)
+    cluster = RayCluster(tmp_path / "cluster", head_cpus=2, worker_cpus=2,
+                         extra_env={"RAY_health_check_period_ms": "1000",
+                                    "RAY_health_check_failure_threshold": "3"}).start()
     env = cli_env(PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                   RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(cluster.token_file),
                   SCALESWEEP_STORAGE=str(tmp_path / "storage"))
