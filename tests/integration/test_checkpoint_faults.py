@@ -3,6 +3,8 @@ sweep (resume goes on from the previous one, and says so), and a failed trial ru
 `resume --retry-failed` once its cause is gone.
 
 Kill points come from a gate the trial waits at (tests.support.gated_workload), never from a clock.
+Every sweep here joins the session's Ray head (no start-up each); a killed driver's trials end
+with it there, as they do on a local Ray.
 """
 
 from __future__ import annotations
@@ -43,15 +45,16 @@ def _steps_once(db: Path, run_id: str) -> list[int]:
     return steps
 
 
-@pytest.mark.local_ray  # the kill takes the sweep's own local Ray with it, as a user's would
-def test_a_torn_newest_checkpoint_is_passed_over_for_the_previous_one(tmp_path: Path) -> None:
+def test_a_torn_newest_checkpoint_is_passed_over_for_the_previous_one(tmp_path: Path,
+                                                                      ray_head: RayHead) -> None:
     gate = tmp_path / "gate"
     gate.mkdir()
     workload = (f"workload={{name: 'tests.support.gated_workload:make', options: {{gate_dir: '{gate}', "
                 "gated_trial: 0, gate_eval: 5}}")
     driver = subprocess.Popen(
         [sys.executable, "-m", "scalesweep", "run", "--no-report", str(SWEEPS / "smoke.yaml"), *ONE_TRIAL,
-         "--set", workload], cwd=tmp_path, env=cli_env(PYTHONPATH=str(ROOT)),
+         "--set", workload, *ray_head.args()], cwd=tmp_path,
+        env=cli_env(PYTHONPATH=str(ROOT), **ray_head.env()),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + DEADLINE_S
@@ -60,24 +63,28 @@ def test_a_torn_newest_checkpoint_is_passed_over_for_the_previous_one(tmp_path: 
             assert time.monotonic() < deadline, f"no trial at the gate in {DEADLINE_S} s"
             time.sleep(0.3)
     finally:
-        os.killpg(driver.pid, signal.SIGKILL)  # the driver, its local Ray and the held trial
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver; the held trial ends with it
         driver.wait(timeout=60)
-    kept = sorted((tmp_path / "scalesweep_runs").glob("smoke-*/tune/*/checkpoint_*"),
-                  key=lambda p: p.stat().st_mtime)
-    assert len(kept) == 2, kept
-    newest, previous = kept[1], kept[0]
-    state = newest / "state.pt"
-    state.write_bytes(state.read_bytes()[:100])  # a copy cut short
+    try:
+        kept = sorted((tmp_path / "scalesweep_runs").glob("smoke-*/tune/*/checkpoint_*"),
+                      key=lambda p: p.stat().st_mtime)
+        assert len(kept) == 2, kept
+        newest, previous = kept[1], kept[0]
+        state = newest / "state.pt"
+        state.write_bytes(state.read_bytes()[:100])  # a copy cut short
 
-    done = scalesweep("resume", "--no-report", "smoke", cwd=tmp_path, PYTHONPATH=str(ROOT))
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"torn checkpoint {newest}" in done.stderr
-    assert f"resuming from the previous one, {previous}" in done.stderr
-    (trial,) = _children(tmp_path / "mlflow.db", "smoke").values()
-    assert trial.data.tags["status"] == "completed"  # type: ignore[attr-defined]
-    steps = _steps_once(tmp_path / "mlflow.db", trial.info.run_id)  # type: ignore[attr-defined]
-    # every eval (32, 64, ...) and every checkpoint (40, 80, ...) once, to the last update
-    assert steps[-1] == 4 * 64 and {*range(32, 257, 32), *range(40, 257, 40)} <= set(steps)
+        done = scalesweep("resume", "--no-report", "smoke", *ray_head.args(), cwd=tmp_path,
+                          PYTHONPATH=str(ROOT), **ray_head.env())
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"torn checkpoint {newest}" in done.stderr
+        assert f"resuming from the previous one, {previous}" in done.stderr
+        (trial,) = _children(tmp_path / "mlflow.db", "smoke").values()
+        assert trial.data.tags["status"] == "completed"  # type: ignore[attr-defined]
+        steps = _steps_once(tmp_path / "mlflow.db", trial.info.run_id)  # type: ignore[attr-defined]
+        # every eval (32, 64, ...) and every checkpoint (40, 80, ...) once, to the last update
+        assert steps[-1] == 4 * 64 and {*range(32, 257, 32), *range(40, 257, 40)} <= set(steps)
+    finally:  # the killed run's trial, if Ray has not ended it yet, goes on and ends
+        (gate / "release").touch()
 
 
 def test_resume_retry_failed_runs_a_failed_trial_again(tmp_path: Path, ray_head: RayHead) -> None:
