@@ -1,6 +1,8 @@
 """Sweeps on a real two-node Ray cluster started on this machine (tests/support/cluster_helpers.py):
 `scalesweep submit` through the Jobs API with token auth, `run --address` for host:port and
-ray://, and the shared-storage check. One cluster serves the whole module.
+ray://, and the shared-storage check. One cluster serves the whole module; MLflow's own REST
+handlers in this process (``mlflow_http``) are the tracking server the jobs log to, each sweep
+under a name of its own (the server is the session's).
 
 The second node runs in a private mount namespace with a tmpfs over ``node_local/``: the head
 sees that directory, the second node sees an empty one -- a node-local "storage" path. Where
@@ -23,8 +25,9 @@ from mlflow.tracking import MlflowClient
 
 from scalesweep.orchestrator.cluster import submit as sub
 from scalesweep.orchestrator.cluster.storage_check import is_uri, local_path
+from tests.conftest import MlflowHttp
 from tests.support.cluster_helpers import RayCluster, can_unshare_mount
-from tests.support.helpers import ROOT, SWEEPS, MlflowServer, cli_env
+from tests.support.helpers import ROOT, SWEEPS, cli_env
 
 SMOKE = str(SWEEPS / "smoke.yaml")
 # one ddp trial of 4 workers, 1 CPU each, on two nodes of 2 CPUs: it must span both
@@ -32,7 +35,7 @@ DDP4 = ["--set", "backend=ddp", "--set", "axes.world_size=[4]", "--set", "baseli
         "--set", "axes.scaling_rule=[none]",
         "--set", "training.epochs=2"]
 ONE_SIMULATED = ["--set", "axes.world_size=[2]", "--set", "axes.scaling_rule=[none]",
-                 "--set", "training.epochs=2"]
+                 "--set", "training.epochs=1"]
 AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS")
 
 
@@ -49,15 +52,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
     finally:
         c.stop()
     assert not c.leftover_pids(), "processes of the test cluster outlived it"
-
-
-@pytest.fixture(scope="module")
-def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
-    server = MlflowServer(tmp_path_factory.mktemp("mlflow")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def run_cli(*args: str, cwd: Path, timeout: float = 600, **env: str) -> subprocess.CompletedProcess[str]:
@@ -225,9 +219,10 @@ def test_submit_without_the_token_is_refused_and_says_how_to_authenticate(
 
 @pytest.mark.slow
 def test_submit_runs_a_ddp_sweep_across_both_nodes_into_mlflow(
-        cluster: RayCluster, mlflow_server: MlflowServer, tmp_path: Path) -> None:
+        cluster: RayCluster, mlflow_http: MlflowHttp, tmp_path: Path) -> None:
     proc = run_cli("submit", SMOKE, "--address", cluster.dashboard, "--tracking-uri",
-                   mlflow_server.uri, *DDP4, "--summary-json", "out/summary.json", cwd=tmp_path,
+                   mlflow_http.uri, *DDP4, "--set", "name=smoke-cluster-ddp",
+                   "--summary-json", "out/summary.json", cwd=tmp_path,
                    **token_env(cluster, cluster.base / "shared"))
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     out = proc.stdout
@@ -242,7 +237,7 @@ def test_submit_runs_a_ddp_sweep_across_both_nodes_into_mlflow(
     # run's report (the driver's own report path is in the job's directory on the head)
     assert f"summary: {tmp_path / 'out/summary.json'}" in out and "report: reports/" not in out
     shown = re.search(r"^write the report here: scalesweep report --run-id (\w+) --tracking-uri "
-                      rf"{re.escape(mlflow_server.uri)}$", out, re.M)
+                      rf"{re.escape(mlflow_http.uri)}$", out, re.M)
     assert shown, out
 
     # the trial's 4 Ray Train workers sat on both nodes (the state API keeps dead actors)
@@ -251,8 +246,8 @@ def test_submit_runs_a_ddp_sweep_across_both_nodes_into_mlflow(
     assert len(workers) == 4
     assert {w["node_id"] for w in workers} == {n["node_id"] for n in cluster.alive_nodes()}
 
-    client = MlflowClient(mlflow_server.uri)
-    exp = client.get_experiment_by_name("smoke")
+    client = MlflowClient(mlflow_http.uri)
+    exp = client.get_experiment_by_name("smoke-cluster-ddp")
     assert exp is not None
     parents = client.search_runs([exp.experiment_id], "tags.`scalesweep.role` = 'parent'")
     assert len(parents) == 1
@@ -273,16 +268,16 @@ def test_submit_runs_a_ddp_sweep_across_both_nodes_into_mlflow(
 
 @pytest.mark.slow
 def test_submitted_job_exit_code_comes_back_storage_check_on_the_cluster(
-        cluster: RayCluster, mlflow_server: MlflowServer, tmp_path: Path) -> None:
+        cluster: RayCluster, mlflow_http: MlflowHttp, tmp_path: Path) -> None:
     if cluster.private_dir is None:
         pytest.skip("needs a mount namespace (root) for a node-local directory")
     proc = run_cli("submit", SMOKE, "--address", cluster.dashboard, "--tracking-uri",
-                   mlflow_server.uri, *ONE_SIMULATED, "--set", "name=smoke-unshared", cwd=tmp_path,
+                   mlflow_http.uri, *ONE_SIMULATED, "--set", "name=smoke-unshared", cwd=tmp_path,
                    **token_env(cluster, cluster.private_dir))
     # the driver on the head exits 2 (input problem: the storage is not shared), and so do we
     assert proc.returncode == 2, proc.stdout[-5000:] + proc.stderr[-5000:]
     assert "shared storage check (1 of 2 nodes cannot read" in proc.stdout
-    assert MlflowClient(mlflow_server.uri).get_experiment_by_name("smoke-unshared") is None
+    assert MlflowClient(mlflow_http.uri).get_experiment_by_name("smoke-unshared") is None
 
 
 @pytest.mark.slow
@@ -309,11 +304,11 @@ def test_run_stops_before_anything_starts_when_a_node_cannot_see_the_storage(
 
 @pytest.mark.slow
 def test_run_through_ray_client_drives_the_sweep_on_the_head(
-        cluster: RayCluster, mlflow_server: MlflowServer, tmp_path: Path) -> None:
+        cluster: RayCluster, mlflow_http: MlflowHttp, tmp_path: Path) -> None:
     env = token_env(cluster, cluster.base / "shared")
     del env["RAY_AUTH_MODE"]  # the token file alone is enough
     proc = run_cli("run", SMOKE, "--address", cluster.client_address, "--tracking-uri",
-                   mlflow_server.uri, *ONE_SIMULATED, "--set", "name=smoke-client",
+                   mlflow_http.uri, *ONE_SIMULATED, "--set", "name=smoke-client",
                    "--summary-json", "s.json", cwd=tmp_path, **env)
     # the head's Ray Client server logs say why, if it did not start
     assert proc.returncode == 0, (proc.stdout[-5000:] + proc.stderr[-5000:]
@@ -321,7 +316,7 @@ def test_run_through_ray_client_drives_the_sweep_on_the_head(
     assert "its driver runs on the head" in proc.stdout
     summary = json.loads((tmp_path / "s.json").read_text())
     assert [(t["name"], t["status"]) for t in summary] == [("ws2-warmup20-none", "completed")]
-    run = MlflowClient(mlflow_server.uri).get_run(summary[0]["mlflow_run_id"])
+    run = MlflowClient(mlflow_http.uri).get_run(summary[0]["mlflow_run_id"])
     assert run.info.status == "FINISHED"
     assert (tmp_path / "reports" / "smoke-client" / "report.html").is_file()  # made here
 
@@ -332,11 +327,11 @@ def test_project_root_is_this_checkout() -> None:
 
 @pytest.mark.slow
 def test_ray_address_in_the_environment_counts_as_address(
-        cluster: RayCluster, mlflow_server: MlflowServer, tmp_path: Path) -> None:
+        cluster: RayCluster, mlflow_http: MlflowHttp, tmp_path: Path) -> None:
     # RAY_ADDRESS names the cluster and no --address is given: run joins that cluster (it used
     # to start a local Ray's ray.init(num_cpus=...), which Ray refuses for an existing cluster)
     env = token_env(cluster, cluster.base / "shared")
-    proc = run_cli("run", SMOKE, "--tracking-uri", mlflow_server.uri, *ONE_SIMULATED,
+    proc = run_cli("run", "--no-report", SMOKE, "--tracking-uri", mlflow_http.uri, *ONE_SIMULATED,
                    "--set", "name=smoke-env-address", "--summary-json", "s.json", cwd=tmp_path,
                    RAY_ADDRESS=cluster.gcs_address, **env)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
@@ -344,7 +339,7 @@ def test_ray_address_in_the_environment_counts_as_address(
     assert [t["status"] for t in summary] == ["completed"]
     # and a Ray Client address there goes through Ray Client, as --address ray://... does
     env.pop("RAY_AUTH_MODE")
-    proc = run_cli("run", SMOKE, "--tracking-uri", mlflow_server.uri, *ONE_SIMULATED,
+    proc = run_cli("run", "--no-report", SMOKE, "--tracking-uri", mlflow_http.uri, *ONE_SIMULATED,
                    "--set", "name=smoke-env-client", cwd=tmp_path,
                    RAY_ADDRESS=cluster.client_address, **env)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
