@@ -35,8 +35,10 @@ def test_run_starts_its_own_ray_and_leaves_the_other_alone(tmp_path: Path) -> No
     port = free_port()
     token = tmp_path / "other_token"
     token.write_text(secrets.token_hex(24))
-    # the other user's Ray, with a token of its own (Ray's token auth is on by default)
-    env = cli_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
+    # the other user's Ray, with a token of its own (Ray's token auth is on by default); no
+    # drain on SIGTERM, which would only wait for a GCS the same signal stops (_stop)
+    env = cli_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token),
+                  RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0")
     other = subprocess.Popen(
         [RAY, "start", "--head", f"--port={port}", "--num-cpus=1", "--node-ip-address=127.0.0.1",
          "--include-dashboard=false", f"--dashboard-agent-listen-port={free_port()}",
@@ -52,7 +54,9 @@ def test_run_starts_its_own_ray_and_leaves_the_other_alone(tmp_path: Path) -> No
         before = _status(port, env)
         assert before.returncode == 0, before.stderr
 
+        # one short trial: the subject is where it runs
         done = scalesweep("run", "--no-report", str(SWEEPS / "smoke.yaml"), "--set", "axes.world_size=[2]",
+                          "--set", "axes.scaling_rule=[none]", "--set", "training.epochs=1",
                           cwd=tmp_path, RAY_ADDRESS="")
         assert done.returncode == 0, done.stdout + done.stderr
         assert "completed" in done.stdout
