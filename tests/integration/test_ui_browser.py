@@ -194,7 +194,9 @@ def study(chromium: str, tmp_path_factory: pytest.TempPathFactory, ray_head: Ray
     from mlflow.tracking import MlflowClient
 
     cwd = tmp_path_factory.mktemp("ui")
-    proc = subprocess.Popen([*_scalesweep(), "run", str(SMOKE), *ray_head.args()], cwd=cwd,
+    # one epoch (two evals: a line per trial), no report: the views and the link are the subject
+    proc = subprocess.Popen([*_scalesweep(), "run", str(SMOKE), "--set", "training.epochs=1",
+                             "--no-report", *ray_head.args()], cwd=cwd,
                             env={**_env(), **ray_head.env()},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
@@ -221,8 +223,10 @@ def study(chromium: str, tmp_path_factory: pytest.TempPathFactory, ray_head: Ray
 def ui_base(study: Study) -> Iterator[str]:
     port = _free_port()
     log = (study.cwd / "ui.log").open("w")
+    # MLflow's job consumers (processes of their own) serve nothing the UI shows: not started
     proc = subprocess.Popen([*_scalesweep(), "ui", "--port", str(port)], cwd=study.cwd,
-                            env=_env(), stdout=log, stderr=subprocess.STDOUT,
+                            env={**_env(), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+                            stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
