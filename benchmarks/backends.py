@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import os
 
     cores = os.cpu_count() or 1
-    sizes = [2] if quick else [4, 16]
+    sizes = [1] if quick else [4, 16]  # quick: one worker, the fewest processes
     updates = 2 if quick else 20
     repeats = args.repeats or (1 if quick else 2)
     cpw = cores / max(sizes)
