@@ -191,9 +191,11 @@ def _options(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(__doc__, argv, _options)
-    # quick: the harness only, seconds not minutes (smoke.yaml, 3 seeds, half an epoch)
+    # quick: the harness only, seconds not minutes (smoke.yaml cut to its baseline arm and one
+    # other, 3 seeds, half an epoch)
     source, seeds, min_seeds = (QUICK_SWEEP, 3, 2) if args.quick else (SWEEP, args.seeds, args.min_seeds)
-    extra = {"training.epochs": 0.5, "training.eval_every_epochs": 0.25} if args.quick else {}
+    extra: dict[str, Any] = {"training.epochs": 0.5, "training.eval_every_epochs": 0.25,
+                             "axes.scaling_rule": ["none"]} if args.quick else {}
     rep = {"min": min_seeds, "max": seeds, "step": args.step}
     report = Report(NAME, quick=args.quick, settings={"sweep": str(source.relative_to(ROOT)),
                                                        "fixed_seeds": seeds, "replicates": rep})
