@@ -154,11 +154,12 @@ def builtin_sweep(evals: int) -> dict[str, Any]:
     }
 
 
-def run_cli(sweep: Path, cwd: Path, env: dict[str, str]) -> list[dict[str, Any]]:
-    """``scalesweep run`` as a subprocess; the trials of its --summary-json."""
+def run_cli(sweep: Path, cwd: Path, env: dict[str, str], report: bool = True) -> list[dict[str, Any]]:
+    """``scalesweep run`` as a subprocess (``--no-report`` unless ``report``); the trials of its
+    --summary-json."""
     summary = cwd / f"{sweep.stem}-summary.json"
     proc = subprocess.run([sys.executable, "-m", "scalesweep", "run", str(sweep),
-                           "--summary-json", str(summary)],
+                           "--summary-json", str(summary), *([] if report else ["--no-report"])],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=1500)
     (cwd / f"{sweep.stem}.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
@@ -206,7 +207,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     env.pop(POLL_ENV, None)
                 uri = f"sqlite:///{cwd / 'mlflow.db'}"  # the CLI's default store, in its cwd
                 say(f"{NAME}: repeat {rep + 1}/{repeats}, {variant}: own loop")
-                trials = run_cli(write_yaml(cwd / "own.yaml", own_loop_sweep(out, evals)), cwd, env)
+                # quick: no report after the sweep (it comes after every loop: nothing measured)
+                trials = run_cli(write_yaml(cwd / "own.yaml", own_loop_sweep(out, evals)), cwd, env,
+                                 report=not quick)
                 spans = run_starts(uri, trials)
                 for t in trials:
                     swept = json.loads((out / f"{t['name']}.json").read_text())
