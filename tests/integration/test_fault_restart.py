@@ -65,8 +65,9 @@ class _Killer(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set() and self.killed is None:
             checkpoints = sorted(p.name for p in self.storage.glob("*/checkpoint_0*"))
-            pids = _train_worker_pids()
-            if len(checkpoints) >= 2 and pids:
+            # the walk of /proc costs far more than the glob: only once there is a worker to kill
+            pids = _train_worker_pids() if len(checkpoints) >= 2 else set()
+            if pids:
                 self.killed, self.killed_after, self.pids_at_kill = max(pids), checkpoints, pids
                 os.kill(self.killed, signal.SIGKILL)
             time.sleep(0.05)
