@@ -20,8 +20,10 @@ SMOKE = str(SWEEPS / "smoke.yaml")
 @pytest.fixture(scope="module")
 def two_seeds(tmp_path_factory: pytest.TempPathFactory, ray_head: RayHead) -> tuple[Path, str]:
     cwd = tmp_path_factory.mktemp("seeds")
+    # 3 epochs of smoke's 6: every trial still crosses its target between two evaluations
     proc = scalesweep("run", SMOKE, "--set", "axes.seed=[0, 1]", "--set",
-                      "axes.scaling_rule=[none, linear]", "--summary-json", "s.json",
+                      "axes.scaling_rule=[none, linear]", "--set", "training.epochs=3",
+                      "--summary-json", "s.json",
                       *ray_head.args(), cwd=cwd, **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return cwd, proc.stdout
@@ -70,8 +72,10 @@ def test_run_report_and_summary_agree_on_the_arms(two_seeds: tuple[Path, str]) -
 
 
 def test_a_target_met_at_the_first_eval_is_a_bound(tmp_path: Path, ray_head: RayHead) -> None:
+    # one epoch: the target is met at the first evaluation (0.5 epochs), whatever follows
     proc = scalesweep("run", SMOKE, "--set", "axes.scaling_rule=[none]", "--set",
-                      "target={metric: dev_loss, value: 100.0}", "--summary-json", "s.json",
+                      "target={metric: dev_loss, value: 100.0}", "--set", "training.epochs=1",
+                      "--summary-json", "s.json",
                       *ray_head.args(), cwd=tmp_path, **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "reached the target at their first evaluation" in proc.stdout
