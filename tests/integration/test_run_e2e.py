@@ -114,9 +114,10 @@ def test_summary_mlflow_and_report_agree_on_epochs_to_target(
 def test_against_a_real_mlflow_server(tmp_path: Path, ray_head: RayHead) -> None:
     server = MlflowServer(tmp_path / "server").start()
     try:
-        proc = scalesweep("run", SMOKE, "--tracking-uri", server.uri,
-                          "--set", "axes.scaling_rule=[none]", *ray_head.args(), cwd=tmp_path,
-                          **ray_head.env())
+        # 5 epochs, an eval every half: the 10 evaluations asserted below; no report (not the subject)
+        proc = scalesweep("run", "--no-report", SMOKE, "--tracking-uri", server.uri,
+                          "--set", "axes.scaling_rule=[none]", "--set", "training.epochs=5",
+                          *ray_head.args(), cwd=tmp_path, **ray_head.env())
         assert proc.returncode == 0, proc.stdout + proc.stderr
         client = MlflowClient(server.uri)
         _, children = _children(client, "smoke")
@@ -169,8 +170,10 @@ def test_stop_at_target_ends_trials_early_as_stopped(tmp_path: Path, ray_head: R
 
 
 def test_asha_search_ends_every_trial_with_a_final_status(tmp_path: Path, ray_head: RayHead) -> None:
-    proc = scalesweep("run", SMOKE, "--set", "search.scheduler=asha",
-                      "--summary-json", "s.json", *ray_head.args(), cwd=tmp_path, **ray_head.env())
+    # 2 epochs: ASHA's grace period (1 epoch) and max_t (2) still leave it a rung to stop at
+    proc = scalesweep("run", "--no-report", SMOKE, "--set", "search.scheduler=asha",
+                      "--set", "training.epochs=2", "--summary-json", "s.json", *ray_head.args(),
+                      cwd=tmp_path, **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads((tmp_path / "s.json").read_text())
     assert {t["status"] for t in summary} <= {"completed", "stopped"}
