@@ -384,16 +384,22 @@ def _ray_worker(config: dict[str, Any]) -> None:
     Path(config["out"], f"rank{rank}.json").write_text(json.dumps(out))
 
 
+#: Ray Train's cases: 256 samples, so that 12 updates still take the ramp past its first epoch
+RAY_MLP = {"train_size": 256, "dev_size": 48}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("physical", "trials"), [
-    (3, [_config(4, 3, fuse="auto", fuse_max_samples=12, recipe=ADAM_ONECYCLE, total_updates=24,
-                 eval_every=4)]),  # 2, 1, 1 ranks, fused passes
-    (4, [_config(6, 4, fuse="off", recipe=SGD, total_updates=24),  # 2, 2, 1, 1 ranks
-         _config(6, 4, fuse="off", accum_grad=2, total_updates=24, name="uneven-v6-p4-a2"),
-         # a batch ramp through Ray Train: V = 4 (each worker one rank) for an epoch (16
+    (3, [_config(4, 3, fuse="auto", fuse_max_samples=12, recipe=ADAM_ONECYCLE, total_updates=12,
+                 eval_every=4, workload_options=RAY_MLP)]),  # 2, 1, 1 ranks, fused passes
+    (4, [_config(6, 4, fuse="off", recipe=SGD, total_updates=12, workload_options=RAY_MLP),  # 2, 2, 1, 1
+         _config(6, 4, fuse="off", accum_grad=2, total_updates=12, name="uneven-v6-p4-a2",
+                 workload_options=RAY_MLP),
+         # a batch ramp through Ray Train: V = 4 (each worker one rank) for an epoch (8
          # updates), then V = 8 (two each), half the lr on a half-speed clock first
-         _config(8, 4, fuse="auto", total_updates=24, name="ramp-v4-v8-p4", batch_ramp=(
-             RampStage(world_size=4, epochs=1, lr_multiplier=0.5, clock=0.5, eval_every=4),))]),
+         _config(8, 4, fuse="auto", total_updates=12, name="ramp-v4-v8-p4", workload_options=RAY_MLP,
+                 batch_ramp=(RampStage(world_size=4, epochs=1, lr_multiplier=0.5, clock=0.5,
+                                       eval_every=4),))]),
 ])  # fmt: skip
 def test_ray_train_workers_make_simulates_updates_for_uneven_shares(
         ray_cluster: None, tmp_path: Path, physical: int, trials: list[TrialConfig]) -> None:
