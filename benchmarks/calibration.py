@@ -316,12 +316,12 @@ def main(argv: list[str] | None = None) -> None:
 
     plan = make_calibration_plan()
     design = adaptive.design(plan)
-    margin = plan.sweep.spec.target.equivalence_margin
+    margin = plan.rules.margin
     report = Report(NAME, quick=studies < STUDIES, settings={
         "seed": args.seed, "studies_per_shape": studies, "processes": args.processes,
         "sweep": str(SWEEP.relative_to(ROOT)), "overrides": list(OVERRIDES), "ratios": list(RATIOS),
         "shapes": [s.__dict__ for s in SHAPES], "looks": list(design.looks), "per_look": design.per_look,
-        "design_error": design.error, "level_confidences": list(adaptive.level_confidences(plan)),
+        "design_error": design.error, "level_confidences": list(plan.rules.family or ()),
         "levels": list(plan.sweep.spec.target.levels), "margin": margin})
     say(f"{studies} studies x {len(SHAPES)} shapes on {args.processes} process(es)")
     t0 = time.perf_counter()

@@ -111,6 +111,10 @@ DECISION_CONFIDENCE_PARAM = "decision_confidence"
 #: many levels are still undecided (JSON list; index m - 1 for m levels left)
 LEVEL_CONFIDENCES_PARAM = "level_confidences"
 REPLICATES_PARAM = "replicates"
+#: parent param: the study's rules as one JSON record (scalesweep.science.stats.rules.StudyRules),
+#: the one source every display reads back; the params above stay for the MLflow UI's columns
+#: and for studies logged before it
+STUDY_RULES_PARAM = "study_rules"
 #: parent params: the plateau check (JSON: metric, mode, last_share, min_improvement) and
 #: whether trials were curtailed (JSON bool); the report reads both back (docs/study.md)
 PLATEAU_PARAM = "plateau"

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from scalesweep.mlflow_names import ARM_PARAM
 from scalesweep.science.stats.arms import ArmSummary
+from scalesweep.science.stats.decisions import band
 from scalesweep.science.stats.levels import LevelRatio
 from scalesweep.science.stats.trial_summary import TrialSummary
 
@@ -157,7 +158,7 @@ def _level_points(others: Sequence[ArmSummary]) -> list[_LevelPoint]:
 def _ratio_range(points: Sequence[_LevelPoint], margin: float | None) -> tuple[float, float]:
     """The y-limits: the median ratios that are values (with 1 and the equivalence band), and
     bounds or interval ends no further than RATIO_RANGE_FACTOR from them."""
-    core = [1.0, *([1 / (1 + margin), 1 + margin] if margin else [])]
+    core = [1.0, *(band(margin) if margin else ())]
     values = [p.median for p in points if p.kind == "value" and p.median is not None and p.median > 0]
     lo, hi = min(core + values), max(core + values)
     if not values:  # nothing but bounds: let them set the range, as far as the factor allows
@@ -181,7 +182,7 @@ def plot_ratio_by_level(arms: Sequence[ArmSummary]) -> Figure:
     others = [a for a in arms if a.levels]
     margin = next((a.margin for a in others if a.margin), None)
     if margin:
-        ax.axhspan(1 / (1 + margin), 1 + margin, color="tab:blue", alpha=0.08,
+        ax.axhspan(*band(margin), color="tab:blue", alpha=0.08,
                    label=f"equivalent (margin {margin:g})")
     ax.axhline(1.0, color="black", linewidth=0.8)
     points = _level_points(others)

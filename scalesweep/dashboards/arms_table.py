@@ -5,6 +5,7 @@ over the same trial summaries) the sweep driver uses for `run`'s closing table."
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -12,7 +13,7 @@ import pandas as pd
 from scalesweep.dashboards.convergence_table import StudyTrial
 from scalesweep.dashboards.mlflow_data import Study
 from scalesweep.mlflow_names import BASELINE_ARM_PARAM
-from scalesweep.science.stats.arms import ArmSummary, Rules, summarize_arms
+from scalesweep.science.stats.arms import ArmSummary, summarize_arms
 
 #: the axes each arm is described by in arms.json/arms.csv (those a trial logs as params)
 ARM_AXES = ("world_size", "warmup_rule", "scaling_rule", "global_batch", "warmup_steps", "peak_lr",
@@ -38,10 +39,7 @@ def arm_summaries(study: Study, trials: Sequence[StudyTrial]) -> list[ArmSummary
         base = t.run.get(BASELINE_ARM_PARAM)
         baseline_arm[t.summary.arm] = base if isinstance(base, str) and base else fallback
         axes.setdefault(t.summary.arm, _axes(t.run))
-    rules = Rules(confidence=study.decision_confidence, margin=study.equivalence_margin,
-                  levels=study.target_levels, mode=study.target_mode, smoothing=study.target_smoothing,
-                  target=_headline(study, trials), family=study.level_confidences,
-                  max_seeds=study.replicates_max)
+    rules = replace(study.rules, target=_headline(study, trials))
     return summarize_arms([t.summary for t in trials], baseline_arm, rules, axes)
 
 

@@ -7,6 +7,7 @@ orchestrator. ``Study.trials`` has one row per child run; ``Study.history`` has 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -29,6 +30,7 @@ from scalesweep.mlflow_names import (
     REPLICATES_PARAM,
     ROLE_TAG,
     STATUS_TAG,
+    STUDY_RULES_PARAM,
     SUMMARY_METRICS,
     TARGET_BEST_METRIC,
     TARGET_LEVELS_PARAM,
@@ -44,6 +46,7 @@ from scalesweep.science.stats.convergence import EvalPoint
 from scalesweep.science.stats.decisions import DEFAULT_MARGIN
 from scalesweep.science.stats.levels import DEFAULT_LEVELS
 from scalesweep.science.stats.replicates import CONFIDENCE
+from scalesweep.science.stats.rules import StudyRules
 
 #: The clocks a curve can be read on; the report plots against any of them.
 AXIS_METRICS = ("samples_seen", "epoch", "wall_s")
@@ -79,12 +82,19 @@ class Study:
     def target_metric(self) -> str:
         return self.parent_params.get(TARGET_METRIC_PARAM, "dev_loss")
 
+    @functools.cached_property
+    def rules(self) -> StudyRules:
+        """How the study's arms are judged: the record its plan logged (``study_rules``), read
+        back; a study logged before that record, from its separate params (defaults where a
+        still older one logged none). The headline target is :attr:`target_value`'s."""
+        raw = self.parent_params.get(STUDY_RULES_PARAM)
+        if raw not in (None, "", "None"):
+            return StudyRules.from_param(str(raw))
+        return _legacy_rules(self.parent_params)
+
     @property
     def target_mode(self) -> Literal["min", "max"]:
-        mode = self.parent_params.get(TARGET_MODE_PARAM, "min")
-        if mode not in ("min", "max"):
-            raise ValueError(f"parent param target_mode must be min or max, but got {mode=}")
-        return cast(Literal["min", "max"], mode)
+        return self.rules.mode
 
     @property
     def target_value(self) -> float | None:
@@ -93,41 +103,31 @@ class Study:
 
     @property
     def target_smoothing(self) -> float:
-        return float(self.parent_params.get(TARGET_SMOOTHING_PARAM, 0.0))
+        return self.rules.smoothing
 
     @property
     def equivalence_margin(self) -> float:
-        return float(self.parent_params.get(EQUIVALENCE_MARGIN_PARAM, DEFAULT_MARGIN))
+        return self.rules.margin
 
     @property
     def decision_confidence(self) -> float:
         """The confidence every interval was read at (studies before adaptive seeds: nominal)."""
-        return float(self.parent_params.get(DECISION_CONFIDENCE_PARAM, CONFIDENCE))
+        return self.rules.confidence
 
     @property
     def replicates_max(self) -> int | None:
-        """An adaptive study's ``replicates.max`` (None: a fixed number of seeds, or a study
-        that logged none). The param is JSON, as every non-string param."""
-        raw = self.parent_params.get(REPLICATES_PARAM)
-        if raw in (None, "", "None", "null"):
-            return None
-        try:
-            value = json.loads(str(raw))
-        except ValueError:
-            return None
-        return int(value["max"]) if isinstance(value, dict) and value.get("max") is not None else None
+        """An adaptive study's ``replicates.max`` (None: a fixed number of seeds)."""
+        return self.rules.max_seeds
 
     @property
     def level_confidences(self) -> tuple[float, ...] | None:
         """Holm's per-look confidences for the levels (index m - 1 for m undecided levels);
         None for studies logged before levels were adjusted as a family."""
-        raw = self.parent_params.get(LEVEL_CONFIDENCES_PARAM)
-        return None if raw in (None, "", "None") else tuple(float(x) for x in json.loads(raw))
+        return self.rules.family
 
     @property
     def target_levels(self) -> tuple[float, ...]:
-        raw = self.parent_params.get(TARGET_LEVELS_PARAM)
-        return DEFAULT_LEVELS if raw in (None, "", "None") else tuple(float(x) for x in json.loads(raw))
+        return self.rules.levels
 
     @property
     def baseline_trial(self) -> str | None:
@@ -157,6 +157,33 @@ class Study:
                       epoch=float(r.epoch), wall_s=float(r.wall_s), value=float(r.value))
             for r in rows.itertuples()
         ]  # fmt: skip
+
+
+def _legacy_rules(params: dict[str, str]) -> StudyRules:
+    """The rules of a study logged before ``study_rules``, from the params it logged one by
+    one (each param is JSON where it is not a plain string)."""
+    mode = params.get(TARGET_MODE_PARAM, "min")
+    if mode not in ("min", "max"):
+        raise ValueError(f"parent param target_mode must be min or max, but got {mode=}")
+    levels, family = params.get(TARGET_LEVELS_PARAM), params.get(LEVEL_CONFIDENCES_PARAM)
+    return StudyRules(
+        confidence=float(params.get(DECISION_CONFIDENCE_PARAM, CONFIDENCE)),
+        margin=float(params.get(EQUIVALENCE_MARGIN_PARAM, DEFAULT_MARGIN)),
+        levels=(DEFAULT_LEVELS if levels in (None, "", "None")
+                else tuple(float(x) for x in json.loads(levels))),
+        mode=cast(Literal["min", "max"], mode), smoothing=float(params.get(TARGET_SMOOTHING_PARAM, 0.0)),
+        family=None if family in (None, "", "None") else tuple(float(x) for x in json.loads(family)),
+        max_seeds=_replicates_max(params.get(REPLICATES_PARAM)))
+
+
+def _replicates_max(raw: str | None) -> int | None:
+    if raw in (None, "", "None", "null"):
+        return None
+    try:
+        value = json.loads(str(raw))
+    except ValueError:
+        return None
+    return int(value["max"]) if isinstance(value, dict) and value.get("max") is not None else None
 
 
 def load_study(

@@ -44,6 +44,7 @@ from scalesweep.science.stats.arms import (
     median_text,
     ratios,
 )
+from scalesweep.science.stats.decisions import band
 from scalesweep.science.stats.replicates import CONFIDENCE, METHOD, MedianInterval
 
 __all__ = ["PROJECTED", "ReportPaths", "build_report", "convergence_table"]
@@ -299,8 +300,8 @@ def render_html(study: Study, table: pd.DataFrame, trials: Sequence[StudyTrial],
     warnings = "".join(f"<p class='warn'>{e(w)}</p>" for a in arms if (w := conditioning_text(a)))
     warnings += "".join(f"<p class='warn'>{e(n)}</p>" for a in arms if a.is_baseline for n in a.notes)
     margin = next((a.margin for a in arms if a.margin), None)
-    band = ("" if margin is None else f" inside [{1 / (1 + margin):.3g}, {1 + margin:.3g}] "
-            f"(<code>target.equivalence_margin</code> {margin:g})")
+    inside = ("" if margin is None else " inside [{:.3g}, {:.3g}] ".format(*band(margin))
+              + f"(<code>target.equivalence_margin</code> {margin:g})")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>scalesweep report: {e(study.experiment_name)}</title>
@@ -321,7 +322,7 @@ target: <b>{e(goal)}</b> · baseline trial: {e(study.baseline_trial or "none")}<
 <p>An arm is a trial's settings minus its seed; its seeds are paired with the baseline arm's
 by seed number (same init, same data order). The <b>decision</b> reads the paired epochs
 ratio's interval (trial / baseline; &gt; 1 needs more epochs): <b>slower</b> when it lies
-above 1, <b>faster</b> below 1, <b>equivalent</b> when it lies wholly{band}, else <b>not
+above 1, <b>faster</b> below 1, <b>equivalent</b> when it lies wholly{inside}, else <b>not
 resolved</b>; the verdict says the same decision with the interval it rests on. The same is
 done at every level of time to quality (each pair's target its cross-fitted baseline best ×
 (1 + level)), the levels of an arm adjusted as a family by Holm's step-down: "decided at

@@ -94,7 +94,8 @@ def test_a_fixed_sweep_is_one_round_at_the_nominal_confidence() -> None:
 
 def test_the_levels_are_read_at_holms_confidences_for_the_design() -> None:
     plan = _plan("axes.seed=[0,1,2,3,4,5,6,7,8,9]")
-    family = adaptive.level_confidences(plan)
+    family = plan.rules.family
+    assert family is not None
     assert len(family) == len(plan.sweep.spec.target.levels) == 5
     # m levels open: each at the design's per-look confidence for error 0.1 / m
     assert family == tuple(sequential.design((10,), 1 - 0.1 / m).per_look for m in range(1, 6))

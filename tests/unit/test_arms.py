@@ -14,7 +14,6 @@ from scalesweep.orchestrator.tracking.summary_table import format_arms
 from scalesweep.science.stats import levels as L
 from scalesweep.science.stats.arms import (
     ArmSummary,
-    Rules,
     TrialCrossing,
     conditioning_text,
     interval_text,
@@ -24,6 +23,7 @@ from scalesweep.science.stats.arms import (
 )
 from scalesweep.science.stats.convergence import EvalPoint, locate
 from scalesweep.science.stats.replicates import Estimate, MedianInterval
+from scalesweep.science.stats.rules import StudyRules
 
 #: evals every tenth of an epoch (updates = 10 per epoch)
 EPOCHS = [0.1 * i for i in range(1, 61)]
@@ -48,7 +48,7 @@ def _trials(arm: str, scales: list[float], target: float) -> list[TrialCrossing]
 
 
 BASE = [1.0, 1.02, 0.98, 1.01, 0.99]
-RULES = Rules(levels=(0.5, 1.0, 2.0), margin=0.10)
+RULES = StudyRules(levels=(0.5, 1.0, 2.0), margin=0.10)
 
 
 def _summaries(other: list[float], target: float = 1.5) -> dict[str, ArmSummary]:
@@ -179,7 +179,7 @@ def test_the_baseline_arm_carries_the_conditioning_warning_into_the_table() -> N
     target = best * 1.02
     trials = [TrialCrossing("base", s, locate(c, target, "min"), c) for s, c in enumerate(curves)]
     trials += [TrialCrossing("other", s, locate(c, target, "min"), c) for s, c in enumerate(curves)]
-    rules = Rules(levels=(0.02, 0.5, 1.0), target=target)
+    rules = StudyRules(levels=(0.02, 0.5, 1.0), target=target)
     summaries = summarize_arms(trials, {"base": "base", "other": "base"}, rules)
     arms = [a.as_json() for a in summaries]
     cond = arms[0]["conditioning"]
@@ -209,7 +209,7 @@ def test_a_level_decided_only_before_adjustment_is_exploratory() -> None:
     # 5 seeds all slower at every level: 93.75 % coverage decides each level alone, but not a
     # family of 3 read at 1 - 0.1/3 = 96.7 %
     trials = _trials("base", BASE, 1.5) + _trials("other", [1.3, 1.32, 1.28, 1.31, 1.29], 1.5)
-    rules = Rules(levels=(0.5, 1.0, 2.0), margin=0.10, family=(0.90, 0.95, 1 - 0.1 / 3))
+    rules = StudyRules(levels=(0.5, 1.0, 2.0), margin=0.10, family=(0.90, 0.95, 1 - 0.1 / 3))
     other = summarize_arms(trials, {"base": "base", "other": "base"}, rules)[1]
     assert [lv.decision for lv in other.levels] == ["not resolved"] * 3
     assert [lv.marginal for lv in other.levels] == ["slower"] * 3
@@ -275,7 +275,7 @@ def test_no_more_seeds_are_advised_than_the_design_plans() -> None:
     trials = _trials("base", BASE, 1.5) + _trials("other", [1.3, 0.8, 1.28, 1.31, 1.29], 1.5)
     free = summarize_arms(trials, {"base": "base", "other": "base"}, RULES)[1]
     assert free.seeds_needed is not None and free.seeds_needed > 6
-    capped = summarize_arms(trials, {"base": "base", "other": "base"}, Rules(levels=(), max_seeds=6))[1]
+    capped = summarize_arms(trials, {"base": "base", "other": "base"}, StudyRules(levels=(), max_seeds=6))[1]
     assert capped.seeds_needed is None and capped.as_json()["seeds_needed"] is None
     assert "past the design's replicates.max of 6: it ends undecided" in capped.verdict()
 
@@ -314,7 +314,7 @@ def test_the_ratio_figure_stays_readable_when_a_target_sits_above_the_starting_l
             out.append(TrialCrossing(arm, seed, locate(pts, 1.5, "min"), pts))
         return out
 
-    rules = Rules(levels=(0.5, 1.0, 2.0, 7.0), margin=0.10)
+    rules = StudyRules(levels=(0.5, 1.0, 2.0, 7.0), margin=0.10)
     trials = seeds("base", 4.0) + seeds("slow", 8.0) + seeds("same", 4.0)
     arms = summarize_arms(trials, {"base": "base", "slow": "base", "same": "base"}, rules)
     slow, same = (next(a for a in arms if a.arm == name) for name in ("slow", "same"))

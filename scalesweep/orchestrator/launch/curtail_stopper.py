@@ -17,7 +17,6 @@ from ray import tune
 from scalesweep.mlflow_names import STATUS_TAG, STEP_KEY
 from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
-from scalesweep.orchestrator.spec.load import metric_mode
 from scalesweep.orchestrator.tracking.summary import points, references
 from scalesweep.science.stats import curtail
 
@@ -47,10 +46,10 @@ def trial_gates(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]], r
     best = references(plan, curves)[base.arm].best(row.seed)
     if best is None:
         return None
-    mode = metric_mode(plan.sweep)
+    rules = plan.rules
     return curtail.gates(points(curves.get(base.name, []), spec.metric), best,
-                         [spec.relative_to_baseline, *spec.levels], mode, spec.smoothing,
-                         spec.equivalence_margin)
+                         [spec.relative_to_baseline, *rules.levels], rules.mode, rules.smoothing,
+                         rules.margin)
 
 
 class CurtailStopper(tune.Stopper):
@@ -85,7 +84,7 @@ class CurtailStopper(tune.Stopper):
         if not logged or float(logged[-1][STEP_KEY]) < float(result[STEP_KEY]):
             logged.append(result)
         curve = points(logged, spec.metric)
-        stop = curtail.may_stop(curve, gate_list, metric_mode(self.plan.sweep), spec.smoothing)
+        stop = curtail.may_stop(curve, gate_list, self.plan.rules.mode, self.plan.rules.smoothing)
         if stop:
             self.stopped[row.name] = curve[-1].epoch
         return stop

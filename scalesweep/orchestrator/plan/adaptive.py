@@ -16,33 +16,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from scalesweep.orchestrator.plan import rules
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
 from scalesweep.science.stats import sequential
 from scalesweep.science.stats.replicates import CONFIDENCE
 
 
 def looks(plan: Plan) -> tuple[int, ...]:
-    """The seed counts at which arms are decided: every seed at once without ``replicates``."""
-    rep = plan.sweep.spec.replicates
-    if rep is None:
-        return (len(plan.sweep.spec.axes.seed),)
-    return sequential.adaptive_looks(rep.min, rep.max, rep.step)
+    """The seed counts at which arms are decided (:func:`scalesweep.orchestrator.plan.rules.looks`)."""
+    return rules.looks(plan.sweep)
 
 
 def design(plan: Plan, confidence: float = CONFIDENCE) -> sequential.Design:
-    """The sweep's looks and the per-look confidence of every interval it reports, with the
-    design's exact error (a fixed design too: its one look's)."""
-    seen = looks(plan)
-    if seen[0] < sequential.MIN_SEEDS:  # one seed: no interval, nothing is ever decided
-        return sequential.Design(seen, confidence, confidence, 0.0)
-    return sequential.design(seen, confidence)
-
-
-def level_confidences(plan: Plan) -> tuple[float, ...]:
-    """Holm's step-down over the levels of an arm: with m levels still undecided each is read
-    at the per-look confidence of the design at error (1 − confidence) / m (index m − 1)."""
-    n = len(plan.sweep.spec.target.levels)
-    return tuple(design(plan, 1.0 - (1.0 - CONFIDENCE) / m).per_look for m in range(1, n + 1))
+    """The seed design of the plan's sweep (:func:`scalesweep.orchestrator.plan.rules.design`)."""
+    return rules.design(plan.sweep, confidence)
 
 
 def first_round(plan: Plan) -> list[PlanRow]:

@@ -3,6 +3,7 @@ trial can run where it is going."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import random
@@ -11,11 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scalesweep.orchestrator.plan.cluster import WORKER_MEMORY_GB, ClusterInfo, local_cluster
+from scalesweep.orchestrator.plan.rules import study_rules
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep
 from scalesweep.orchestrator.spec.schema import FIXED_AXES
 from scalesweep.science import batch_ramp, optimizers, scaling, schedules
 from scalesweep.science.batching import global_batch, updates_per_epoch
+from scalesweep.science.stats.rules import StudyRules
 from scalesweep.trainables.config import RampStage, StopAtTarget, TrialConfig
 
 #: the free axis (and training option) of a batch-size ramp
@@ -89,6 +92,12 @@ class Plan:
     rows: list[PlanRow]
     cluster: ClusterInfo
     notes: list[str] = field(default_factory=list)
+
+    @functools.cached_property
+    def rules(self) -> StudyRules:
+        """How the study's arms are judged (:mod:`scalesweep.science.stats.rules`): made once,
+        from the sweep alone; logged on the parent run and read back into the same record."""
+        return study_rules(self.sweep)
 
     def baseline_for(self, row: PlanRow) -> PlanRow | None:
         """The baseline trial with the same seed (and free axes) as ``row``."""

@@ -117,7 +117,7 @@ def _target(plan: Plan) -> str:
         return text
     # docs/design.md §4, "Target": the best is read within H / (1 + d), so that an arm that
     # never meets the target by H is at least about (1 + d)x slower: "never" decides
-    d = t.equivalence_margin
+    d = plan.rules.margin
     return (f"{text} within its first {base.epochs / (1 + d):.3g} of {base.epochs:.3g} epochs "
             f"(horizon / (1 + margin {d:g}): a seed that never reaches it by the end is about "
             f"{1 + d:g}x slower or more), cross-fitted, frozen at the first look")

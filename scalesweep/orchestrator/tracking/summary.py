@@ -5,13 +5,12 @@ its seeds' arms (:mod:`scalesweep.science.stats.arms`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scalesweep.mlflow_names import STEP_KEY, TRAIN_SECONDS_METRIC
 from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
-from scalesweep.orchestrator.spec.load import metric_mode
 from scalesweep.science.stats import arms
 from scalesweep.science.stats import convergence as conv
 from scalesweep.science.stats.targets import ReferenceBests, reference_bests, target_of
@@ -61,8 +60,8 @@ def references(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]]) ->
     for row in plan.rows:
         if row.arm in by_arm:
             by_arm[row.arm][row.seed] = points(curves.get(row.name, []), spec.metric)
-    return {arm: reference_bests(seeds, mode=metric_mode(plan.sweep), smoothing=spec.smoothing,
-                                 margin=spec.equivalence_margin,
+    rules = plan.rules
+    return {arm: reference_bests(seeds, mode=rules.mode, smoothing=rules.smoothing, margin=rules.margin,
                                  first_look={s for (a, s) in first if a == arm})
             for arm, seeds in by_arm.items()}
 
@@ -81,7 +80,7 @@ def targets(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]], refs:
     trial's own seed, loosened by ``relative_to_baseline`` (docs/design.md §4, "Target").
     ``refs``: :func:`references` of these curves, when the caller has them already."""
     spec = plan.sweep.spec.target
-    mode = metric_mode(plan.sweep)
+    mode = plan.rules.mode
     refs = _refs(plan, curves) if refs is None else refs
     out: dict[str, TrialTarget] = {}
     for row in plan.rows:
@@ -107,7 +106,7 @@ def headline_target(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]
     if len(refs) != 1:
         return None
     assert spec.relative_to_baseline is not None
-    return target_of(next(iter(refs.values())).pooled, spec.relative_to_baseline, metric_mode(plan.sweep))
+    return target_of(next(iter(refs.values())).pooled, spec.relative_to_baseline, plan.rules.mode)
 
 
 def summarize(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]], refs: Refs | None = None
@@ -115,7 +114,7 @@ def summarize(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]], ref
     """Trial name -> its summary, for every row of the plan (a trial that has not run has no
     evals: no crossing, never a made-up one)."""
     spec = plan.sweep.spec.target
-    reading = Reading(metric_mode(plan.sweep), spec.smoothing)
+    reading = Reading(plan.rules.mode, plan.rules.smoothing)
     evals = {row.name: _evals(row, curves.get(row.name, []), spec.metric) for row in plan.rows}
     out = {}
     for name, t in targets(plan, curves, refs).items():
@@ -130,16 +129,11 @@ def arm_summaries(plan: Plan, curves: Mapping[str, Sequence[Mapping[str, Any]]],
     its baseline arm (:mod:`scalesweep.science.stats.arms`), each interval at the design's
     per-look confidence. ``rows``: the trials that ran (an adaptive sweep runs only some of
     its plan), by default all."""
-    spec = plan.sweep.spec.target
     refs = _refs(plan, curves)  # once: every target and note below reads the same bests
     summaries = summarize(plan, curves, refs)
     ran = [summaries[row.name] for row in (plan.rows if rows is None else rows)]
     axes = {row.arm: {k: v for k, v in row.axes.items() if k != "seed"}
             for row in (plan.rows if rows is None else rows)}
-    spec_rep = plan.sweep.spec.replicates
     notes = tuple(w for r in refs.values() for w in r.warnings())
-    rules = arms.Rules(confidence=adaptive.design(plan).per_look, margin=spec.equivalence_margin,
-                       levels=tuple(spec.levels), mode=metric_mode(plan.sweep), smoothing=spec.smoothing,
-                       target=headline_target(plan, curves, refs), family=adaptive.level_confidences(plan),
-                       notes=notes, max_seeds=None if spec_rep is None else spec_rep.max)
+    rules = replace(plan.rules, target=headline_target(plan, curves, refs), notes=notes)
     return arms.summarize_arms(ran, {s.arm: s.baseline_arm for s in ran}, rules, axes)

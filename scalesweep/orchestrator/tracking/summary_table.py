@@ -14,6 +14,7 @@ from scalesweep.science.stats.arms import (
     median_text,
     ratios,
 )
+from scalesweep.science.stats.decisions import band
 from scalesweep.science.stats.replicates import METHOD
 from scalesweep.science.stats.trial_summary import TrialSummary
 
@@ -90,8 +91,8 @@ def format_arms(arms: Sequence[ArmSummary]) -> str:
     note = (f"intervals: {METHOD}; coverage {coverage:.4g} at these seeds, each read at "
             f"{per_look:.4g} per look for the design's 90 % (docs/design.md §4)" if coverage else
             "intervals: n/a with one seed per arm")
-    note += (f"; equivalent = the ratio's interval inside [{1 / (1 + margin):.3g}, {1 + margin:.3g}] "
-             f"(target.equivalence_margin {margin:g}); levels: targets best × (1 + level), decided as a "
+    note += ("; equivalent = the ratio's interval inside [{:.3g}, {:.3g}] ".format(*band(margin))
+             + f"(target.equivalence_margin {margin:g}); levels: targets best × (1 + level), decided as a "
              "family (Holm)")
     warnings = [w for a in arms if (w := conditioning_text(a))]
     warnings += [note for a in arms if a.is_baseline for note in a.notes]

@@ -27,6 +27,7 @@ from scalesweep.mlflow_names import (
     REPLICATES_PARAM,
     STATUS_TAG,
     STEP_KEY,
+    STUDY_RULES_PARAM,
     SUMMARY_METRICS,
     TARGET_LEVELS_PARAM,
     TARGET_METRIC_PARAM,
@@ -34,7 +35,6 @@ from scalesweep.mlflow_names import (
     TARGET_SMOOTHING_PARAM,
     TARGET_VALUE_PARAM,
 )
-from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
 from scalesweep.orchestrator.spec.load import Sweep
 from scalesweep.orchestrator.tracking.study_checks import plateau_setting
@@ -63,8 +63,8 @@ def parent_params(plan: Plan) -> dict[str, Any]:
         TARGET_MODE_PARAM: metric_mode(plan.sweep), TARGET_SMOOTHING_PARAM: spec.target.smoothing,
         EQUIVALENCE_MARGIN_PARAM: spec.target.equivalence_margin,
         TARGET_LEVELS_PARAM: json.dumps(spec.target.levels),
-        DECISION_CONFIDENCE_PARAM: adaptive.design(plan).per_look,
-        LEVEL_CONFIDENCES_PARAM: json.dumps(adaptive.level_confidences(plan)),
+        DECISION_CONFIDENCE_PARAM: plan.rules.confidence,
+        LEVEL_CONFIDENCES_PARAM: json.dumps(plan.rules.family), STUDY_RULES_PARAM: plan.rules.to_param(),
         REPLICATES_PARAM: spec.replicates.model_dump() if spec.replicates else None,
         BASELINE_TRIAL_PARAM: next((r.name for r in plan.rows if plan.baseline_for(r) is r), None),
         "trials": len(plan.rows), "backend": spec.backend, "search": spec.search.type,

@@ -20,7 +20,6 @@ from scalesweep.science.stats.convergence import (
     Axis,
     EvalPoint,
     Located,
-    Mode,
 )
 from scalesweep.science.stats.decisions import BASELINE, DEFAULT_MARGIN, Decision, decide
 from scalesweep.science.stats.levels import (
@@ -41,6 +40,7 @@ from scalesweep.science.stats.replicates import (
     compare,
     median_interval,
 )
+from scalesweep.science.stats.rules import StudyRules
 
 #: the clocks each arm reports a median on
 ARM_CLOCKS: tuple[Axis, ...] = ("epochs", "updates", "samples", "seconds")
@@ -77,29 +77,6 @@ class TrialCrossing:
     curve: Sequence[EvalPoint] = ()
     #: the baseline best its target was loosened from (the levels loosen it too)
     target_reference_best: float | None = None
-
-
-@dataclass(frozen=True)
-class Rules:
-    """How arms are judged: the confidence each interval is read at (the design's per-look
-    one), the equivalence margin, and the levels of time to quality."""
-
-    confidence: float = CONFIDENCE
-    margin: float = DEFAULT_MARGIN
-    levels: tuple[float, ...] = ()
-    mode: Mode = "min"
-    smoothing: float = 0.0
-    #: the headline target (the pooled first-look one; each pair's own is cross-fitted), for
-    #: the conditioning check on the baseline arm; None: unknown
-    target: float | None = None
-    #: Holm's per-look confidences for the levels, index m - 1 with m levels still open
-    #: (docs/design.md §4, "Ratios at every level"); None: each level at ``confidence``
-    family: tuple[float, ...] | None = None
-    #: how the target was set, for the baseline arm to say (left-out seeds and the like)
-    notes: tuple[str, ...] = ()
-    #: an adaptive design's ``replicates.max``: more seeds than that are never advised (a look
-    #: past the planned ones would void the design's error rate); None: a fixed design
-    max_seeds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -345,13 +322,13 @@ def _observations(trials: Sequence[SeedCrossing], clock: Axis) -> dict[int, Obse
 
 
 def summarize_arms(trials: Sequence[SeedCrossing], baseline_arm: Mapping[str, str | None],
-                   rules: Rules | None = None, axes: Mapping[str, Mapping[str, Any]] | None = None
+                   rules: StudyRules | None = None, axes: Mapping[str, Mapping[str, Any]] | None = None
                    ) -> list[ArmSummary]:
     """One summary per arm (in first-seen order). ``baseline_arm``: arm -> the arm its seeds
     are paired with (itself for the baseline); ``axes``: arm -> its settings. A trial without
     a crossing (no target, no evals) counts in ``n_seeds`` but has no observation: it is never
     silently reached; one that never reached is +inf in every median, never dropped."""
-    rules = rules or Rules()
+    rules = rules or StudyRules()
     by_arm: dict[str, list[SeedCrossing]] = {}
     for t in trials:
         by_arm.setdefault(t.arm, []).append(t)
@@ -360,7 +337,7 @@ def summarize_arms(trials: Sequence[SeedCrossing], baseline_arm: Mapping[str, st
 
 
 def _arm(arm: str, mine: Sequence[SeedCrossing], by_arm: Mapping[str, Sequence[SeedCrossing]],
-         base: str | None, rules: Rules, axes: Mapping[str, Any]) -> ArmSummary:
+         base: str | None, rules: StudyRules, axes: Mapping[str, Any]) -> ArmSummary:
     located = [t.located for t in mine if t.located is not None]
     epochs_ratio = speedup = decision = None
     levels: tuple[LevelRatio, ...] = ()
@@ -385,7 +362,7 @@ def _arm(arm: str, mine: Sequence[SeedCrossing], by_arm: Mapping[str, Sequence[S
     )  # fmt: skip
 
 
-def _condition(mine: Sequence[SeedCrossing], rules: Rules) -> tuple[Conditioning | None, float | None]:
+def _condition(mine: Sequence[SeedCrossing], rules: StudyRules) -> tuple[Conditioning | None, float | None]:
     """The baseline arm's conditioning at the headline target, and the lowest well-conditioned
     level when the target is not."""
     assert rules.target is not None
@@ -401,7 +378,7 @@ def _curves(trials: Sequence[SeedCrossing]) -> dict[int, Sequence[EvalPoint]]:
     return {t.seed: t.curve for t in trials if t.curve}
 
 
-def _pooled_best(base: Sequence[SeedCrossing], rules: Rules) -> float | None:
+def _pooled_best(base: Sequence[SeedCrossing], rules: StudyRules) -> float | None:
     """The best behind the headline target: the median of the seeds' cross-fitted bests, else
     (trials logged before they were) the baseline's mean curve's best."""
     bests = [b for t in base if (b := t.target_reference_best) is not None]
@@ -410,7 +387,8 @@ def _pooled_best(base: Sequence[SeedCrossing], rules: Rules) -> float | None:
     return baseline_best(list(_curves(base).values()), rules.mode, rules.smoothing)
 
 
-def _levels(mine: Sequence[SeedCrossing], base: Sequence[SeedCrossing], rules: Rules) -> list[LevelRatio]:
+def _levels(mine: Sequence[SeedCrossing], base: Sequence[SeedCrossing],
+            rules: StudyRules) -> list[LevelRatio]:
     """The ratio at every level, each seed's pair against its own (cross-fitted) best; trials
     logged before bests were cross-fitted share the baseline's mean-curve best."""
     if not rules.levels:
