@@ -227,3 +227,16 @@ def test_a_reach_into_dashboards_outside_the_commands_is_caught() -> None:
     graph[f"{TOP}.orchestrator.cli"].add(f"{TOP}.dashboards.report")
     outside = {m for m in _reaching_into_dashboards(graph) if not m.startswith(COMMANDS)}
     assert outside == {f"{TOP}.orchestrator.tracking.predictions", f"{TOP}.orchestrator.cli"}
+
+
+def test_a_plan_on_a_cpu_machine_imports_no_torch() -> None:
+    # `plan` makes the sweep's workload to count its samples; the built-in mlp_regression
+    # (and the shared batching helpers, and the GPU count on a machine without GPU devices)
+    # import torch only where a batch or a model is made, so a plan answers without it
+    probe = ("import contextlib, io, sys; from scalesweep.orchestrator.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n"
+             "    rc = main(['plan', 'sweeps/smoke.yaml'])\n"
+             "print(rc, sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'ray'}))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split("\n")[-2:] == ["0 []", ""], out.stdout + out.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 #: a CPU DDP worker of the built-in workloads; measured: a 16-worker CPU trial takes ~9-10 GiB
 WORKER_MEMORY_GB = 0.6
@@ -28,6 +29,10 @@ def local_cluster() -> ClusterInfo:
 
 
 def _local_gpus() -> int:
+    # no GPU device node: none to count, and no torch to import for a plan (a CPU-only
+    # machine's plan stays quick); else torch counts them, as the trials will see them
+    if not any(Path("/dev").glob("nvidia[0-9]*")) and not Path("/dev/kfd").exists():
+        return 0
     try:
         import torch
 

@@ -4,15 +4,17 @@ batching of in-memory (inputs, targets) tensor pairs."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from scalesweep.trainables.workloads.base import WorkloadOptionError
 
+if TYPE_CHECKING:  # torch is imported where a batch is made: planning makes workloads too
+    import torch
+
 #: a whole split or a batch of it: (inputs, targets), rows aligned
-TensorPair = tuple[torch.Tensor, torch.Tensor]
+TensorPair = tuple["torch.Tensor", "torch.Tensor"]
 
 
 def merge_options(options: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
@@ -65,6 +67,8 @@ def index_tensor(indices: Sequence[int], size: int) -> torch.Tensor:
 
     Negative indices would silently wrap around in torch; for a sampler that is always a bug.
     """
+    import torch
+
     idx = torch.as_tensor(list(indices), dtype=torch.long)
     if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= size):
         raise IndexError(f"sample indices must lie in [0, {size}), got {list(indices)[:8]}...")
@@ -75,6 +79,8 @@ def dev_chunks(size: int, batch_size: int) -> Iterator[torch.Tensor]:
     """Index tensors covering ``range(size)`` in order, ``batch_size`` at a time."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, but got {batch_size=}")
+    import torch
+
     for start in range(0, size, batch_size):
         yield torch.arange(start, min(start + batch_size, size))
 
@@ -85,6 +91,8 @@ def pair_rows(data: TensorPair, idx: torch.Tensor, cast_targets: bool) -> Tensor
     Splits are stored in float64 so one copy serves any default dtype; targets are cast only
     when they are real-valued (regression), since class labels must stay integers.
     """
+    import torch
+
     dtype = torch.get_default_dtype()
     inputs, targets = data[0][idx].to(dtype), data[1][idx]
     return inputs, targets.to(dtype) if cast_targets else targets

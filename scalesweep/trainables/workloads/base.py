@@ -41,11 +41,12 @@ Optional members (the loop reads them with ``getattr``; a workload without them 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
-
-import torch
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from scalesweep.errors import ScalesweepError
+
+if TYPE_CHECKING:  # the planner reads workloads (sizes, metrics) without importing torch
+    import torch
 
 Direction = Literal["min", "max"]
 

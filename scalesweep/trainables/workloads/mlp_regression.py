@@ -12,11 +12,9 @@ equivalence tests use it.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch import nn
 
 from scalesweep.trainables.workloads._common import (
     merge_options,
@@ -26,6 +24,10 @@ from scalesweep.trainables.workloads._common import (
     rng,
 )
 from scalesweep.trainables.workloads.base import Direction
+
+if TYPE_CHECKING:  # imported where training needs it: the planner makes this workload too
+    import torch
+    from torch import nn
 
 IN_FEATURES = 10
 HIDDEN = 100
@@ -39,7 +41,7 @@ OPTIONS: dict[str, Any] = {
     "data_seed": 0,
 }
 
-Batch = tuple[torch.Tensor, torch.Tensor]
+Batch = tuple["torch.Tensor", "torch.Tensor"]
 
 
 class _Teacher:
@@ -79,15 +81,23 @@ class MLPRegression:
 
         teacher = _Teacher(opts["data_seed"])
 
-        def sample(stream: int, n: int) -> Batch:
+        def sample(stream: int, n: int) -> tuple[np.ndarray, np.ndarray]:
             gen = rng(opts["data_seed"], stream)
             x = gen.standard_normal((n, IN_FEATURES))
             y = teacher(x) + opts["noise"] * gen.standard_normal((n, OUT_FEATURES))
-            # Stored in float64; batches are cast to the loop's default dtype.
-            return torch.from_numpy(x), torch.from_numpy(y)
+            return x, y
 
-        self._train = sample(1, opts["train_size"])
-        self._dev = sample(2, opts["dev_size"])
+        # float64 numpy; tensors (views of these) on first use, cast per batch to the loop's dtype
+        self._arrays = {"train": sample(1, opts["train_size"]), "dev": sample(2, opts["dev_size"])}
+        self._tensors: dict[str, Batch] = {}
+
+    def _split(self, name: str) -> Batch:
+        if name not in self._tensors:
+            import torch
+
+            x, y = self._arrays[name]
+            self._tensors[name] = torch.from_numpy(x), torch.from_numpy(y)
+        return self._tensors[name]
 
     def train_size(self) -> int:
         return int(self.options["train_size"])
@@ -96,19 +106,23 @@ class MLPRegression:
         return int(self.options["dev_size"])
 
     def build_model(self) -> nn.Module:
+        from torch import nn
+
         return nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, OUT_FEATURES))
 
     def train_batch(self, indices: Sequence[int]) -> Batch:
-        return pair_train_batch(self._train, indices, cast_targets=True)
+        return pair_train_batch(self._split("train"), indices, cast_targets=True)
 
     def dev_batches(self, batch_size: int) -> Iterator[Batch]:
-        return pair_dev_batches(self._dev, batch_size, cast_targets=True)
+        return pair_dev_batches(self._split("dev"), batch_size, cast_targets=True)
 
     def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
         x, y = batch
         return ((model(x) - y) ** 2).mean(dim=1)
 
     def evaluate(self, model: nn.Module, batch: Batch) -> Mapping[str, torch.Tensor]:
+        import torch
+
         with torch.no_grad():
             return {"loss": self.loss(model, batch)}
 
