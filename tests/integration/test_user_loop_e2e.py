@@ -191,13 +191,13 @@ workload: {train_loop: "tests.support.user_loops:by_seed", train_size: 64}
 target: {metric: dev_loss, value: 0.5}
 optimizer: {type: sgd, lr: 0.1}
 scheduler: {type: warmuplr, warmup_steps: 8}
-training: {per_worker_batch: 8, max_updates: 12, eval_every: 4}
+training: {per_worker_batch: 8, max_updates: 24, eval_every: 4}
 max_failures: 0
 resources: {cpus_per_worker: 0.5}
 axes: {world_size: [1], seed: [0, 1, 4, 6]}
 """, encoding="utf-8")
-    proc = scalesweep("run", str(sweep), "--summary-json", "s.json", "--no-report",
-                      *ray_head.args(), cwd=tmp_path, **ray_head.env())
+    proc = scalesweep("run", str(sweep), "--summary-json", "s.json", *ray_head.args(),
+                      cwd=tmp_path, **ray_head.env())
     assert proc.returncode == 1, proc.stdout + proc.stderr  # some trial failed
     trials = {t["seed"]: t for t in json.loads((tmp_path / "s.json").read_text())}
     loop = "train_loop tests.support.user_loops:by_seed"
@@ -213,7 +213,7 @@ axes: {world_size: [1], seed: [0, 1, 4, 6]}
     assert trials[0]["status"] == "completed" and trials[0]["crossing"] == "interpolated"
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert [m.step for m in client.get_metric_history(trials[0]["mlflow_run_id"], "dev_loss")] \
-        == [4, 8, 12]
+        == [4, 8, 12, 16, 20, 24]
     for seed, what in expect.items():
         t = trials[seed]
         assert t["status"] == "failed", t
