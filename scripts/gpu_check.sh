@@ -5,14 +5,17 @@
 #
 # Steps, each stopping the script with a message that says what is missing:
 #   1. .venv via scripts/env.sh (first: env.sh reinstalls the pinned CPU torch whenever
-#      pyproject.toml or constraints.txt change, which would undo step 3);
+#      pyproject.toml or constraints.txt change, which would undo step 3); or, with
+#      GPU_CHECK_PYTHON=<python>, that Python as it is (a cluster image's, or a node without
+#      PyPI): it must import the project's dependencies, and the checkout goes on PYTHONPATH;
 #   2. the NVIDIA driver: nvidia-smi must list a GPU;
 #   3. the CUDA build of the venv's torch version (constraints.txt pins the CPU build), from
 #      TORCH_CUDA_INDEX (default download.pytorch.org, CUDA variant TORCH_CUDA, default cu128),
 #      or offline from wheels in TORCH_CUDA_WHEELS (a directory: torch and its nvidia-* wheels);
 #   4. torch.cuda.is_available() in the venv;
 #   5. pytest tests/gpu -m gpu, each test bounded by pytest-timeout, the whole run by `timeout`.
-# Extra arguments go to pytest, e.g. bash scripts/gpu_check.sh -k fusion.
+# Extra arguments go to pytest, e.g. bash scripts/gpu_check.sh -k fusion. GPU_CHECK_SECONDS
+# (default 600) bounds the whole script, set-up included.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -39,11 +42,35 @@ fail() {  # a step that cannot go on: what is missing, then the summary so far
 
 # 1. the project's environment
 t=$SECONDS
-if ! bash scripts/env.sh; then
-    fail "environment (scripts/env.sh)" $((SECONDS - t)) "scripts/env.sh could not build .venv"
+if [ -n "${GPU_CHECK_PYTHON:-}" ]; then
+    py="$GPU_CHECK_PYTHON"
+    # the checkout's package and its tests, for pytest and for the Ray workers it starts
+    export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
+    needed="torch ray ray.train ray.tune mlflow pandas pydantic yaml matplotlib sklearn numpy
+            optuna pytest pytest_timeout transformers accelerate pytorch_lightning scalesweep"
+    if ! missing="$("$py" -c '
+import importlib.util, sys
+missing = []
+for name in sys.argv[1:]:
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except ImportError:  # its parent package is missing
+        found = False
+    if not found:
+        missing.append(name)
+print(" ".join(missing))
+sys.exit(1 if missing else 0)' $needed 2>&1)"; then
+        fail "environment (GPU_CHECK_PYTHON=$py)" $((SECONDS - t)) \
+            "GPU_CHECK_PYTHON=$py cannot import: ${missing:-(it did not run)}"
+    fi
+    summary+=("environment (GPU_CHECK_PYTHON=$py)|PASS|$((SECONDS - t))")
+else
+    if ! bash scripts/env.sh; then
+        fail "environment (scripts/env.sh)" $((SECONDS - t)) "scripts/env.sh could not build .venv"
+    fi
+    summary+=("environment (scripts/env.sh)|PASS|$((SECONDS - t))")
+    py=.venv/bin/python
 fi
-summary+=("environment (scripts/env.sh)|PASS|$((SECONDS - t))")
-py=.venv/bin/python
 
 # 2. a GPU and its driver
 t=$SECONDS
@@ -90,9 +117,10 @@ summary+=("torch.cuda|PASS|$((SECONDS - t))")
 # 5. the checks: one summary line per test, from pytest's JUnit XML
 out="$(mktemp -d)"
 t=$SECONDS
-left=$((600 - (SECONDS - started) - 15))  # what is left of the 10 minutes, less a margin
+budget="${GPU_CHECK_SECONDS:-600}"
+left=$((budget - (SECONDS - started) - 15))  # what is left of the budget, less a margin
 if [ "$left" -lt 120 ]; then
-    fail "tests/gpu" 0 "only $left s left of 10 minutes after the set-up (installing torch?); run again"
+    fail "tests/gpu" 0 "only $left s left of GPU_CHECK_SECONDS=$budget after the set-up (installing torch?); run again"
 fi
 rc=0
 timeout --signal=INT --kill-after=15 "$left" "$py" -m pytest tests/gpu -m gpu -p no:cacheprovider \

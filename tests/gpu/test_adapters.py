@@ -17,8 +17,8 @@ from examples import hf_trainer_loop as hf_example
 from examples import lightning_loop as pl_example
 from scalesweep import loop_helpers
 from scalesweep.adapters import hf, lightning
-from tests import test_adapter_hf, test_adapter_lightning
 from tests.support.helpers import AsRayTrain
+from tests.unit import test_adapter_hf, test_adapter_lightning
 
 pytestmark = pytest.mark.gpu
 

@@ -7,6 +7,11 @@ thing, dropout on a GPU equal to the built-in loop's, is tests/gpu (scripts/gpu_
 
 from __future__ import annotations
 
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -78,3 +83,30 @@ def test_passes_seeds_cuda_with_the_builtin_loops_seeds_in_its_order(
     assert [key for _, key in calls] == trained and len(trained) == 3 * 4 * 2
     assert {device.type for device, _ in calls} == {"cuda"}
     assert cuda_seeds == cpu_seeds and len(set(cpu_seeds)) == len(cpu_seeds)
+
+
+GPU_CHECKS = sorted(p.stem for p in (Path(__file__).parents[1] / "gpu").glob("test_*.py"))
+
+
+@pytest.mark.parametrize("module", GPU_CHECKS)
+def test_each_gpu_check_imports_on_a_cpu_machine(module: str) -> None:
+    """tests/gpu is not collected without CUDA, so a helper it borrows from the CPU tests could
+    move (as tests/ split into unit and integration did) and only the next GPU run would see it."""
+    importlib.import_module(f"tests.gpu.{module}")
+
+
+def test_gpu_check_with_a_python_that_lacks_the_dependencies_names_them_and_fails(
+        tmp_path: Path) -> None:
+    """GPU_CHECK_PYTHON (a cluster image's Python) stands in for .venv; one that cannot import
+    the project's dependencies stops the check at its first step, naming what is missing."""
+    bare = tmp_path / "python"
+    bare.write_text('#!/bin/sh\nexec /usr/bin/env -i PYTHONNOUSERSITE=1 '
+                    f'{sys.base_prefix}/bin/python3 -S "$@"\n')
+    bare.chmod(0o755)
+    script = Path(__file__).parents[2] / "scripts" / "gpu_check.sh"
+    done = subprocess.run(["bash", str(script)], env={**os.environ, "GPU_CHECK_PYTHON": str(bare)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert f"GPU_CHECK_PYTHON={bare} cannot import: torch ray ray.train" in done.stderr
+    assert "FAIL" in done.stdout and "environment (GPU_CHECK_PYTHON=" in done.stdout
+    assert "nvidia-smi" not in done.stdout  # it stopped at step 1
