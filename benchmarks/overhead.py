@@ -233,13 +233,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     tt = bare_torch_trainer(workers, cpw, tmp / "bare", f"tt-r{rep}")
                 bare.append({"rep": rep, "kind": "tt", "wall": tt})
                 inner = {"workers": workers, "cpus_per_worker": cpw, "storage": str(tmp / "bare")}
-                bare.append(
-                    {
-                        "rep": rep,
-                        "kind": "tune_tt",
-                        "wall": bare_tune(tmp / "bare", f"tunett-r{rep}", 1, inner, log=log),
-                    }
-                )
+                # quick: not the empty TorchTrainer in a Tune trial: the same path as the one
+                # with a loop below, and as the bare TorchTrainer above (one Ray Train run less)
+                if not quick:
+                    bare.append(
+                        {
+                            "rep": rep,
+                            "kind": "tune_tt",
+                            "wall": bare_tune(tmp / "bare", f"tunett-r{rep}", 1, inner, log=log),
+                        }
+                    )
                 bare.append(
                     {
                         "rep": rep,
@@ -249,9 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         ),
                     }
                 )
-                bare.append(
-                    {"rep": rep, "kind": "tune1", "wall": bare_tune(tmp / "bare", f"tune1-r{rep}", log=log)}
-                )
+                if small != 1:  # (quick: the simulate pair's bare Tune of 1 is this experiment)
+                    wall = bare_tune(tmp / "bare", f"tune1-r{rep}", log=log)
+                    bare.append({"rep": rep, "kind": "tune1", "wall": wall})
                 for n in ddp_sizes:
                     wall, outcome, phases = sweep_run(
                         sweep_file(tmp, "ddp", n, workers, updates, cpw, f"ddp{n}-r{rep}"), [], uri, log
@@ -357,7 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for kind, label in (
         ("tune1", "bare Tune function trainable (empty)"),
         ("tt", f"bare TorchTrainer, {workers} workers, empty loop"),
-        ("tune_tt", "bare Tune trial running that TorchTrainer"),
+        *([] if quick else [("tune_tt", "bare Tune trial running that TorchTrainer")]),
         ("tune_tt_loop", f"bare Tune trial running a TorchTrainer with a plain DDP loop ({updates} updates)"),
     ):
         w = med(bare, "wall", kind=kind)
