@@ -90,9 +90,10 @@ def _raw(times: dict[str, list[Timing]]) -> dict[str, list[dict[str, float]]]:
 
 
 def interleave(
-    variants: Sequence[tuple[str, Callable[[], Timing]]], repeats: int
+    variants: Sequence[tuple[str, Callable[[], Timing]]], repeats: int, warm_up: bool = True
 ) -> dict[str, list[Timing]]:
-    for _, fn in variants:  # warm-up: allocator, first-call costs, lazily made data
+    # warm-up: allocator, first-call costs, lazily made data (quick: none, nothing is measured)
+    for _, fn in variants if warm_up else ():
         fn()
     times: dict[str, list[Timing]] = {name: [] for name, _ in variants}
     for rep in range(repeats):
@@ -133,7 +134,8 @@ def loop_table(
         def no_probe_run(c: TrialConfig = auto_cfg) -> Timing:
             return run_loop(c, probe=False)
 
-        times = interleave([("off", off_run), ("auto", auto_run), ("no_probe", no_probe_run)], repeats)
+        times = interleave([("off", off_run), ("auto", auto_run), ("no_probe", no_probe_run)], repeats,
+                           not report.quick)
         off, auto, bare = times["off"], times["auto"], times["no_probe"]
         speed = [ratio(o[0], a[0]) for o, a in zip(off, auto, strict=True)]
         no_probe = median([ratio(o[0], b[0]) for o, b in zip(off, bare, strict=True)])
@@ -181,7 +183,7 @@ def passes_table(report: Report, options: dict[str, Any], world: int, batch: int
         variants.append((f"<= {b}, sharding order", update(fusion.plan_passes(indices, b))))
         variants.append((f"<= {b}, grouped by length", update(fusion.plan_passes(indices, b, lengths))))
     say(f"{NAME}: passes of one V={world} update")
-    times = interleave(variants, repeats)
+    times = interleave(variants, repeats, not report.quick)
     base = times[variants[0][0]]
     table = Table(
         f"2. One mini_asr update of {n} samples (V={world} x {batch}), CPU seconds, median of "
@@ -226,7 +228,7 @@ def threads_table(report: Report, cfg: TrialConfig, repeats: int) -> None:
         return run
 
     say(f"{NAME}: threads")
-    times = interleave([("1", at(1)), ("2", at(2))], repeats)
+    times = interleave([("1", at(1)), ("2", at(2))], repeats, not report.quick)
     one, two = times["1"], times["2"]
     n = cfg.total_updates
     table = Table(

@@ -161,7 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     asr_loop: list[float] = []
     with sandbox(NAME) as tmp:
         uri = sqlite_uri(tmp / "mlflow.db")
-        for kind in LOGGERS:  # warm-up: schema creation, imports, first requests
+        # warm-up: schema creation, imports, first requests (quick: none, nothing is measured)
+        for kind in LOGGERS if not quick else ():
             run(trial("mlp_regression", mlp, 4, 4, 1), Logger(kind, uri, tmp, f"warmup-{kind}"))
         for rep in range(repeats):
             for label, every, updates in cadences:

@@ -181,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if probe_patchable:
         variants.append(("no_probe", ours_no_probe))
     times: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for case in cases:  # warm-up: imports, allocator, first-call costs
+    for case in cases if not quick else ():  # warm-up: imports, allocator, first-call costs
         for _, fn in variants:
             fn(case.config)
     for rep in range(repeats):
