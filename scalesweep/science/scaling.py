@@ -144,7 +144,7 @@ class AutoTotalError(ScalesweepError, ValueError):
 
 
 def apply(
-    scheduler: ScheduleSpec | Mapping[str, Any],
+    scheduler: ScheduleSpec,
     optimizer_lr: float,
     *,
     lr_factor: float,
@@ -164,8 +164,10 @@ def apply(
     explicit warmup of 0 where DeepSpeed needs at least 1); ``AutoTotalError`` when an ``auto``
     total cannot be filled in or leaves the schedule invalid.
     """
-    # a test's or a notebook's mapping; the planner's is resolved
-    spec = scheduler if isinstance(scheduler, ScheduleSpec) else resolve(scheduler)
+    if not isinstance(scheduler, ScheduleSpec):  # resolve is the one judge
+        raise TypeError(f"scaling.apply takes a ScheduleSpec, but got {scheduler!r}: make it "
+                        "with schedules.resolve(spec, optimizer_lr)")
+    spec = scheduler
     factor = lr_factor
     if isinstance(factor, bool) or not isinstance(factor, int | float) or not (
             math.isfinite(factor) and factor > 0):

@@ -73,8 +73,8 @@ def test_every_trial_of_the_loop_is_logged_with_step_update(own_loop: tuple[Path
         workers = client.get_metric_history(t["mlflow_run_id"], "physical_workers")
         assert {m.value for m in workers} == {t["world_size"]}
         # the lr the loop ran with is the plan's, update by update (loop_helpers.lr_scheduler)
-        schedule = schedules.build({"type": "warmuplr", "warmup_steps": t["warmup_steps"]},
-                                   t["peak_lr"])
+        planned = schedules.resolve({"type": "warmuplr", "warmup_steps": t["warmup_steps"]})
+        schedule = schedules.build(planned, t["peak_lr"])
         lrs = {m.step: m.value for m in client.get_metric_history(t["mlflow_run_id"], "lr")}
         assert lrs == pytest.approx({k: schedule.lr(k) for k in evals}, rel=1e-12)
         assert t["train_seconds"] > 0 and t["final_dev_loss"] is not None

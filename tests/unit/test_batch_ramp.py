@@ -184,8 +184,8 @@ def test_a_scaled_first_stage_is_the_trial_at_its_batch_with_scaled_counts(
     ramp = _train(_trial(4, stages, optimizer={"type": "adam", "lr": 6e-3}, scheduler=scheduler,
                          eval_every=2, total_updates=16))
     # the world-size-2 trial: the schedule tuned at 4 brought down to 2 by the same rules
-    small, lr, _ = apply(scheduler, 6e-3, lr_factor=0.5, warmup_rule="scaled", global_batch=16,
-                         reference_global_batch=32)
+    small, lr, _ = apply(schedules.resolve(scheduler), 6e-3, lr_factor=0.5, warmup_rule="scaled",
+                         global_batch=16, reference_global_batch=32)
     plain = _train(_trial(2, optimizer={"type": "adam", "lr": lr}, scheduler=small,
                           eval_every=2, total_updates=16))
     assert [m["update"] for m in ramp] == [m["update"] for m in plain]

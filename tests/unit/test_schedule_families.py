@@ -61,16 +61,16 @@ def test_each_family_owns_its_types_and_builds_its_own_classes(module: str,
 
 
 def test_the_schedule_sets_betas_only_where_its_family_cycles_momentum() -> None:
-    onecycle = S.build({"type": "onecycle", "cycle_min_lr": 0.1, "cycle_max_lr": 1.0}, 0.5)
+    cycle = {"type": "onecycle", "cycle_min_lr": 0.1, "cycle_max_lr": 1.0}
+    onecycle = S.build(S.resolve(cycle), 0.5)
     assert onecycle.betas(5) == (onecycle.momentum(5), 0.99)
-    off = S.build({"type": "onecycle", "cycle_min_lr": 0.1, "cycle_max_lr": 1.0,
-                   "cycle_momentum": False}, 0.5)
+    off = S.build(S.resolve({**cycle, "cycle_momentum": False}), 0.5)
     assert off.betas(5) is None
     counts = {"warmup_steps": 2, "decay_steps": 3, "total_steps": 10, "total_num_steps": 10}
     for name, kind in S.SCHEDULE_TYPES.items():
         if not kind.drives_momentum:
             spec = {"type": name, **{k: counts[k] for k, p in kind.params.items() if p.required}}
-            assert all(S.build(spec, 0.1).betas(k) is None for k in range(1, 12)), name
+            assert all(S.build(S.resolve(spec), 0.1).betas(k) is None for k in range(1, 12)), name
 
 
 def test_no_code_outside_the_package_branches_on_a_schedule_name() -> None:

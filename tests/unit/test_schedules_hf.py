@@ -57,7 +57,7 @@ def test_the_docs_table_has_the_four_rows() -> None:
 @pytest.mark.parametrize(("name", "spec"), doc_rows(), ids=lambda v: str(v)[:40])
 def test_docs_table_against_hf(name: str, spec: dict[str, Any]) -> None:
     want = hf_lrs(HF[name], W, T)
-    schedule = S.build(spec, LR)
+    schedule = S.build(S.resolve(spec, LR), LR)
     got = [schedule.lr(k) for k in range(1, T + 1)]
     if spec["type"] == "wsd":
         # the same LambdaLR arithmetic, but 1 - (t - W)/(T - W) for HF's (T - t)/(T - W)

@@ -19,6 +19,7 @@ from scalesweep.orchestrator.plan.loop_config import loop_config
 from scalesweep.orchestrator.plan.rows import PLAN_FIELDS, make_plan
 from scalesweep.orchestrator.spec.load import load_sweep
 from scalesweep.science import schedules
+from scalesweep.trainables.config import loop_schedule
 from scalesweep.trainables.user_loop import (
     LoopReportError,
     ReportChecker,
@@ -194,7 +195,7 @@ def test_the_loops_config_is_its_plan_row_with_the_resolved_optimizer_and_schedu
             config["warmup_steps"], config["lr"], config["peak_lr"]) == (32, 96, 8, 8, 0.1, 0.1)
     assert config["train_size"] == 2048 and config["options"] == {}
     assert json.loads(json.dumps(config)) == config  # travels through Ray as plain data
-    built = schedules.build(config["scheduler"], config["optimizer"]["lr"])
+    built = schedules.build(loop_schedule(config), config["optimizer"]["lr"])
     assert built.lr(8) == pytest.approx(0.1) and built.lr(4) == pytest.approx(0.05)
 
 

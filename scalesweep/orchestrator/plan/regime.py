@@ -73,7 +73,7 @@ def job_regime(plan: Plan, row: PlanRow, job: ReferenceJob) -> Regime | None:
         ref_gpus = job.gpus.get(sweep.reference_world_size or row.world_size, gpus)
         warmup = max(1, round(job.warmup_steps * ref_gpus / gpus))
     else:
-        study_warmup = schedules.warmup_steps(sweep.base.scheduler) or 1
+        study_warmup = schedules.warmup_steps(sweep.scheduler) or 1
         warmup = max(1, round(job.warmup_steps * int(rule) / study_warmup))
     trial = row.trial.scheduler
     param = trial.kind.warmup_param

@@ -17,9 +17,6 @@ match DeepSpeed and WeNet runs) and said in a comment marked "quirk".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from scalesweep.science.schedules._registry import ALIASES, SCHEDULE_TYPES, canonical_name
 from scalesweep.science.schedules._spec import (
     ScheduleError,
@@ -78,21 +75,26 @@ __all__ = [
 ]
 
 
-def build(spec: ScheduleSpec | Mapping[str, Any], base_lr: float) -> BuiltSchedule:
-    """The schedule of a resolved spec; ``base_lr`` is the optimizer's lr. A ``ScheduleSpec``
-    is built as it is, not judged again (``resolve`` did that, once); a plain mapping (a test's,
-    a notebook's) is resolved first."""
+def _resolved(spec: ScheduleSpec, caller: str) -> ScheduleSpec:
+    if not isinstance(spec, ScheduleSpec):  # a notebook's dict: resolve is the one judge
+        raise TypeError(f"schedules.{caller} takes a ScheduleSpec, but got {spec!r}: make it "
+                        "with schedules.resolve(spec, base_lr), which judges it")
+    return spec
+
+
+def build(spec: ScheduleSpec, base_lr: float) -> BuiltSchedule:
+    """The schedule of a resolved spec (``resolve`` judged it, once); ``base_lr`` is the
+    optimizer's lr."""
+    spec = _resolved(spec, "build")
     if not is_number(base_lr) or base_lr < 0:
         raise ValueError(f"base_lr must be a finite number >= 0, but got {base_lr=}")
-    if not isinstance(spec, ScheduleSpec):
-        spec = resolve(spec, float(base_lr))
     if auto := spec.auto_params():
         raise ValueError(f"{', '.join(auto)} = 'auto' is the run's length, which the schedule "
                          "alone does not know: fill it in first (schedules.fill_auto)")
     return spec.kind.make(spec.params, float(base_lr))
 
 
-def peak_lr(spec: ScheduleSpec | Mapping[str, Any], base_lr: float) -> float:
+def peak_lr(spec: ScheduleSpec, base_lr: float) -> float:
     """The largest lr over all updates. Every schedule is monotone between its phase boundaries
     (and constant or decreasing after the last), so the max is at one of a few updates next to
     a boundary; evaluating those gives exactly what ``table`` would show."""
@@ -103,9 +105,9 @@ def peak_lr(spec: ScheduleSpec | Mapping[str, Any], base_lr: float) -> float:
     return max(schedule.lr(k) for k in candidates)
 
 
-def warmup_steps(spec: ScheduleSpec | Mapping[str, Any]) -> int | None:
+def warmup_steps(spec: ScheduleSpec) -> int | None:
     """The warmup param's value with defaults applied; None for schedules without one."""
-    return (spec if isinstance(spec, ScheduleSpec) else resolve(spec)).warmup_steps
+    return _resolved(spec, "warmup_steps").warmup_steps
 
 
 def table(schedule: Schedule, updates: int) -> list[tuple[int, float, float | None]]:
