@@ -36,12 +36,9 @@ from scalesweep.dashboards.prediction_report import predictions_html
 from scalesweep.dashboards.solve_report import solve_html
 from scalesweep.dashboards.study_checks import checks_html
 from scalesweep.mlflow_names import EPOCHS_TO_TARGET_METRIC, TRIAL_NAME_TAG
+from scalesweep.science.stats.arm_text import conditioning_text, interval_text, levels_text, median_text
 from scalesweep.science.stats.arms import (
     ArmSummary,
-    conditioning_text,
-    interval_text,
-    levels_text,
-    median_text,
     ratios,
 )
 from scalesweep.science.stats.decisions import band

@@ -12,13 +12,10 @@ import pytest
 
 from scalesweep.orchestrator.tracking.summary_table import format_arms
 from scalesweep.science.stats import levels as L
+from scalesweep.science.stats.arm_text import conditioning_text, interval_text, levels_text, median_text
 from scalesweep.science.stats.arms import (
     ArmSummary,
     TrialCrossing,
-    conditioning_text,
-    interval_text,
-    levels_text,
-    median_text,
     summarize_arms,
 )
 from scalesweep.science.stats.convergence import EvalPoint, locate

@@ -1,5 +1,6 @@
-"""What every schedule family is made of: ``Param``, ``Problem``, ``ScheduleType`` (a family's
-declaration of one schedule, hooks included) and the pieces the schedule classes share."""
+"""What every schedule family is made of: ``Param``, ``ScheduleType`` (a family's declaration of
+one schedule, hooks included) and the pieces the schedule classes share. A problem found is the
+project's one ``Problem`` (scalesweep.errors: field path, value, rule)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, Protocol
+
+from scalesweep.errors import Problem
 
 
 class Schedule(Protocol):
@@ -21,15 +24,6 @@ class BuiltSchedule(Schedule, Protocol):
     """What a family's ``make`` returns: a schedule that also knows its phase boundaries."""
 
     def boundaries(self) -> tuple[int, ...]: ...
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One validation problem; the spec layer prefixes ``field`` with its own path."""
-
-    field: str
-    value: Any
-    rule: str
 
 
 Kind = Literal["int", "float", "bool", "str"]

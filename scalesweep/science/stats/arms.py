@@ -21,7 +21,7 @@ from scalesweep.science.stats.convergence import (
     EvalPoint,
     Located,
 )
-from scalesweep.science.stats.decisions import BASELINE, DEFAULT_MARGIN, Decision, decide
+from scalesweep.science.stats.decisions import BASELINE, DEFAULT_MARGIN, Decision, change_text, decide
 from scalesweep.science.stats.levels import (
     Conditioning,
     LevelRatio,
@@ -223,73 +223,6 @@ class ArmSummary:
             elif not exploratory and lv.decision != "not resolved":
                 out.setdefault(lv.decision, []).append(lv.level)
         return out
-
-
-def median_text(mi: MedianInterval | None) -> str:
-    """A median as people read it: "4.32", "≤ 1", "≥ 1.39", "1.25–1.3" (between two seeds'
-    brackets), "never", "unknown"; "—" without observations."""
-    return "—" if mi is None or mi.n == 0 else mi.median.text()
-
-
-def levels_text(arm: ArmSummary) -> str:
-    """Where an arm is decided along its levels: "slower at 0.5, 1, 2; equivalent at 0.1"."""
-    if not arm.levels or arm.is_baseline:
-        return ""
-    def text(by: Mapping[str, list[float]]) -> str:
-        return "; ".join(f"{d} at {', '.join(f'{x:g}' for x in xs)}" for d, xs in by.items())
-
-    every = arm.every_level
-    if every is not None:
-        return f"{every} at every level (intersection-union)"
-    decided, exploratory = arm.decided_levels(), arm.decided_levels(exploratory=True)
-    out = text(decided) or "none"
-    return out + (f" (exploratory, unadjusted: {text(exploratory)})" if exploratory else "")
-
-
-def conditioning_text(arm: ArmSummary) -> str | None:
-    """The baseline arm's warning when the seeds' spread at the headline target is a spread of
-    crossings too wide for the margin, naming a level where it is not."""
-    c = arm.conditioning
-    if c is None or c.ok:
-        return None
-    level = arm.suggested_level
-    better = ("no level of target.levels is better conditioned" if level is None
-              else f"level {level:g} is well conditioned (target.levels)")
-    return (f"warning: at the target {c.target:.4g} the baseline seeds' spread ({c.spread:.3g}) over "
-            f"the mean curve's slope ({c.slope:.3g} per epoch) is a crossing spread of "
-            f"{c.epochs_spread:.3g} epochs, {c.relative_spread:.0%} of the {c.epochs:.3g} epochs to "
-            f"the target, more than half the margin ({c.threshold:.0%}): the crossing is mostly "
-            f"noise; {better}")
-
-
-def change_text(ci: tuple[float, float] | None) -> str:
-    """A ratio interval as a change per epoch: "4-6 % slower", "between 3 % faster and 8 %
-    slower", "at least 20 % slower" (a seed that never reached)."""
-    if ci is None:
-        return "no interval"
-    lo, hi = ci
-
-    def pct(x: float) -> str:
-        return f"{abs(x - 1) * 100:.0f}"
-
-    def span(a: float, b: float) -> str:
-        return f"{pct(a)} %" if pct(a) == pct(b) else f"{pct(a)}-{pct(b)} %"
-
-    if not math.isfinite(hi):
-        return f"at least {pct(lo)} % slower" if lo > 1 else f"from {pct(lo)} % faster to never"
-    if lo >= 1:  # an end at exactly 1 is "no change", not "0 % faster"
-        return f"{span(lo, hi)} slower"
-    if hi <= 1:
-        return f"{span(hi, lo)} faster"
-    return f"between {pct(lo)} % faster and {pct(hi)} % slower"
-
-
-def interval_text(mi: MedianInterval | None) -> str:
-    """A median's interval: "[4, 4.5]", "[6, never]", or "n/a" (one seed)."""
-    if mi is None or mi.ci is None:
-        return "n/a"
-    lo, hi = _finite(mi.ci[0]), _finite(mi.ci[1])
-    return f"[{'—' if lo is None else f'{lo:.3g}'}, {'never' if hi is None else f'{hi:.3g}'}]"
 
 
 def ratios(comparison: Comparison | None) -> MedianInterval | None:

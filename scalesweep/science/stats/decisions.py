@@ -68,3 +68,25 @@ def decide_pairs(trial: Mapping[int, Observation], baseline: Mapping[int, Observ
     comparison = compare(trial, baseline, per_look)
     ci, coverage = comparison.ratios.ci, comparison.ratios.coverage
     return decide(ci, coverage is not None and coverage >= per_look, margin), comparison
+
+
+def change_text(ci: tuple[float, float] | None) -> str:
+    """A ratio interval as a change per epoch: "4-6 % slower", "between 3 % faster and 8 %
+    slower", "at least 20 % slower" (a seed that never reached)."""
+    if ci is None:
+        return "no interval"
+    lo, hi = ci
+
+    def pct(x: float) -> str:
+        return f"{abs(x - 1) * 100:.0f}"
+
+    def span(a: float, b: float) -> str:
+        return f"{pct(a)} %" if pct(a) == pct(b) else f"{pct(a)}-{pct(b)} %"
+
+    if not math.isfinite(hi):
+        return f"at least {pct(lo)} % slower" if lo > 1 else f"from {pct(lo)} % faster to never"
+    if lo >= 1:  # an end at exactly 1 is "no change", not "0 % faster"
+        return f"{span(lo, hi)} slower"
+    if hi <= 1:
+        return f"{span(hi, lo)} faster"
+    return f"between {pct(lo)} % faster and {pct(hi)} % slower"
