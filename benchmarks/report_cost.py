@@ -25,7 +25,7 @@ environment: the behaviour before the fix) and ``sweep default`` (nothing set). 
 ddp backend reports through the same Ray Train path; a ``mlp_regression`` ddp sweep with as
 many evals shows its per-eval difference between the two (trial wall from MLflow). In ``--quick``
 mode (and whenever ``RAY_ADDRESS`` names a cluster, whose trials do not see the CLI's
-environment) only ``sweep default`` runs.
+environment) only ``sweep default`` runs; ``--quick`` runs the own loop at world size 2 alone.
 """
 
 from __future__ import annotations
@@ -122,20 +122,20 @@ def standalone(config: Mapping[str, Any]) -> dict[str, Any]:
     return _body(config, lambda **r: loop_helpers.build_report(config, **r))
 
 
-def own_loop_sweep(out: Path, evals: int) -> dict[str, Any]:
-    """World sizes 1 and 2; ``evals`` evals per trial (every 1/evals epoch of 2 epochs)."""
+def own_loop_sweep(out: Path, evals: int, worlds: Sequence[int] = (1, 2)) -> dict[str, Any]:
+    """World sizes ``worlds``; ``evals`` evals per trial (every 1/evals epoch of 2 epochs)."""
     return {
         "name": "report-cost",
         "workload": {"train_loop": "benchmarks.report_cost:train_loop_per_worker", "train_size": 1024,
                      "options": {"out": str(out), "hidden": HIDDEN}},
-        "reference": {"world_size": 1},
+        "reference": {"world_size": worlds[0]},
         "target": {"metric": "dev_loss", "relative_to_baseline": 0.25},
         "backend": "ddp",
         "optimizer": {"type": "sgd", "lr": 0.01},
         "scheduler": {"type": "warmuplr", "warmup_steps": 4},
         "training": {"per_worker_batch": 32, "epochs": 2, "eval_every_epochs": 2 / evals},
         "resources": {"cpus_per_worker": 1},
-        "axes": {"world_size": [1, 2], "seed": [0]},
+        "axes": {"world_size": list(worlds), "seed": [0]},
     }
 
 
@@ -187,8 +187,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     variants = ["ray default", "sweep default"] if own_cluster and not quick else ["sweep default"]
     repeats = args.repeats or (1 if quick else 2)
     evals = 4 if quick else 16
+    # quick: world size 2 alone (two ranks: the barrier, rank 0 alone writing), one trial
+    worlds = [2] if quick else [1, 2]
     report = Report(NAME, quick, settings={"evals_per_trial": evals, "repeats": repeats, "variants": variants,
-                                           "hidden": HIDDEN, "world_sizes": [1, 2], "cpus_per_worker": 1,
+                                           "hidden": HIDDEN, "world_sizes": worlds, "cpus_per_worker": 1,
                                            "ray_default_poll_s": float(RAY_DEFAULT_POLL)})
     rows: list[dict[str, Any]] = []
     builtin: list[dict[str, Any]] = []
@@ -208,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 uri = f"sqlite:///{cwd / 'mlflow.db'}"  # the CLI's default store, in its cwd
                 say(f"{NAME}: repeat {rep + 1}/{repeats}, {variant}: own loop")
                 # quick: no report after the sweep (it comes after every loop: nothing measured)
-                trials = run_cli(write_yaml(cwd / "own.yaml", own_loop_sweep(out, evals)), cwd, env,
+                trials = run_cli(write_yaml(cwd / "own.yaml", own_loop_sweep(out, evals, worlds)), cwd, env,
                                  report=not quick)
                 spans = run_starts(uri, trials)
                 for t in trials:
