@@ -311,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     lambda: server.request(f"/ajax-api/2.0/mlflow/metrics/get-history-bulk-interval?{bulk}"),
                 ),
             ]
-            for _ in range(1):  # warm-up, not measured
+            for _ in range(0 if quick else 1):  # warm-up, not measured (quick: nothing is)
                 for _, fn in requests:
                     fn()
             times: dict[str, list[float]] = {label: [] for label, _ in requests}
