@@ -101,7 +101,7 @@ CALIBRATION_FIELDS = ("case", "studies", "false_direction", "false_equivalent", 
 @pytest.mark.timeout(600)
 def test_calibration_prints_its_json_list_of_cases(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.calibration", "--studies", "20", "--json", "--out", str(tmp_path)],
+        [sys.executable, "-m", "benchmarks.calibration", "--studies", "8", "--json", "--out", str(tmp_path)],
         cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -109,7 +109,7 @@ def test_calibration_prints_its_json_list_of_cases(tmp_path: Path) -> None:
     assert {c["case"] for c in cases} >= {"A/A", "1.05", "1.10", "1.20", "plateau A/A"}
     for case in cases:
         assert all(key in case for key in CALIBRATION_FIELDS), case
-        assert case["studies"] == 20 and 5 <= case["mean_seeds"] <= 10, case
+        assert case["studies"] == 8 and 5 <= case["mean_seeds"] <= 10, case
         shares = [case[k] for k in ("p_slower", "p_equivalent", "p_not_resolved", "p_faster")]
         assert all(0 <= p <= 1 for p in shares) and sum(shares) == pytest.approx(1.0), case
         # equivalence is an error only on the band's edge or outside it
