@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     from scalesweep.science.stats.predict import EXTRAPOLATION_FACTOR, MAX_FACTOR
 
     args = parse_args(__doc__, argv)
-    bt = backtest(draws=200 if args.quick else 500)
+    bt = backtest(draws=50 if args.quick else 500)
     rows = bt.rows
     s = summary(rows)
     cal = calibration(bt)
