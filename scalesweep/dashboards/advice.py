@@ -115,7 +115,7 @@ def load_advice(
 
 def _target(study: Study) -> str:
     value = study.target_value
-    sign = "<=" if study.target_mode == "min" else ">="
+    sign = "<=" if study.rules.mode == "min" else ">="
     return f"{study.target_metric} {sign} {value:.4g}" if value is not None else "not set"
 
 

@@ -128,7 +128,7 @@ def study_trials(study: Study) -> list[StudyTrial]:
     never-reached last."""
     runs = study.trials.to_dict("records")
     evals = {str(r["run_id"]): trial_evals(study, r) for r in runs}
-    reading = Reading(study.target_mode, study.target_smoothing)
+    reading = Reading(study.rules.mode, study.rules.smoothing)
     out = []
     for run in runs:
         base = _baseline(run, runs, study.baseline_trial)

@@ -86,48 +86,17 @@ class Study:
     def rules(self) -> StudyRules:
         """How the study's arms are judged: the record its plan logged (``study_rules``), read
         back; a study logged before that record, from its separate params (defaults where a
-        still older one logged none). The headline target is :attr:`target_value`'s."""
+        still older one logged none). The headline target is :attr:`target_value`'s. Callers
+        read its fields (``study.rules.margin``), not copies of them here."""
         raw = self.parent_params.get(STUDY_RULES_PARAM)
         if raw not in (None, "", "None"):
             return StudyRules.from_param(str(raw))
         return _legacy_rules(self.parent_params)
 
     @property
-    def target_mode(self) -> Literal["min", "max"]:
-        return self.rules.mode
-
-    @property
     def target_value(self) -> float | None:
         raw = self.parent_params.get(TARGET_VALUE_PARAM)
         return None if raw in (None, "", "None") else float(raw)
-
-    @property
-    def target_smoothing(self) -> float:
-        return self.rules.smoothing
-
-    @property
-    def equivalence_margin(self) -> float:
-        return self.rules.margin
-
-    @property
-    def decision_confidence(self) -> float:
-        """The confidence every interval was read at (studies before adaptive seeds: nominal)."""
-        return self.rules.confidence
-
-    @property
-    def replicates_max(self) -> int | None:
-        """An adaptive study's ``replicates.max`` (None: a fixed number of seeds)."""
-        return self.rules.max_seeds
-
-    @property
-    def level_confidences(self) -> tuple[float, ...] | None:
-        """Holm's per-look confidences for the levels (index m - 1 for m undecided levels);
-        None for studies logged before levels were adjusted as a family."""
-        return self.rules.family
-
-    @property
-    def target_levels(self) -> tuple[float, ...]:
-        return self.rules.levels
 
     @property
     def baseline_trial(self) -> str | None:

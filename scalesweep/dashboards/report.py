@@ -264,10 +264,10 @@ def render_html(study: Study, table: pd.DataFrame, trials: Sequence[StudyTrial],
     ``predictions``: the section of predictions_html, where any were recorded; ``checks``:
     the plateau and curtailment section (study_checks.checks_html)."""
     target = study.target_value
-    sign = "≤" if study.target_mode == "min" else "≥"
+    sign = "≤" if study.rules.mode == "min" else "≥"
     goal = "not set" if target is None else f"{study.target_metric} {sign} {target:g}"
-    if study.target_smoothing:
-        goal += f" (EMA smoothing {study.target_smoothing:g})"
+    if study.rules.smoothing:
+        goal += f" (EMA smoothing {study.rules.smoothing:g})"
     shown = table.map(_cell)
     projection = study.projection
     about_projection = ""
@@ -326,7 +326,7 @@ done at every level of time to quality (each pair's target its cross-fitted base
 levels" (a level decided only before that adjustment is marked exploratory) and the first
 figure. Targets: the best of the baseline's first-look seeds other than the pair's own,
 read within the horizon / (1 + margin) (docs/design.md §4, "Target"). Intervals: {e(METHOD)};
-each read at {study.decision_confidence:.4g} per look, so that the design's error over its
+each read at {study.rules.confidence:.4g} per look, so that the design's error over its
 planned looks is at most {1 - CONFIDENCE:.0%} (two-sided), with the exact coverage the seed
 count allows (3 seeds: 75 %, 5: 93.75 %); a seed that never reached counts as +infinity,
 never dropped ("≤ x" where the crossing lies before the first evaluation; a ratio drawn as an

@@ -33,7 +33,7 @@ def plateau_rule(study: Study) -> dict[str, Any]:
     rule = _json(study.parent_params.get(PLATEAU_PARAM))
     if not isinstance(rule, dict):
         rule = {}
-    return {"metric": rule.get("metric", study.target_metric), "mode": rule.get("mode", study.target_mode),
+    return {"metric": rule.get("metric", study.target_metric), "mode": rule.get("mode", study.rules.mode),
             "last_share": float(rule.get("last_share", DEFAULT_LAST_SHARE)),
             "min_improvement": float(rule.get("min_improvement", DEFAULT_MIN_IMPROVEMENT))}
 
@@ -48,7 +48,7 @@ def plateaus(study: Study) -> dict[str, Plateau | None]:
     return {str(arm): check_plateau([study.curve(str(r), rule["metric"]) for r in seeds["run_id"]],
                                     rule["mode"], metric=rule["metric"], last_share=rule["last_share"],
                                     min_improvement=rule["min_improvement"],
-                                    smoothing=study.target_smoothing)
+                                    smoothing=study.rules.smoothing)
             for arm, seeds in own.groupby(ARM_PARAM)}
 
 

@@ -288,7 +288,7 @@ def test_the_report_reads_the_designs_max(raw: str | None, expected: int | None)
 
     params = {} if raw is None else {REPLICATES_PARAM: raw}
     study = Study("e", "p", "p", params, pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
-    assert study.replicates_max == expected
+    assert study.rules.max_seeds == expected
 
 
 def test_every_arm_has_the_same_arms_json_keys() -> None:

@@ -185,7 +185,7 @@ def test_load_study_needs_exactly_one_source(store: Store) -> None:
 def test_load_study_reads_latest_parent_params_and_histories(store: Store) -> None:
     study = load_study(store.uri, experiment="wenet-4v16")
     assert study.parent_run_id != store.tampered_parent
-    assert (study.target_metric, study.target_value, study.target_mode) == ("dev_loss", 1.0, "min")
+    assert (study.target_metric, study.target_value, study.rules.mode) == ("dev_loss", 1.0, "min")
     assert study.baseline_trial == "ws4-warmup400-none"
     trials = study.trials.set_index("trial_name")
     assert set(trials.index) == {t.name for t in TRIALS}

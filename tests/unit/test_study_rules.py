@@ -93,5 +93,5 @@ def test_a_study_read_back_from_mlflow_judges_by_the_plans_rules(tmp_path: Path,
         params[EQUIVALENCE_MARGIN_PARAM] = "0.5"
     study = load_study(_log_parent(tmp_path, params), experiment="rules")
     assert study.rules == plan.rules
-    assert (study.decision_confidence, study.level_confidences, study.equivalence_margin) == (
+    assert (study.rules.confidence, study.rules.family, study.rules.margin) == (
         plan.rules.confidence, plan.rules.family, plan.rules.margin)
