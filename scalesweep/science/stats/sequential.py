@@ -26,6 +26,7 @@ nothing changes. Pure: no torch, no Ray, no MLflow.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 
@@ -89,6 +90,7 @@ def check_looks(looks: tuple[int, ...]) -> None:
         raise ValueError(f"looks must rise and start at {MIN_SEEDS} seeds or more, but got {looks}")
 
 
+@functools.cache  # pure: the plan, its rules, adaptive seeds and the report share one
 def design(looks: tuple[int, ...], confidence: float = CONFIDENCE) -> Design:
     """The design whose looks each read their interval at one per-look confidence, the lowest
     (so the most decisive) at which the two-sided error over all looks stays within
