@@ -1,5 +1,5 @@
 """Ctrl-C during `scalesweep run`, as a terminal sends it (SIGINT to the process group), at a
-point a gate fixes (tests.support.gated_workload holds the second trial at its 4th eval; no clock).
+point a gate fixes (tests.support.gated_workload holds the second trial at its 3rd eval; no clock).
 
 The first Ctrl-C stops the sweep cleanly: the finished trial is kept, the held trial is left
 open (not failed) with its checkpoints, the trial not started gets no MLflow run, the parent is
@@ -31,10 +31,12 @@ from tests.support.helpers import ROOT, SWEEPS, cli_env, scalesweep, wait_for
 pytestmark = [pytest.mark.slow]
 DEADLINE_S = 600
 #: world sizes 2 and 4 under two lr rules: three trials (at the reference world size the rules
-#: are one trial), run one at a time; the held ws4 trial (32 updates an epoch, an eval every 16)
-#: has its checkpoint at update 40 before its 4th eval (update 64)
+#: are one trial), run one at a time, of one epoch each; the held ws4 trial (32 updates, an eval
+#: every 8) has its checkpoints at updates 8 and 16 before its 3rd eval (update 24), and work
+#: left after it
 SETS = ["--set", "axes.scaling_rule=[none, linear]", "--set", "resources.max_concurrent_trials=1",
-        "--set", "training.checkpoint_every=40"]
+        "--set", "training.epochs=1", "--set", "training.eval_every_epochs=0.25",
+        "--set", "training.checkpoint_every=8"]
 
 
 def _runs(db: Path) -> list[object]:
@@ -53,7 +55,7 @@ def test_ctrl_c_leaves_a_sweep_that_resume_finishes(tmp_path: Path, presses: int
     gate = tmp_path / "gate"
     gate.mkdir()
     workload = (f"workload={{name: 'tests.support.gated_workload:make', options: {{gate_dir: '{gate}', "
-                "gated_trial: 1, gate_eval: 4}}")
+                "gated_trial: 1, gate_eval: 3}}")
     head = [] if presses == 1 else ray_head.args()  # one press: a local Ray of the sweep's own
     driver = subprocess.Popen(
         [sys.executable, "-m", "scalesweep", "run", "--no-report", str(SWEEPS / "smoke.yaml"), *SETS,

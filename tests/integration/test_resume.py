@@ -1,7 +1,7 @@
 """`scalesweep resume` after the sweep driver is killed with SIGKILL mid-sweep.
 
 The kill point does not depend on the machine's speed: the sweep's second trial is held at its
-fourth evaluation by ``tests.support.gated_workload`` until the test opens the gate, and the test kills
+third evaluation by ``tests.support.gated_workload`` until the test opens the gate, and the test kills
 the driver while it is held, once the first trial is finished in MLflow (read through MLflow's
 public client, never its private tables).
 
@@ -28,10 +28,12 @@ from tests.support.helpers import ROOT, SWEEPS, cli_env, scalesweep, wait_for
 # the wait for the first trial (DEADLINE_S) and the resume (600 s) bound it
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 #: world sizes 2 and 4 under two lr rules: three trials (at the reference world size the rules
-#: are one trial), run one at a time; the held ws4 trial (32 updates an epoch, an eval every 16)
-#: has its checkpoint at update 40 before its 4th eval (update 64)
+#: are one trial), run one at a time, of one epoch each; the held ws4 trial (32 updates, an eval
+#: every 8) has its checkpoints at updates 8 and 16 before its 3rd eval (update 24), and work
+#: left after it
 SETS = ["--set", "axes.scaling_rule=[none, linear]", "--set", "resources.max_concurrent_trials=1",
-        "--set", "training.checkpoint_every=40"]
+        "--set", "training.epochs=1", "--set", "training.eval_every_epochs=0.25",
+        "--set", "training.checkpoint_every=8"]
 #: a hang guard only: each wait below ends as soon as its condition holds
 DEADLINE_S = 600
 
@@ -51,7 +53,7 @@ def test_resume_finishes_only_unfinished_trials_without_duplicates(tmp_path: Pat
     gate = tmp_path / "gate"
     gate.mkdir()
     workload = (f"workload={{name: 'tests.support.gated_workload:make', options: {{gate_dir: '{gate}', "
-                "gated_trial: 1, gate_eval: 4}}")
+                "gated_trial: 1, gate_eval: 3}}")
     env = cli_env(PYTHONPATH=str(ROOT), **ray_head.env())
     driver = subprocess.Popen(
         [sys.executable, "-m", "scalesweep", "run", "--no-report", str(SWEEPS / "smoke.yaml"), *SETS,
@@ -92,8 +94,8 @@ def test_resume_finishes_only_unfinished_trials_without_duplicates(tmp_path: Pat
         every = int(child.data.params["eval_every"])
         steps = [m.step for m in client.get_metric_history(child.info.run_id, "dev_loss")]
         assert steps == sorted(set(steps)), f"{child.info.run_name}: a step was logged twice"
-        # the loop evaluates at every eval_every and at every checkpoint (checkpoint_every=40)
-        expected = sorted({*range(every, total + 1, every), *range(40, total + 1, 40), total})
+        # the loop evaluates at every eval_every and at every checkpoint (checkpoint_every=8)
+        expected = sorted({*range(every, total + 1, every), *range(8, total + 1, 8), total})
         assert steps == expected, f"{child.info.run_name}: evals missing"
         if child.info.run_name in before:  # finished work is left exactly as it was
             assert child.info.end_time == before[child.info.run_name].info.end_time
