@@ -15,7 +15,10 @@ from tests.conftest import MlflowHttp, RayHead
 from tests.support.helpers import ROOT, SWEEPS, scalesweep
 
 pytestmark = pytest.mark.slow
-ONE_TRIAL = ["--set", "axes.world_size=[2]", "--set", "axes.scaling_rule=[none]"]
+#: one trial per lr and seed, of one epoch (64 updates at world size 2): what each fault needs
+#: is a trial that gets going, then evaluations after the fault, not a long training
+ONE_TRIAL = ["--set", "axes.world_size=[2]", "--set", "axes.scaling_rule=[none]",
+             "--set", "training.epochs=1"]
 
 
 def test_diverging_trial_is_marked_diverged_and_the_sweep_goes_on(tmp_path: Path,
@@ -102,8 +105,9 @@ def test_tracking_server_outage_mid_sweep_loses_no_metric(tmp_path: Path, ray_he
     """MLflow goes down while a trial trains and comes back before the sweep ends: the sweep
     goes on, and every evaluation reaches MLflow once. The trial is held at its 2nd evaluation
     (tests.support.gated_workload) until the server is down, and at its 6th until the driver has found
-    it down, so evaluations 2-5 are made during the outage on any machine. The server goes down
-    for real (its socket closed: connections refused), on the store of ``mlflow_http``."""
+    it down, so evaluations 2-5 are made during the outage on any machine (8 evaluations in all,
+    one each 8 updates). The server goes down for real (its socket closed: connections refused),
+    on the store of ``mlflow_http``."""
     import subprocess
     import sys
     import time
@@ -119,7 +123,8 @@ def test_tracking_server_outage_mid_sweep_loses_no_metric(tmp_path: Path, ray_he
     # no report: it is made after the outage, from MLflow, and is not the subject here
     driver = subprocess.Popen(
         [sys.executable, "-m", "scalesweep", "run", "--no-report", str(SWEEPS / "smoke.yaml"), *ONE_TRIAL,
-         "--set", workload, "--set", "name=outage-mid-sweep", "--tracking-uri", server.uri,
+         "--set", workload, "--set", "training.eval_every_epochs=0.125",
+         "--set", "name=outage-mid-sweep", "--tracking-uri", server.uri,
          "--summary-json", "s.json", *ray_head.args()],
         cwd=tmp_path, env=cli_env(PYTHONPATH=str(ROOT), **ray_head.env()),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -176,7 +181,8 @@ def test_mlflow_down_at_the_end_keeps_the_results_and_resume_finishes_the_runs(
     """MLflow stops answering mid-trial and is still down when the sweep ends: the sweep ends
     anyway (nothing lost: summary.json, the journal, the unsent metrics), and once MLflow is
     back `resume` logs what it lacks and closes the runs, with no step logged twice. The
-    trial is held at its 2nd evaluation (tests.support.gated_workload) until MLflow is down.
+    trial is held at its 2nd evaluation (tests.support.gated_workload) until MLflow is down, and
+    makes two more (4 in all, one each 16 updates) while it is.
     ``down``: every request is answered 503 at once. ``hung``: the server accepts every
     request and never answers (overloaded, or a proxy in front of it); each request then costs
     the tracking timeout, and the driver must back off instead of waiting it out per run and
@@ -199,7 +205,8 @@ def test_mlflow_down_at_the_end_keeps_the_results_and_resume_finishes_the_runs(
     mlflow_http.held = 0
     driver = subprocess.Popen(
         [sys.executable, "-m", "scalesweep", "run", str(SWEEPS / "smoke.yaml"), *ONE_TRIAL,
-         "--set", workload, "--set", f"name={fault}-at-the-end", "--tracking-uri", mlflow_http.uri,
+         "--set", workload, "--set", "training.eval_every_epochs=0.25",
+         "--set", f"name={fault}-at-the-end", "--tracking-uri", mlflow_http.uri,
          "--summary-json", "s.json", *ray_head.args()],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
