@@ -24,11 +24,12 @@ from tests.support.helpers import ROOT, SWEEPS, cli_env, scalesweep
 
 pytestmark = [pytest.mark.slow]
 DEADLINE_S = 600
-#: one trial (every lr rule is the same trial at the reference world size), checkpoints every
-#: 40 updates (64 updates an epoch, an eval every 32): the trial is held at its 5th eval
-#: (update 160), by when it has written checkpoints at 40, 80, 120 and 160; Tune keeps two
-ONE_TRIAL = ["--set", "axes.world_size=[2]", "--set", "training.epochs=4",
-             "--set", "training.checkpoint_every=40"]
+#: one trial (every lr rule is the same trial at the reference world size) of one epoch (64
+#: updates, an eval every 16), checkpoints every 8 updates (each evaluated too): the trial is
+#: held at its 4th eval (update 32, whose checkpoint is made after that eval), by when it has
+#: written checkpoints at 8, 16 and 24; Tune keeps two
+ONE_TRIAL = ["--set", "axes.world_size=[2]", "--set", "training.epochs=1",
+             "--set", "training.eval_every_epochs=0.25", "--set", "training.checkpoint_every=8"]
 
 
 def _children(db: Path, experiment: str) -> dict[str, object]:
@@ -50,7 +51,7 @@ def test_a_torn_newest_checkpoint_is_passed_over_for_the_previous_one(tmp_path: 
     gate = tmp_path / "gate"
     gate.mkdir()
     workload = (f"workload={{name: 'tests.support.gated_workload:make', options: {{gate_dir: '{gate}', "
-                "gated_trial: 0, gate_eval: 5}}")
+                "gated_trial: 0, gate_eval: 4}}")
     driver = subprocess.Popen(
         [sys.executable, "-m", "scalesweep", "run", "--no-report", str(SWEEPS / "smoke.yaml"), *ONE_TRIAL,
          "--set", workload, *ray_head.args()], cwd=tmp_path,
@@ -81,8 +82,8 @@ def test_a_torn_newest_checkpoint_is_passed_over_for_the_previous_one(tmp_path: 
         (trial,) = _children(tmp_path / "mlflow.db", "smoke").values()
         assert trial.data.tags["status"] == "completed"  # type: ignore[attr-defined]
         steps = _steps_once(tmp_path / "mlflow.db", trial.info.run_id)  # type: ignore[attr-defined]
-        # every eval (32, 64, ...) and every checkpoint (40, 80, ...) once, to the last update
-        assert steps[-1] == 4 * 64 and {*range(32, 257, 32), *range(40, 257, 40)} <= set(steps)
+        # every eval (16, 32, ...) and every checkpoint (8, 16, ...) once, to the last update
+        assert steps[-1] == 64 and {*range(16, 65, 16), *range(8, 65, 8)} <= set(steps)
     finally:  # the killed run's trial, if Ray has not ended it yet, goes on and ends
         (gate / "release").touch()
 
