@@ -453,10 +453,12 @@ def _write_summary(logs: str, path: str) -> bool:
 
 # The head starts one "specific" Ray Client server per connection. On a starved head that
 # process can die before it serves anyone: Ray then answers "Starting Ray client server failed"
-# (the reason stays in ray_client_server_<port>.err on the head). Nothing has run on the
-# cluster yet, so connecting again -- a new server on the next port -- is safe.
+# (the reason stays in ray_client_server_<port>.err on the head), or, when it dies while the
+# proxy reads its command line, passes on psutil's ZombieProcess/NoSuchProcess. Nothing has run
+# on the cluster yet, so connecting again -- a new server on the next port -- is safe.
 CLIENT_CONNECT_ATTEMPTS = 3
-_SERVER_DID_NOT_START = ("Starting Ray client server failed", "Proxy failed to Connect to backend")
+_SERVER_DID_NOT_START = ("Starting Ray client server failed", "Proxy failed to Connect to backend",
+                         "psutil.ZombieProcess", "psutil.NoSuchProcess")
 
 
 def connect_client(init: Callable[[], object], *, reset: Callable[[], object],
