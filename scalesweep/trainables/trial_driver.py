@@ -24,7 +24,8 @@ Backends:
   group from the latest checkpoint up to ``max_failures`` times. When those are spent, the
   trial reports itself ``failed`` (with the error) and returns instead of raising, so Tune does
   not retry it again: ``max_failures`` is one number of retries per trial, whichever layer
-  restarts it (Tune's FailureConfig retries simulate trials, Ray Train's ddp ones).
+  restarts it (Tune's FailureConfig retries simulate trials, Ray Train's ddp ones). After
+  ``fit()`` the trial reports only through :mod:`scalesweep.trainables.tune_handover`.
 
 Threads: a simulate trial runs torch with as many intra-op threads as the CPUs Ray reserved for
 it (``cpus_per_worker``, at least 1; :func:`use_assigned_cpus`). Ray sets ``OMP_NUM_THREADS``
@@ -68,7 +69,7 @@ import torch
 from ray.tune import PlacementGroupFactory
 
 from scalesweep.mlflow_names import ERROR_TAG, STATUS_TAG
-from scalesweep.trainables import checkpointing, loop
+from scalesweep.trainables import checkpointing, loop, tune_handover
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.world import LocalWorld
 
@@ -262,12 +263,15 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
     )
     from ray.train.v2.api.exceptions import TrainingFailedError
 
+    final: dict[str, Any] | None = None
     try:
         trainer.fit()
     except TrainingFailedError as exc:
-        # Ray Train spent this trial's retries: report the failure and return, so Tune's own
+        # Ray Train spent this trial's retries: report the failure and end, so Tune's own
         # FailureConfig does not start max_failures more rounds of them ((m + 1)^2 tries)
-        ray.tune.report({STATUS_TAG: "failed", ERROR_TAG: failure_line(exc)})
+        final = {STATUS_TAG: "failed", ERROR_TAG: failure_line(exc)}
+    # never ray.tune.report here, nor a plain return: either can deadlock the trial (module docs)
+    tune_handover.hand_over(final)
 
 
 def use_report_poll() -> str:

@@ -1,0 +1,62 @@
+"""A Tune trial whose results come through Ray Train V2's hand-off queue ends, with every result
+in order (scalesweep.trainables.tune_handover): on Ray 2.60 a trial that reports its own last
+result, or just returns, right after such results deadlocks with its main thread."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray import tune
+
+from scalesweep.trainables import tune_handover
+
+pytestmark = pytest.mark.slow
+HANDED = 3  # results "Train's callback" hands over before the trial's own last one
+BUDGET_S = 120  # ends a deadlocked experiment; a sound one takes seconds
+
+
+def _handing_trial(config: dict[str, Any]) -> None:
+    from ray.train._internal.session import get_session
+
+    # what TuneReportCallback does in the Train controller, from here: the same queue
+    session = get_session()
+    assert session is not None
+    handoff = session._get_or_create_inter_actor_queue()
+    for step in range(HANDED):
+        handoff.put({"step": step, "trial": config["i"]})
+    tune_handover.hand_over({"step": HANDED, "trial": config["i"], "status": "failed"})
+
+
+class _Seen(tune.Callback):
+    def __init__(self) -> None:
+        self.results: dict[int, list[int]] = {}
+        self.ended: dict[int, str] = {}
+
+    def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any],
+                        **info: Any) -> None:
+        self.results.setdefault(trial.config["i"], []).append(result["step"])
+
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self.ended[trial.config["i"]] = "complete"
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self.ended[trial.config["i"]] = "error"
+
+
+def test_handed_over_results_all_reach_tune_and_every_trial_ends(
+        ray_cluster: None, tmp_path: Path) -> None:
+    seen = _Seen()
+    # one trial at a time on a reused actor: the second trial starts on the actor the first
+    # one's training thread has just left
+    tune.Tuner(
+        _handing_trial,
+        param_space={"i": tune.grid_search([0, 1])},
+        tune_config=tune.TuneConfig(max_concurrent_trials=1, reuse_actors=True,
+                                    time_budget_s=BUDGET_S),
+        run_config=tune.RunConfig(name="handover", storage_path=str(tmp_path), callbacks=[seen],
+                                  verbose=0),
+    ).fit()
+    assert seen.ended == {0: "complete", 1: "complete"}
+    assert seen.results == {0: [0, 1, 2, 3], 1: [0, 1, 2, 3]}
