@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from scalesweep.errors import ScalesweepError
 from scalesweep.science.optimizers import BETAS_TYPES
-from scalesweep.science.schedules import Change, ScheduleError, ScheduleSpec, resolve
+from scalesweep.science.schedules import Change, ScheduleError, ScheduleSpec, require_spec, resolve
 
 __all__ = ["SCALING_RULES", "AutoTotalError", "ScalingRule", "WarmupRule", "adam_hyperparameters",
            "apply", "is_explicit_factor", "lr_factor", "rule_label", "step_factor"]
@@ -164,10 +164,7 @@ def apply(
     explicit warmup of 0 where DeepSpeed needs at least 1); ``AutoTotalError`` when an ``auto``
     total cannot be filled in or leaves the schedule invalid.
     """
-    if not isinstance(scheduler, ScheduleSpec):  # resolve is the one judge
-        raise TypeError(f"scaling.apply takes a ScheduleSpec, but got {scheduler!r}: make it "
-                        "with schedules.resolve(spec, optimizer_lr)")
-    spec = scheduler
+    spec = require_spec(scheduler, "scaling.apply")
     factor = lr_factor
     if isinstance(factor, bool) or not isinstance(factor, int | float) or not (
             math.isfinite(factor) and factor > 0):

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from scalesweep import loop_helpers
+from scalesweep.science import schedules
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "sweeps"
@@ -161,3 +162,14 @@ def race_to_make_experiment(uri: str, name: str, gate: Path, drivers: int = 2,
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def schedule_spec(sp: Any, base_lr: float | None = None) -> schedules.ScheduleSpec:
+    """A test's schedule dict judged once (``resolve``), as a notebook does before building it;
+    a ScheduleSpec as it is."""
+    return sp if isinstance(sp, schedules.ScheduleSpec) else schedules.resolve(sp, base_lr)
+
+
+def built_schedule(sp: Any, base_lr: float) -> schedules.BuiltSchedule:
+    """A test's schedule dict (or spec) resolved, then built at ``base_lr``."""
+    return schedules.build(schedule_spec(sp, base_lr), base_lr)

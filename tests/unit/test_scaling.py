@@ -10,15 +10,7 @@ import pytest
 
 from scalesweep.science import scaling
 from scalesweep.science import schedules as S
-
-
-def _spec(sp: Any, base_lr: float | None = None) -> S.ScheduleSpec:
-    """A test's dict judged once (resolve), as a notebook does before building it."""
-    return sp if isinstance(sp, S.ScheduleSpec) else S.resolve(sp, base_lr)
-
-
-def _build(sp: Any, base_lr: float) -> Any:
-    return S.build(_spec(sp, base_lr), base_lr)
+from tests.support.helpers import built_schedule, schedule_spec
 
 ONECYCLE = {"type": "OneCycle", "cycle_min_lr": 1e-4, "cycle_max_lr": 1e-3,
             "cycle_first_step_size": 1000, "decay_step_size": 1000, "decay_lr_rate": 0.001}
@@ -28,7 +20,7 @@ def _apply(spec: dict[str, Any], lr: float = 0.002, **kw: Any) -> tuple[dict[str
                                                                            list[str]]:
     args: dict[str, Any] = {"lr_factor": 1.0, "warmup_rule": "fixed", "global_batch": 16,
                             "reference_global_batch": 4, **kw}
-    return scaling.apply(_spec(spec), lr, **args)
+    return scaling.apply(schedule_spec(spec), lr, **args)
 
 
 # --- invalid arguments --------------------------------------------------------------------------
@@ -184,9 +176,9 @@ def test_wenet_4_to_16_gpus() -> None:
 def test_scaled_warmup_keeps_the_curve_in_samples() -> None:
     """WeNet's lr depends on update/warmup only: at 4x the batch, update k of the scaled run
     sees exactly the lr of update 4k of the reference run."""
-    ref = _build({"type": "warmuplr", "warmup_steps": 400}, 0.002)
+    ref = built_schedule({"type": "warmuplr", "warmup_steps": 400}, 0.002)
     spec, lr, _ = _apply({"type": "warmuplr", "warmup_steps": 400}, warmup_rule="scaled")
-    big = _build(spec, lr)
+    big = built_schedule(spec, lr)
     for k in range(1, 1000):
         assert big.lr(k) == pytest.approx(ref.lr(4 * k), rel=1e-12)
 
@@ -248,7 +240,7 @@ def test_gradual_warmup_starts_at_the_reference_lr() -> None:
     spec, lr, notes = _apply({"type": "gradual_warmup", "warmup_steps": 100}, 0.1,
                              lr_factor=4.0, scaling_rule="linear")
     assert (spec["start_lr"], lr) == (0.1, 0.4)
-    s = _build(spec, lr)
+    s = built_schedule(spec, lr)
     assert (s.lr(1), s.lr(101)) == (0.1, 0.4)
     assert "scheduler.start_lr null -> 0.1 (gradual warmup starts at the reference lr)" in notes
     # below the reference batch there is nothing to warm up to: start at the target

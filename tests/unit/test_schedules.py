@@ -17,14 +17,10 @@ from typing import Any
 import pytest
 
 from scalesweep.science import schedules as S
+from tests.support.helpers import built_schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 REL = 1e-12
-
-
-def _build(spec: dict[str, Any], base_lr: float) -> Any:
-    """A test's dict as a notebook builds it: judged once (resolve), then built."""
-    return S.build(S.resolve(spec, base_lr), base_lr)
 
 
 # --- references: the originals' stepping logic, restated ---------------------------------------
@@ -199,7 +195,7 @@ def _ref_rows(ref: Any, n: int) -> tuple[list[float], list[float | None]]:
 
 
 def _check(spec: dict[str, Any], base: float, ref: Any, n: int) -> None:
-    schedule = _build(spec, base)
+    schedule = built_schedule(spec, base)
     want_lr, want_mom = _ref_rows(ref, n)
     rows = S.table(schedule, n)
     assert [k for k, _, _ in rows] == list(range(1, n + 1))
@@ -273,7 +269,7 @@ def test_validate_reports_the_field(spec: dict[str, Any], field: str) -> None:
     assert [p.field for p in problems] == [field], problems
     assert problems[0].value is spec.get(field)
     with pytest.raises(ValueError, match=field):
-        _build(spec, 0.001)
+        built_schedule(spec, 0.001)
 
 
 def test_validate_reports_every_problem_at_once() -> None:
@@ -288,7 +284,7 @@ def test_min_above_optimizer_lr_is_caught_when_building() -> None:
     spec = {"type": "WarmupLR", "warmup_min_lr": 0.01}  # max falls back to the optimizer lr
     assert S.validate(spec) == []
     with pytest.raises(ValueError, match="warmup_min_lr"):
-        _build(spec, 0.001)
+        built_schedule(spec, 0.001)
 
 
 @pytest.mark.parametrize("base", [-0.1, float("inf"), True, "0.1"])
@@ -308,7 +304,7 @@ def test_build_takes_only_a_resolved_spec_and_names_the_judge() -> None:
 @pytest.mark.parametrize("update", [0, -1, 0.0, -0.5, float("nan"), float("inf"), "2", True])
 def test_update_must_be_a_number_of_at_least_one(update: Any) -> None:
     for spec in ({"type": "constant"}, {"type": "OneCycle", "cycle_min_lr": 0, "cycle_max_lr": 1}):
-        schedule = _build(spec, 0.1)
+        schedule = built_schedule(spec, 0.1)
         with pytest.raises(ValueError, match="update"):
             schedule.lr(update)
         with pytest.raises(ValueError, match="update"):
@@ -323,7 +319,7 @@ def test_update_must_be_a_number_of_at_least_one(update: Any) -> None:
 ])
 def test_an_integral_float_position_is_the_update_itself(spec: dict[str, Any]) -> None:
     # a batch-size ramp's clock gives floats; where one is integral it must be that update
-    schedule = _build(spec, 0.1)
+    schedule = built_schedule(spec, 0.1)
     for k in range(1, 40):
         assert schedule.lr(float(k)) == schedule.lr(k)
         assert schedule.momentum(float(k)) == schedule.momentum(k)
@@ -333,15 +329,15 @@ def test_warmuplr_on_a_quarter_clock_is_the_four_times_longer_warmup() -> None:
     # WeNet's WarmupLR warms up linearly: base * s / w, s = k. At a clock of 1/4 per update (a
     # ramp stage at 1/4 of the final batch, warmup_rule scaled), WeNet's count is k / 4, and a
     # 75-update warmup is 300 of the stage's updates: lr(k / 4) = base * k / 300 before its end
-    base, schedule = 0.004, _build({"type": "warmuplr", "warmup_steps": 75}, 0.004)
+    base, schedule = 0.004, built_schedule({"type": "warmuplr", "warmup_steps": 75}, 0.004)
     for k in (1, 2, 5, 100, 299):
         assert schedule.lr(k / 4) == pytest.approx(base * k / 300, rel=1e-12)
 
 
 def test_table_rejects_negative() -> None:
     with pytest.raises(ValueError, match="updates"):
-        S.table(_build({"type": "constant"}, 0.1), -1)
-    assert S.table(_build({"type": "constant"}, 0.1), 0) == []
+        S.table(built_schedule({"type": "constant"}, 0.1), -1)
+    assert S.table(built_schedule({"type": "constant"}, 0.1), 0) == []
 
 
 # --- behaviour: against the references ------------------------------------------------------------
@@ -353,15 +349,15 @@ def test_wenet_matches_reference(w: int) -> None:
 
 
 def test_wenet_exact_values() -> None:
-    s = _build({"type": "warmuplr", "warmup_steps": 25000}, 0.002)
+    s = built_schedule({"type": "warmuplr", "warmup_steps": 25000}, 0.002)
     assert s.lr(25000) == 0.002  # the peak is the optimizer lr, exactly
     assert s.lr(100000) == 0.001  # 4w: sqrt(1/4)
     assert s.lr(1) == 0.002 / 25000
     assert s.lr(12500) == 0.001  # half way up the linear ramp
     assert s.momentum(1) is None
-    s0 = _build({"type": "warmuplr", "warmup_steps": 0}, 0.002)
+    s0 = built_schedule({"type": "warmuplr", "warmup_steps": 0}, 0.002)
     assert [s0.lr(k) for k in (1, 4, 16)] == [0.002, 0.001, 0.0005]
-    assert _build({"type": "warmuplr"}, 1.0).lr(25000) == 1.0  # default warmup 25000
+    assert built_schedule({"type": "warmuplr"}, 1.0).lr(25000) == 1.0  # default warmup 25000
 
 
 DS_WARMUPS = [(w, t, kind) for w in (1, 2, 3, 10, 50) for t in (1, 10, 60, 200)
@@ -390,18 +386,18 @@ def test_ds_warmuplr_max_lr_defaults_to_optimizer_lr() -> None:
 
 
 def test_ds_warmup_phase_boundaries_by_hand() -> None:
-    log = _build({"type": "WarmupLR", "warmup_min_lr": 0.1, "warmup_max_lr": 1.1,
+    log = built_schedule({"type": "WarmupLR", "warmup_min_lr": 0.1, "warmup_max_lr": 1.1,
                    "warmup_num_steps": 10}, 9.0)
     # updates 1 and 2 both hold min (construction, then log(1) = 0); max at W+1
     assert [log.lr(1), log.lr(2)] == [0.1, 0.1]
     assert log.lr(3) == pytest.approx(0.1 + math.log(2) / math.log(10), rel=REL)
     assert [log.lr(11), log.lr(12), log.lr(1000)] == pytest.approx([1.1] * 3, rel=REL)
-    lin = _build({"type": "WarmupLR", "warmup_max_lr": 1.0, "warmup_num_steps": 10,
+    lin = built_schedule({"type": "WarmupLR", "warmup_max_lr": 1.0, "warmup_num_steps": 10,
                    "warmup_type": "linear"}, 9.0)
     assert [lin.lr(k) for k in (1, 2, 3, 11, 12)] == pytest.approx([0, 0, 0.1, 0.9, 1.0], rel=REL)
-    one = _build({"type": "WarmupLR", "warmup_max_lr": 1.0, "warmup_num_steps": 1}, 9.0)
+    one = built_schedule({"type": "WarmupLR", "warmup_max_lr": 1.0, "warmup_num_steps": 1}, 9.0)
     assert [one.lr(k) for k in (1, 2, 3)] == [0.0, 0.0, 1.0]  # max(2, 1) = 2: log(2)/log(2)
-    decay = _build({"type": "WarmupDecayLR", "total_num_steps": 30, "warmup_max_lr": 1.0,
+    decay = built_schedule({"type": "WarmupDecayLR", "total_num_steps": 30, "warmup_max_lr": 1.0,
                      "warmup_num_steps": 10, "warmup_type": "linear"}, 9.0)
     # lbi = W gives 1 exactly, then linear to 0 at lbi = T (update T + 2), then stays 0
     assert decay.lr(12) == 1.0
@@ -422,7 +418,7 @@ def test_ds_cosine_matches_reference(w: int, total: int, kind: str, wmr: float, 
 
 
 def test_ds_cosine_boundaries_by_hand() -> None:
-    s = _build({"type": "WarmupCosineLR", "total_num_steps": 110, "warmup_min_ratio": 0.5,
+    s = built_schedule({"type": "WarmupCosineLR", "total_num_steps": 110, "warmup_min_ratio": 0.5,
                  "warmup_num_steps": 10, "cos_min_ratio": 0.1}, 2.0)
     assert s.lr(1) == 0.0  # construction sets 0, whatever warmup_min_ratio says
     assert s.lr(2) == 1.0  # lbi 0: warmup_min_ratio * base
@@ -458,7 +454,7 @@ def test_onecycle_matches_reference(extra: dict[str, Any]) -> None:
 
 
 def test_onecycle_boundaries_by_hand() -> None:
-    s = _build({"type": "OneCycle", "cycle_min_lr": 0.1, "cycle_max_lr": 1.1,
+    s = built_schedule({"type": "OneCycle", "cycle_min_lr": 0.1, "cycle_max_lr": 1.1,
                  "cycle_first_step_size": 10, "decay_step_size": 5, "decay_lr_rate": 1.0,
                  "decay_mom_rate": 0.1}, 123.0)
     # construction: lr = cycle_min_lr, betas = (cycle_min_mom, 0.99)
@@ -478,14 +474,14 @@ def test_onecycle_boundaries_by_hand() -> None:
 
 
 def test_onecycle_stairs_hold_lr_flat() -> None:
-    s = _build({"type": "OneCycle", "cycle_min_lr": 0.0, "cycle_max_lr": 1.0,
+    s = built_schedule({"type": "OneCycle", "cycle_min_lr": 0.0, "cycle_max_lr": 1.0,
                  "cycle_first_step_size": 10, "cycle_first_stair_count": 5}, 1.0)
     assert [s.lr(k) for k in range(1, 22)] == pytest.approx(
         [0, 0, .2, .2, .4, .4, .6, .6, .8, .8, 1, .8, .8, .6, .6, .4, .4, .2, .2, 0, 0], abs=1e-15)
 
 
 def test_onecycle_without_momentum() -> None:
-    s = _build({"type": "OneCycle", "cycle_min_lr": 0.0, "cycle_max_lr": 1.0,
+    s = built_schedule({"type": "OneCycle", "cycle_min_lr": 0.0, "cycle_max_lr": 1.0,
                  "cycle_momentum": False}, 1.0)
     assert all(m is None for _, _, m in S.table(s, 50))
 
@@ -497,13 +493,13 @@ def test_gradual_warmup_matches_reference(w: int, start: float | None) -> None:
 
 
 def test_gradual_warmup_by_hand() -> None:
-    s = _build({"type": "gradual_warmup", "warmup_steps": 4, "start_lr": 0.1}, 0.5)
+    s = built_schedule({"type": "gradual_warmup", "warmup_steps": 4, "start_lr": 0.1}, 0.5)
     assert [s.lr(k) for k in range(1, 8)] == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5, 0.5, 0.5],
                                                            rel=REL)
 
 
 def test_constant() -> None:
-    s = _build({"type": "constant"}, 0.25)
+    s = built_schedule({"type": "constant"}, 0.25)
     assert S.table(s, 3) == [(1, 0.25, None), (2, 0.25, None), (3, 0.25, None)]
 
 
@@ -528,7 +524,7 @@ PEAK_SPECS: list[dict[str, Any]] = [
 
 @pytest.mark.parametrize("spec", PEAK_SPECS)
 def test_peak_lr_is_the_max_of_the_table(spec: dict[str, Any]) -> None:
-    schedule = _build(spec, 0.5)
+    schedule = built_schedule(spec, 0.5)
     assert S.peak_lr(S.resolve(spec), 0.5) == max(lr for _, lr, _ in S.table(schedule, 200))
 
 

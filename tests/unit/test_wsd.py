@@ -19,16 +19,7 @@ import pytest
 from scalesweep.errors import ScalesweepError
 from scalesweep.science import scaling
 from scalesweep.science import schedules as S
-from tests.support.helpers import cli
-
-
-def _spec(sp: Any, base_lr: float | None = None) -> S.ScheduleSpec:
-    """A test's dict judged once (resolve), as a notebook does before building it."""
-    return sp if isinstance(sp, S.ScheduleSpec) else S.resolve(sp, base_lr)
-
-
-def _build(sp: Any, base_lr: float) -> Any:
-    return S.build(_spec(sp, base_lr), base_lr)
+from tests.support.helpers import built_schedule, cli, schedule_spec
 
 REL = 1e-12
 SHAPES = ("linear", "cosine", "1-sqrt")
@@ -96,7 +87,7 @@ CASES = [(w, d, t, shape, m, r0)
 def test_matches_the_lambdalr_reference_at_every_update(w: int, d: int, t: int, shape: str,
                                                          m: float, r0: float) -> None:
     base, n = 0.004, t + 20
-    rows = S.table(_build(spec(w, d, t, shape, m, r0), base), n)
+    rows = S.table(built_schedule(spec(w, d, t, shape, m, r0), base), n)
     assert [k for k, _, _ in rows] == list(range(1, n + 1))
     assert [lr for _, lr, _ in rows] == pytest.approx(
         reference_rows(base, w, d, t, shape, m, r0, n), rel=REL, abs=0)
@@ -108,7 +99,7 @@ def test_matches_the_lambdalr_reference_at_every_update(w: int, d: int, t: int, 
 def test_every_phase_boundary_by_hand(shape: str, m: float) -> None:
     """W = 10, D = 20, T = 100, so the decay starts after S = 80 updates."""
     base, w, d, t, r0 = 2.0, 10, 20, 100, 0.25
-    s = _build(spec(w, d, t, shape, m, r0), base)
+    s = built_schedule(spec(w, d, t, shape, m, r0), base)
 
     def shape_at(p: float) -> float:  # written apart from the schedule's own
         return {"linear": 1 - p, "cosine": (1 + math.cos(math.pi * p)) / 2,
@@ -139,29 +130,29 @@ def test_every_phase_boundary_by_hand(shape: str, m: float) -> None:
 
 def test_one_sqrt_is_haegele_et_al() -> None:
     """lr = base (1 - sqrt((k - decay start) / decay steps)) with k counted in steps from 0."""
-    s = _build(spec(0, 100, 400, "1-sqrt"), 1.0)
+    s = built_schedule(spec(0, 100, 400, "1-sqrt"), 1.0)
     for step in (300, 301, 325, 364, 399):
         assert s.lr(step + 1) == pytest.approx(1 - math.sqrt((step - 300) / 100), rel=REL)
     assert s.lr(326) == pytest.approx(0.5, rel=REL)  # a quarter of the decay: half the lr
 
 
 def test_edges() -> None:
-    nowarm = _build(spec(0, 2, 4, "linear"), 1.0)
+    nowarm = built_schedule(spec(0, 2, 4, "linear"), 1.0)
     assert [nowarm.lr(k) for k in range(1, 7)] == [1.0, 1.0, 1.0, 0.5, 0.0, 0.0]
-    nostable = _build(spec(2, 2, 4, "linear", m=0.5), 1.0)  # decay right after the warmup
+    nostable = built_schedule(spec(2, 2, 4, "linear", m=0.5), 1.0)  # decay right after the warmup
     assert [nostable.lr(k) for k in range(1, 7)] == [0.0, 0.5, 1.0, 0.75, 0.5, 0.5]
-    alldecay = _build(spec(0, 4, 4, "linear"), 1.0)
+    alldecay = built_schedule(spec(0, 4, 4, "linear"), 1.0)
     assert [alldecay.lr(k) for k in range(1, 6)] == [1.0, 0.75, 0.5, 0.25, 0.0]
-    flat = _build(spec(0, 4, 8, "cosine", m=1.0), 0.3)  # min ratio 1: no decay at all
+    flat = built_schedule(spec(0, 4, 8, "cosine", m=1.0), 0.3)  # min ratio 1: no decay at all
     assert {flat.lr(k) for k in range(1, 20)} == {0.3}
-    assert _build(spec(1, 1, 3), 0.0).lr(2) == 0.0  # base 0 stays 0
+    assert built_schedule(spec(1, 1, 3), 0.0).lr(2) == 0.0  # base 0 stays 0
 
 
 def test_defaults_decay_to_zero_along_1_sqrt_from_zero() -> None:
     minimal = {"type": "wsd", "warmup_steps": 4, "decay_steps": 4, "total_steps": 12}
     assert S.validate(minimal) == []
-    got = S.table(_build(minimal, 1.0), 14)
-    assert got == S.table(_build(spec(4, 4, 12, "1-sqrt", 0.0, 0.0), 1.0), 14)
+    got = S.table(built_schedule(minimal, 1.0), 14)
+    assert got == S.table(built_schedule(spec(4, 4, 12, "1-sqrt", 0.0, 0.0), 1.0), 14)
     assert got[0][1] == 0.0 and got[-1][1] == 0.0
 
 
@@ -169,8 +160,9 @@ def test_defaults_decay_to_zero_along_1_sqrt_from_zero() -> None:
 @pytest.mark.parametrize("shape", SHAPES)
 def test_peak_lr_is_base_and_the_max_of_the_table(w: int, d: int, t: int, shape: str) -> None:
     sp = spec(w, d, t, shape, 0.1, 0.5)
-    assert S.peak_lr(_spec(sp), 0.7) == 0.7
-    assert S.peak_lr(_spec(sp), 0.7) == max(lr for _, lr, _ in S.table(_build(sp, 0.7), t + 5))
+    assert S.peak_lr(schedule_spec(sp), 0.7) == 0.7
+    assert S.peak_lr(schedule_spec(sp), 0.7) == max(
+        lr for _, lr, _ in S.table(built_schedule(sp, 0.7), t + 5))
 
 
 def test_declared_like_the_other_schedules() -> None:
@@ -181,8 +173,8 @@ def test_declared_like_the_other_schedules() -> None:
     assert set(kind.step_params) == {"warmup_steps", "decay_steps", "total_steps"}
     assert kind.lr_params == () and kind.uses_optimizer_lr and not kind.drives_momentum
     assert kind.reads_optimizer_lr({})
-    assert S.warmup_steps(_spec(spec(7, 3, 20))) == 7
-    assert S.warmup_steps(_spec({"type": "wsd", "warmup_steps": 0, "decay_steps": 1,
+    assert S.warmup_steps(schedule_spec(spec(7, 3, 20))) == 7
+    assert S.warmup_steps(schedule_spec({"type": "wsd", "warmup_steps": 0, "decay_steps": 1,
                                  "total_steps": 1})) == 0
 
 
@@ -228,7 +220,7 @@ def test_bad_params_name_the_field_the_value_and_the_rule(change: dict[str, Any]
     assert problems[0].value is bad[field]
     assert problems[0].rule.startswith(rule), problems[0].rule
     with pytest.raises(ValueError, match=rf"invalid schedule: {field} = {bad[field]!r}: "):
-        _build(bad, 0.1)
+        built_schedule(bad, 0.1)
 
 
 def test_every_problem_at_once_and_the_limits_themselves_are_fine() -> None:
@@ -245,7 +237,7 @@ def test_every_problem_at_once_and_the_limits_themselves_are_fine() -> None:
 
 def _apply(sp: dict[str, Any], rule: Any, gb: int, ref: int = 32, factor: float = 1.0,
            run_updates: int | None = None) -> tuple[dict[str, Any], float, list[str]]:
-    return scaling.apply(_spec(sp), 0.1, lr_factor=factor, warmup_rule=rule, global_batch=gb,
+    return scaling.apply(schedule_spec(sp), 0.1, lr_factor=factor, warmup_rule=rule, global_batch=gb,
                          reference_global_batch=ref, run_updates=run_updates)
 
 
@@ -463,14 +455,14 @@ def test_auto_total_plans_the_same_lr_as_the_count_it_stands_for() -> None:
         else:
             assert auto == given
     for kind in ("ds_warmup_decay", "ds_warmup_cosine"):
-        out, _, notes = scaling.apply(_spec({"type": kind, "warmup_num_steps": 10,
+        out, _, notes = scaling.apply(schedule_spec({"type": kind, "warmup_num_steps": 10,
                                              "total_num_steps": "auto"}), 0.1, lr_factor=1.0,
                                       warmup_rule="scaled", global_batch=64,
                                       reference_global_batch=32, run_updates=57)
         assert (out["warmup_num_steps"], out["total_num_steps"]) == (5, 57)
         assert "scheduler.total_num_steps auto -> 57 (this trial's updates)" in notes
-        assert _build(out, 0.1).lr(57) == pytest.approx(
-            _build({**out, "total_num_steps": 57}, 0.1).lr(57), rel=0, abs=0)
+        assert built_schedule(out, 0.1).lr(57) == pytest.approx(
+            built_schedule({**out, "total_num_steps": 57}, 0.1).lr(57), rel=0, abs=0)
 
 
 def test_auto_is_refused_where_it_cannot_be_filled_or_leaves_no_room() -> None:
@@ -483,7 +475,7 @@ def test_auto_is_refused_where_it_cannot_be_filled_or_leaves_no_room() -> None:
     assert [p.field for p in S.validate({"type": "wsd", "warmup_steps": "auto", "decay_steps": 2,
                                          "total_steps": 9})] == ["warmup_steps"]
     with pytest.raises(ValueError, match=r"total_steps = 'auto' is the run's length.*fill_auto"):
-        _build({"type": "wsd", "warmup_steps": 8, "decay_steps": 20, "total_steps": "auto"}, 0.1)
+        built_schedule({"type": "wsd", "warmup_steps": 8, "decay_steps": 20, "total_steps": "auto"}, 0.1)
     with pytest.raises(scaling.AutoTotalError, match="auto needs the run's length"):
         _apply({"type": "wsd", "warmup_steps": 8, "decay_steps": 20, "total_steps": "auto"},
                "fixed", 32)

@@ -68,6 +68,7 @@ __all__ = [
     "fill_auto",
     "integral_counts",
     "peak_lr",
+    "require_spec",
     "resolve",
     "table",
     "validate",
@@ -75,9 +76,11 @@ __all__ = [
 ]
 
 
-def _resolved(spec: ScheduleSpec, caller: str) -> ScheduleSpec:
-    if not isinstance(spec, ScheduleSpec):  # a notebook's dict: resolve is the one judge
-        raise TypeError(f"schedules.{caller} takes a ScheduleSpec, but got {spec!r}: make it "
+def require_spec(spec: ScheduleSpec, caller: str) -> ScheduleSpec:
+    """``spec`` itself, when ``resolve`` made it; a TypeError naming ``caller`` otherwise (a
+    notebook's dict: ``resolve`` is the one judge of a schedule)."""
+    if not isinstance(spec, ScheduleSpec):
+        raise TypeError(f"{caller} takes a ScheduleSpec, but got {spec!r}: make it "
                         "with schedules.resolve(spec, base_lr), which judges it")
     return spec
 
@@ -85,7 +88,7 @@ def _resolved(spec: ScheduleSpec, caller: str) -> ScheduleSpec:
 def build(spec: ScheduleSpec, base_lr: float) -> BuiltSchedule:
     """The schedule of a resolved spec (``resolve`` judged it, once); ``base_lr`` is the
     optimizer's lr."""
-    spec = _resolved(spec, "build")
+    spec = require_spec(spec, "schedules.build")
     if not is_number(base_lr) or base_lr < 0:
         raise ValueError(f"base_lr must be a finite number >= 0, but got {base_lr=}")
     if auto := spec.auto_params():
@@ -107,7 +110,7 @@ def peak_lr(spec: ScheduleSpec, base_lr: float) -> float:
 
 def warmup_steps(spec: ScheduleSpec) -> int | None:
     """The warmup param's value with defaults applied; None for schedules without one."""
-    return _resolved(spec, "warmup_steps").warmup_steps
+    return require_spec(spec, "schedules.warmup_steps").warmup_steps
 
 
 def table(schedule: Schedule, updates: int) -> list[tuple[int, float, float | None]]:

@@ -3,11 +3,10 @@ the report and ``advise`` print them (the verdict's "4-6 % slower" is decisions.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 from scalesweep.science.stats.arms import ArmSummary
-from scalesweep.science.stats.replicates import MedianInterval
+from scalesweep.science.stats.replicates import MedianInterval, finite_or_none
 
 
 def median_text(mi: MedianInterval | None) -> str:
@@ -51,9 +50,6 @@ def interval_text(mi: MedianInterval | None) -> str:
     """A median's interval: "[4, 4.5]", "[6, never]", or "n/a" (one seed)."""
     if mi is None or mi.ci is None:
         return "n/a"
-    lo, hi = _finite(mi.ci[0]), _finite(mi.ci[1])
+    lo, hi = finite_or_none(mi.ci[0]), finite_or_none(mi.ci[1])
     return f"[{'—' if lo is None else f'{lo:.3g}'}, {'never' if hi is None else f'{hi:.3g}'}]"
 
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None

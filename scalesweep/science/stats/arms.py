@@ -9,7 +9,6 @@ loosened from, which the levels loosen too.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from scalesweep.science.stats.replicates import (
     MedianInterval,
     Observation,
     compare,
+    finite_or_none,
     median_interval,
 )
 from scalesweep.science.stats.rules import StudyRules
@@ -193,8 +193,8 @@ class ArmSummary:
         if (cond := self.conditioning) is not None:
             out["conditioning"] = {"target": cond.target, "crossing_epochs": cond.epochs,
                                    "slope_per_epoch": cond.slope, "spread": cond.spread,
-                                   "crossing_spread_epochs": _finite(cond.epochs_spread),
-                                   "relative_spread": _finite(cond.relative_spread),
+                                   "crossing_spread_epochs": finite_or_none(cond.epochs_spread),
+                                   "relative_spread": finite_or_none(cond.relative_spread),
                                    "threshold": cond.threshold, "ok": cond.ok,
                                    "suggested_level": self.suggested_level}
         if self.is_baseline:
@@ -230,16 +230,12 @@ def ratios(comparison: Comparison | None) -> MedianInterval | None:
     return None if comparison is None else comparison.ratios
 
 
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
 def _median_json(name: str, mi: MedianInterval) -> dict[str, Any]:
     return {
         **ratio_median_json(mi, name),
-        f"{name}_ci": None if mi.ci is None else [_finite(mi.ci[0]), _finite(mi.ci[1])],
+        f"{name}_ci": None if mi.ci is None else [finite_or_none(end) for end in mi.ci],
         f"{name}_ci_coverage": mi.coverage,
-        f"{name}_range": None if mi.spread is None else [_finite(mi.spread[0]), _finite(mi.spread[1])],
+        f"{name}_range": None if mi.spread is None else [finite_or_none(end) for end in mi.spread],
     }
 
 

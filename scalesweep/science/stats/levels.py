@@ -24,7 +24,7 @@ from typing import Any
 
 from scalesweep.science.stats.convergence import EvalPoint, Mode, best_value, locate, resolve_target, smooth
 from scalesweep.science.stats.decisions import DEFAULT_MARGIN, Decision, decide_pairs
-from scalesweep.science.stats.replicates import MedianInterval, Observation
+from scalesweep.science.stats.replicates import MedianInterval, Observation, finite_or_none
 
 #: the default of target.levels: near the plateau to early in training
 DEFAULT_LEVELS = (0.1, 0.25, 0.5, 1.0, 2.0)
@@ -91,7 +91,7 @@ class LevelRatio:
 
     def as_json(self) -> dict[str, Any]:
         mi = self.ratios
-        fin = _finite
+        fin = finite_or_none
         return {"level": self.level, "target": self.target, "n_paired": self.n_paired,
                 **ratio_median_json(mi),
                 "ratio_ci": None if mi is None or mi.ci is None else [fin(mi.ci[0]), fin(mi.ci[1])],
@@ -109,13 +109,9 @@ def ratio_median_json(mi: MedianInterval | None, prefix: str = "ratio") -> dict[
     kind = mi.median.kind
     return {f"{prefix}_median": mi.median.value if kind == "value" else None,
             f"{prefix}_median_kind": kind,
-            f"{prefix}_median_bounds": [_finite(mi.median.lo), _finite(mi.median.hi)],
+            f"{prefix}_median_bounds": [finite_or_none(mi.median.lo), finite_or_none(mi.median.hi)],
             f"{prefix}_lower_bound": mi.median.lo if kind == "at_least" else None,
             f"{prefix}_upper_bound": mi.median.hi if kind == "at_most" else None}
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
 
 
 def _epochs(curves: Curves, targets: Mapping[int, float], mode: Mode, smoothing: float

@@ -59,6 +59,11 @@ class Observation:
             raise ValueError(f"an observation needs 0 <= lo <= est_lo <= est_hi <= hi, but got {self}")
 
 
+def finite_or_none(x: float) -> float | None:
+    """``x``, or None where it is infinite or NaN (JSON, and the tables, have no infinity)."""
+    return x if math.isfinite(x) else None
+
+
 def observe(kind: CrossingKind, *, before: float, at: float, estimate: float | None = None
             ) -> Observation:
     """The observation of one crossing on one clock.
