@@ -259,3 +259,28 @@ def test_lr_onecycle_with_sgd_has_no_momentum(tmp_path: Path) -> None:
 
     assert all(m is None for _, _, m in preview(onecycle_sgd, 50).rows)
     assert any(m is not None for _, _, m in preview(ONECYCLE, 50).rows)
+
+
+
+@pytest.mark.parametrize("path", [WENET, ONECYCLE])
+def test_lr_judges_the_schedule_once(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # resolve is the one judge (issue 32): the preview used to validate, then resolve again
+    from scalesweep.orchestrator.plan import lr_preview
+    from scalesweep.science import schedules
+    from scalesweep.science.schedules import _spec
+
+    judged: list[str] = []
+    real_problems, real_validate = _spec.problems, schedules.validate
+
+    def problems(*args: Any, **kwargs: Any) -> Any:
+        judged.append("resolve")
+        return real_problems(*args, **kwargs)
+
+    def validate(*args: Any, **kwargs: Any) -> Any:
+        judged.append("validate")
+        return real_validate(*args, **kwargs)
+
+    monkeypatch.setattr(_spec, "problems", problems)
+    monkeypatch.setattr(schedules, "validate", validate)
+    assert lr_preview.preview(path, 50).rows
+    assert judged == ["resolve"]

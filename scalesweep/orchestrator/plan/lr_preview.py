@@ -71,10 +71,9 @@ def preview(path: str | Path, updates: int) -> Preview:
         origins = recipe.origins
     if not sched:
         raise InputError(src, [Problem("scheduler", None, "the file has no scheduler block")])
-    problems = [Problem(origins.get(f"scheduler.{p.field}", p.field), p.value, p.rule)
-                for p in schedules.validate(sched, yaml_counts=True)]
+    problems = []
     kind = None
-    with contextlib.suppress(ValueError):  # the problems name a bad type
+    with contextlib.suppress(ValueError):  # resolve names a bad type
         kind = schedules.SCHEDULE_TYPES[schedules.canonical_name(str(sched.get("type")))]
     lr = opt.get("lr")
     if kind is not None and kind.reads_optimizer_lr({k: v for k, v in sched.items() if k != "type"}):
@@ -83,11 +82,17 @@ def preview(path: str | Path, updates: int) -> Preview:
                                     f"{kind.name} scales the optimizer's lr: the file must give it"))
         elif isinstance(lr, bool) or not isinstance(lr, int | float) or lr <= 0:
             problems.append(Problem(origins.get("optimizer.lr", "lr"), lr, "must be > 0"))
-    if problems:
+    base_lr = float(lr) if isinstance(lr, int | float) and not isinstance(lr, bool) and lr > 0 else 1.0
+    spec = None
+    try:  # the one judge of the schedule
+        spec = schedules.resolve(sched, base_lr, yaml_counts=True)
+    except schedules.ScheduleError as exc:
+        problems += [Problem(origins.get(f"scheduler.{p.field}", p.field), p.value, p.rule)
+                     for p in exc.problems]
+    if problems or spec is None:
         raise InputError(src, problems)
-    base_lr = float(lr) if isinstance(lr, int | float) and not isinstance(lr, bool) else 1.0
     # a total given as auto is the run's length: here, the updates asked for
-    spec = schedules.fill_auto(schedules.resolve(sched, base_lr, yaml_counts=True), updates)
+    spec = schedules.fill_auto(spec, updates)
     schedule = schedules.build(spec, base_lr)
     rows = schedules.table(schedule, updates)
     if not moves_momentum(opt.get("type")):
