@@ -228,13 +228,15 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
     # which neither mypy nor a reader can see.
     from ray.train.torch import TorchConfig
     from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.v2.torch.torch_trainer import TorchTrainer
+
+    from scalesweep.trainables.lean_trainer import LeanTorchTrainer, use_no_preemption_watcher
 
     storage_path = config.get("storage_path")
     name = run_name(trial, ray.tune.get_context().get_trial_id())
     worker, worker_config, callback = _workers(trial, config)
     use_report_poll()
-    trainer = TorchTrainer(
+    use_no_preemption_watcher()
+    trainer = LeanTorchTrainer(
         worker,
         train_loop_config=worker_config,
         scaling_config=ScalingConfig(

@@ -1,6 +1,10 @@
-"""A Tune trial whose results come through Ray Train V2's hand-off queue ends, with every result
-in order (scalesweep.trainables.tune_handover): on Ray 2.60 a trial that reports its own last
-result, or just returns, right after such results deadlocks with its main thread."""
+"""How a ddp trial uses Ray, on a real Ray (the session's 4-CPU head):
+
+* a Tune trial whose results come through Ray Train V2's hand-off queue ends, with every result
+  in order (scalesweep.trainables.tune_handover): on Ray 2.60 a trial that reports its own last
+  result, or just returns, right after such results deadlocks with its main thread;
+* its Ray Train run starts no helper process it does not use (scalesweep.trainables.lean_trainer).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import Any
 import pytest
 from ray import tune
 
-from scalesweep.trainables import tune_handover
+from scalesweep.trainables import lean_trainer, tune_handover
 
 pytestmark = pytest.mark.slow
 HANDED = 3  # results "Train's callback" hands over before the trial's own last one
@@ -60,3 +64,30 @@ def test_handed_over_results_all_reach_tune_and_every_trial_ends(
     ).fit()
     assert seen.ended == {0: "complete", 1: "complete"}
     assert seen.results == {0: [0, 1, 2, 3], 1: [0, 1, 2, 3]}
+
+
+def _worker(config: dict[str, Any]) -> None:
+    import ray.train
+
+    ray.train.report({"rank": ray.train.get_context().get_world_rank()})
+
+
+def test_a_ddp_run_starts_no_dataset_manager_and_no_preemption_watcher(
+        ray_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ray
+    from ray._private import state
+    from ray.train.torch import TorchConfig
+    from ray.train.v2.api.config import RunConfig, ScalingConfig
+
+    monkeypatch.delenv(lean_trainer.PREEMPTION_WATCHER_ENV, raising=False)
+    assert lean_trainer.use_no_preemption_watcher() == "0"
+    lean_trainer.LeanTorchTrainer(
+        _worker, scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1}),
+        torch_config=TorchConfig(backend="gloo"),
+        run_config=RunConfig(name="lean", storage_path=str(tmp_path)),
+    ).fit()
+    job = ray.get_runtime_context().get_job_id()
+    started = {a["ActorClassName"].rsplit(".", 1)[-1] for a in state.actors().values()
+               if a["JobID"] == job}
+    assert {"TrainController", "RayTrainWorker"} <= started, started  # the run did start here
+    assert not started & {"DatasetManager", "PreemptionWatcher"}, started
