@@ -267,7 +267,8 @@ class MlflowHttp:
 def mlflow_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowHttp]:
     from mlflow.server import app, handlers
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    from tests.support.wsgi_server import ServedApp
 
     root = tmp_path_factory.mktemp("mlflow_http")
     # The handlers build their store once per process from the environment and then set the
@@ -288,18 +289,11 @@ def mlflow_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowHttp
         state.requests.append(str(environ.get("PATH_INFO", "")))
         return app(environ, start_response)
 
-    class Quiet(WSGIRequestHandler):
-        def log_request(self, *args: Any, **kwargs: Any) -> None:
-            pass
-
-    server = make_server("127.0.0.1", 0, switch, threaded=True, request_handler=Quiet)
-    state.uri = f"http://127.0.0.1:{server.server_port}"
-    thread = threading.Thread(target=server.serve_forever, name="mlflow-http", daemon=True)
-    thread.start()
+    server = ServedApp(switch).start()
+    state.uri = server.uri
     try:
         yield state
     finally:
         state.release.set()
-        server.shutdown()
-        thread.join()
+        server.stop()
         handlers._tracking_store = None

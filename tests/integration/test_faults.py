@@ -6,7 +6,6 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -59,47 +58,6 @@ def test_trial_failing_every_time_is_failed_with_its_error_and_the_sweep_goes_on
     assert "retrying" in proc.stdout  # max_failures=1: one retry before giving up
 
 
-class _StoppableMlflow:
-    """MLflow's REST handlers (the ``mlflow_http`` fixture's app and store) on a port of their
-    own, in a thread of the test process, that can really go away: ``stop`` closes the
-    listening socket (connections are refused, as when a server's process dies) and ``start``
-    listens again on the same port with the same store. HTTP/1.0, one connection a request, so
-    no kept-alive connection outlives a stop. A real server without the seconds an `mlflow
-    server` process takes to start, three times."""
-
-    def __init__(self) -> None:
-        self.port = 0
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def uri(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        from mlflow.server import app
-        from werkzeug.serving import WSGIRequestHandler, make_server
-
-        class Quiet(WSGIRequestHandler):
-            protocol_version = "HTTP/1.0"
-
-            def log_request(self, *args: Any, **kwargs: Any) -> None:
-                pass
-
-        self._server = make_server("127.0.0.1", self.port, app, threaded=True, request_handler=Quiet)
-        self.port = self._server.server_port
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            assert self._thread is not None
-            self._thread.join()
-            self._server = None
-
-
 def test_tracking_server_outage_mid_sweep_loses_no_metric(tmp_path: Path, ray_head: RayHead,
                                                           mlflow_http: MlflowHttp) -> None:
     """MLflow goes down while a trial trains and comes back before the sweep ends: the sweep
@@ -118,8 +76,13 @@ def test_tracking_server_outage_mid_sweep_loses_no_metric(tmp_path: Path, ray_he
     gate.mkdir()
     workload = (f"workload={{name: 'tests.support.gated_workload:make', options: {{gate_dir: '{gate}', "
                 "gated_trial: 0, gate_eval: 2, second_gate_eval: 6}}")
-    server = _StoppableMlflow()
-    server.start()
+    from mlflow.server import app
+
+    from tests.support.wsgi_server import ServedApp
+
+    # the mlflow_http fixture's app and store, on a port of its own, that can really go away
+    # (HTTP/1.0: no kept-alive connection outlives a stop)
+    server = ServedApp(app, http10=True).start()
     # no report: it is made after the outage, from MLflow, and is not the subject here
     driver = subprocess.Popen(
         [sys.executable, "-m", "scalesweep", "run", "--no-report", str(SWEEPS / "smoke.yaml"), *ONE_TRIAL,
