@@ -33,6 +33,7 @@ from scalesweep.mlflow_names import (
     STATUS_TAG,
     TRIAL_NAME_TAG,
 )
+from scalesweep.orchestrator.tracking import sqlite_template
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ class SweepTracker:
         # nothing, because `resume` replays what MLflow did not get (trials resume from
         # checkpoints that may be newer than the last flush).
         self.journal = journal
+        sqlite_template.seed_new_store(tracking_uri)  # a new SQLite store without its migrations
         self.client = MlflowClient(tracking_uri=tracking_uri)
         self.experiment = experiment
         self.flush_every_s = flush_every_s
