@@ -15,11 +15,17 @@ from mlflow.tracking import MlflowClient
 from scalesweep.orchestrator.tracking import sqlite_template
 
 
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the module: its template is made once (seconds), as on a user's machine."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(sqlite_template.CACHE_ENV, str(tmp_path / "cache"))
+def cache(cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(sqlite_template.CACHE_ENV, str(cache_dir))
     monkeypatch.chdir(tmp_path)
-    return tmp_path / "cache"
+    return cache_dir
 
 
 def _store(client: MlflowClient) -> list[tuple[str, str, str]]:
@@ -76,9 +82,9 @@ def test_a_store_that_appears_during_the_copy_is_not_overwritten(
 
 @pytest.mark.parametrize("uri", ["sqlite://", "sqlite:///:memory:", "http://127.0.0.1:5000",
                                  "postgresql://u:p@127.0.0.1/db", "sqlite:///no/such/dir/m.db"])
-def test_other_stores_are_left_to_mlflow(cache: Path, uri: str) -> None:
+def test_other_stores_are_left_to_mlflow(cache: Path, tmp_path: Path, uri: str) -> None:
     assert not sqlite_template.seed_new_store(uri)
-    assert not cache.exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_cache_that_cannot_be_written_leaves_the_store_to_mlflow(
