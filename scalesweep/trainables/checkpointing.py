@@ -33,10 +33,12 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # imported where used: the sweep driver reads checkpoints' files, not tensors
+    import torch
 
 from scalesweep.science.batch_ramp import eval_due
 from scalesweep.trainables.config import TrialConfig
@@ -115,6 +117,8 @@ def save(
 ) -> None:
     """Write a checkpoint into the existing, empty ``directory``; ``precision``:
     ``Precision.state_dict()``, stored only when non-empty (float16)."""
+    import torch
+
     path = Path(directory)
     state = {
         "format": FORMAT,
@@ -207,6 +211,8 @@ def load(
 ) -> Progress:
     """Restore model, optimizer, RNG and (given ``precision``) the loss scaler's state in
     place from ``directory``; returns the progress."""
+    import torch
+
     path = Path(directory)
     meta = json.loads((path / META_FILE).read_text())
     # a field added since the checkpoint was written: what it was then is its default
@@ -245,6 +251,8 @@ def _trajectory(config: TrialConfig) -> dict[str, Any]:
 
 
 def _rng_state() -> dict[str, Any]:
+    import torch
+
     kind, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
     return {
         "torch": torch.get_rng_state(),
@@ -259,6 +267,8 @@ def _rng_state() -> dict[str, Any]:
 
 
 def _set_rng_state(state: dict[str, Any]) -> None:
+    import torch
+
     torch.set_rng_state(state["torch"].cpu())
     if state["cuda"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])

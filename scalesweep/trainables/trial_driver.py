@@ -65,13 +65,14 @@ from pathlib import Path
 from typing import Any
 
 import ray.tune
-import torch
 from ray.tune import PlacementGroupFactory
 
 from scalesweep.mlflow_names import ERROR_TAG, STATUS_TAG
-from scalesweep.trainables import checkpointing, loop, tune_handover
+from scalesweep.trainables import checkpointing, tune_handover
 from scalesweep.trainables.config import TrialConfig
-from scalesweep.trainables.world import LocalWorld
+
+# torch, the loop and the worlds are imported where a trial runs: the sweep driver imports this
+# module for the trainable's name, its resources and its checkpoints' files, and needs no torch
 
 DEFAULT_MAX_FAILURES = 3
 DEFAULT_CHECKPOINTS_TO_KEEP = 2
@@ -183,6 +184,8 @@ def latest_checkpoint(storage_path: str | Path, trial: TrialConfig) -> str | Non
 def use_assigned_cpus() -> int:
     """Set torch's intra-op threads to the CPUs Ray assigned to this process (at least 1, and
     left alone outside a Ray task or actor); returns the count in use."""
+    import torch
+
     cpus = None
     if ray.is_initialized():
         # Ray answers only inside a task or actor; a driver (mode 0) gets an AssertionError
@@ -200,6 +203,9 @@ def simulate_checkpoints(sweep_dir: Path, name: str) -> list[Path]:
 
 
 def _run_simulate(trial: TrialConfig, fallback: str | None, sweep_dir: Path | None) -> None:
+    from scalesweep.trainables import loop
+    from scalesweep.trainables.world import LocalWorld
+
     use_assigned_cpus()  # the whole trial runs in this process: use every CPU it holds
     def report(metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
         # tune.report persists the checkpoint before it returns; the loop deletes it after.

@@ -28,6 +28,14 @@ def test_trial_entry_point_imports_none_of_the_driver() -> None:
     assert trial_driver.trainable.__module__ == "scalesweep.trainables.trial_driver"
     for path in ("scalesweep.trainables.trial_driver", "scalesweep.orchestrator.launch.trial_driver"):
         modules = _imported_after(f"import {path}")
-        assert "scalesweep.trainables.loop" in modules and "ray.tune" in modules
+        assert "scalesweep.trainables.checkpointing" in modules and "ray.tune" in modules
         assert [m for m in modules if m.startswith(DRIVER_ONLY)] == [], path
 
+
+
+def test_the_sweep_driver_imports_no_torch() -> None:
+    # the driver names the trainable, plans its resources and reads its checkpoints' files;
+    # torch (over a CPU second per driver) comes with the loop, in the trial's own process
+    modules = _imported_after("import scalesweep.orchestrator.launch.run, scalesweep.orchestrator.launch.tune")
+    assert "scalesweep.trainables.trial_driver" in modules
+    assert "torch" not in modules
