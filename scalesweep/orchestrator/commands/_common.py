@@ -51,7 +51,6 @@ def conclude(outcome: Any, report: bool = True) -> Path | None:
     """What ``run`` and ``resume`` print at the end of a sweep (summary table, arms, the report
     logged on the parent run, the UI link); the report's directory, None when none was made
     (``report`` False: ``--no-report``)."""
-    from scalesweep.dashboards.report import build_report
     from scalesweep.orchestrator.tracking.summary_table import format_arms, format_summary
     from scalesweep.orchestrator.tracking.ui import ui_hint
 
@@ -70,6 +69,8 @@ def conclude(outcome: Any, report: bool = True) -> Path | None:
         print(f"report: not made (MLflow did not answer); after `scalesweep resume`, make it "
               f"with scalesweep report --run-id {outcome.parent_run_id}", file=sys.stderr)
         return None
+    from scalesweep.dashboards.report import build_report  # matplotlib, pandas: only for a report
+
     report_dir: Path | None = None
     try:
         paths = build_report(outcome.tracking_uri, parent_run_id=outcome.parent_run_id,
