@@ -36,6 +36,7 @@ def test_trial_entry_point_imports_none_of_the_driver() -> None:
 def test_the_sweep_driver_imports_no_torch() -> None:
     # the driver names the trainable, plans its resources and reads its checkpoints' files;
     # torch (over a CPU second per driver) comes with the loop, in the trial's own process
-    modules = _imported_after("import scalesweep.orchestrator.launch.run, scalesweep.orchestrator.launch.tune")
+    modules = _imported_after("import scalesweep.orchestrator.launch.run, "
+                              "scalesweep.orchestrator.launch.tune")
     assert "scalesweep.trainables.trial_driver" in modules
     assert "torch" not in modules
