@@ -13,6 +13,21 @@ want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # constraints.txt pins every package (torch: the CPU build; an unpinned torch pulls CUDA wheels).
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -c constraints.txt -e '.[dev,hf,lightning]'
+    # uv installs the same pins in parallel (pip resolves, unpacks and byte-compiles on one core).
+    # uv reads no pip configuration: pip's find-links (where this machine
+    # keeps the CPU build of torch) are handed on, else uv would take PyPI's CUDA build; the
+    # byte-compile stays (without .pyc files every process would compile what it imports).
+    links=()
+    for dir in ${PIP_FIND_LINKS:-} $(.venv/bin/python -m pip config get global.find-links 2>/dev/null || true); do
+        links+=(--find-links "$dir")
+    done
+    if .venv/bin/python -m pip install -q -c constraints.txt uv && .venv/bin/python -m uv pip install -q \
+            --python .venv/bin/python --compile-bytecode "${links[@]}" \
+            -c constraints.txt -e '.[dev,hf,lightning]'; then
+        :
+    else
+        echo "env.sh: uv could not install the environment; pip installs it" >&2
+        .venv/bin/python -m pip install -q -c constraints.txt -e '.[dev,hf,lightning]'
+    fi
     echo "$want" > "$stamp"
 fi
