@@ -18,6 +18,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 CACHE_ENV = "XDG_CACHE_HOME"
@@ -50,11 +51,11 @@ def seed_new_store(uri: str) -> bool:
         return False
     try:
         template = _template()
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
+        tmp = path.parent / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+        # mode 0o666 less the umask, as sqlite itself creates a store (mkstemp's would be 0o600)
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
         try:
             shutil.copyfile(template, tmp)
-            os.chmod(tmp, 0o666 & ~_umask())  # as sqlite itself would create it
             os.link(tmp, path)  # creates path only if absent: a store made meanwhile stays
         finally:
             with contextlib.suppress(OSError):
@@ -62,12 +63,6 @@ def seed_new_store(uri: str) -> bool:
     except OSError:  # no cache, no hard links, or the store appeared: MLflow makes or has it
         return False
     return True
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _template() -> Path:
