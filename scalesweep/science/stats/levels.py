@@ -91,10 +91,9 @@ class LevelRatio:
 
     def as_json(self) -> dict[str, Any]:
         mi = self.ratios
-        fin = finite_or_none
         return {"level": self.level, "target": self.target, "n_paired": self.n_paired,
                 **ratio_median_json(mi),
-                "ratio_ci": None if mi is None or mi.ci is None else [fin(mi.ci[0]), fin(mi.ci[1])],
+                "ratio_ci": None if mi is None or mi.ci is None else [finite_or_none(end) for end in mi.ci],
                 "ratio_ci_coverage": None if mi is None else mi.coverage,
                 "decision": self.decision,
                 "exploratory_decision": self.marginal if self.exploratory else None}
