@@ -343,10 +343,5 @@ def test_ray_address_in_the_environment_counts_as_address(
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     summary = json.loads((tmp_path / "s.json").read_text())
     assert [t["status"] for t in summary] == ["completed"]
-    # and a Ray Client address there goes through Ray Client, as --address ray://... does
-    env.pop("RAY_AUTH_MODE")
-    proc = run_cli("run", "--no-report", SMOKE, "--tracking-uri", mlflow_http.uri, *ONE_SIMULATED,
-                   "--set", "name=smoke-env-client", cwd=tmp_path,
-                   RAY_ADDRESS=cluster.client_address, **env)
-    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
-    assert "its driver runs on the head" in proc.stdout
+    # a Ray Client address there takes the --address ray://... path (the resolution:
+    # tests/unit/test_run_validation.py; that path: test_run_through_ray_client_drives_the_sweep_on_the_head)
