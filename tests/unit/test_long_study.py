@@ -56,3 +56,27 @@ def test_the_shipped_short_study_is_not_at_the_jobs_proportions(regimes: dict[st
     done = scalesweep("plan", str(SWEEPS / "wenet_4v16.yaml"), "--json", cwd=tmp_path)
     short = {r["arm"]: r["regime"] for r in json.loads(done.stdout)}["ws4-warmup300-none"]
     assert not within(short["study"]["warmup_share"], short["reference_job"]["warmup_share"])
+
+
+#: docs/study.md, "The 4-epoch study on the cheaper instrument": wenet_4v16.yaml on the long
+#: study's data (4096 short utterances, so 64 updates an epoch at 4 workers), run for the same
+#: 512 updates with an eval every 16 of them, as the 4-epoch study's 4 epochs of 128
+CHEAPER = ["--set", "workload.options.train_size=4096", "--set", "workload.options.dev_size=600",
+           "--set", "workload.options.max_tokens=4", "--set", "training.epochs=8",
+           "--set", "training.eval_every_epochs=0.25"]
+
+
+def test_the_cheaper_instrument_check_keeps_the_short_studys_regime(tmp_path: Path) -> None:
+    def plan(*sets: str) -> dict[str, dict[str, Any]]:
+        done = scalesweep("plan", str(SWEEPS / "wenet_4v16.yaml"), "--json", *sets, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return {r["arm"]: r for r in json.loads(done.stdout)}
+
+    short, cheaper = plan(), plan(*CHEAPER)
+    assert sorted(short) == sorted(cheaper)
+    for arm, row in short.items():
+        study, other = row["regime"]["study"], cheaper[arm]["regime"]["study"]
+        for key in ("total_updates", "warmup_share", "lr_end_over_peak"):
+            assert other[key] == pytest.approx(study[key]), (arm, key)
+        assert other["warmup_epochs"] == pytest.approx(2 * study["warmup_epochs"])  # half the data
+        assert cheaper[arm]["eval_every"] == row["eval_every"]  # evals at the same updates
