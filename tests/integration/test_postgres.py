@@ -208,6 +208,25 @@ def _files_hold_no_secret(root: Path) -> None:
             assert not any(s in data for s in secrets), f"{path} holds a password"
 
 
+def _every_eval_once(team: TeamMlflow, experiment: str, evals: int) -> None:
+    """Through the server, each trial's dev_loss history holds every eval once: none lost, none
+    logged twice by the batched logging's retries over HTTP."""
+    from mlflow.tracking import MlflowClient
+
+    from scalesweep.orchestrator.tracking import credentials
+
+    with _credentials_restored():
+        client = MlflowClient(credentials.strip(team.http_uri))  # basic auth from the environment
+        exp = client.get_experiment_by_name(experiment)
+        assert exp is not None
+        children = [r for r in client.search_runs([exp.experiment_id], max_results=100)
+                    if r.info.run_name in TRIALS]
+        assert len(children) == len(TRIALS)
+        for child in children:
+            steps = [m.step for m in client.get_metric_history(child.info.run_id, "dev_loss")]
+            assert len(steps) == len(set(steps)) == evals, (child.info.run_name, steps)
+
+
 def _runs_hold_no_secret(team: TeamMlflow, experiment: str) -> None:
     from mlflow.tracking import MlflowClient
 
@@ -238,6 +257,7 @@ def test_over_http_with_the_credentials_in_the_uri(team: TeamMlflow, on_sqlite: 
     assert f"at {team.uri};" in proc.stdout  # the URI as printed: without its credentials
     _assert_same_tables(_tables("smoke_http", team.http_uri), on_sqlite)
     _runs_hold_no_secret(team, "smoke_http")
+    _every_eval_once(team, "smoke_http", evals=6)  # 3 epochs, an eval every half
     _files_hold_no_secret(tmp_path)
     assert not (tmp_path / "mlflow.db").exists()
     # the report went up through the server, into its artifact store

@@ -1,4 +1,5 @@
-"""`scalesweep run` end to end: real Ray, real MLflow (sqlite and a server on 127.0.0.1)."""
+"""`scalesweep run` end to end: real Ray, real MLflow (sqlite; an `mlflow server` process:
+tests/integration/test_postgres.py, over HTTP with basic auth)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from scalesweep.mlflow_names import PARENT_TAG
 from tests.conftest import RayHead
-from tests.support.helpers import SWEEPS, MlflowServer, free_port, scalesweep
+from tests.support.helpers import SWEEPS, free_port, scalesweep
 
 pytestmark = pytest.mark.slow
 SMOKE = str(SWEEPS / "smoke.yaml")
@@ -109,25 +110,6 @@ def test_summary_mlflow_and_report_agree_on_epochs_to_target(
         assert _close(ours, report[name]["epochs_to_target"])
         reached += ours is not None
     assert reached >= 1
-
-
-def test_against_a_real_mlflow_server(tmp_path: Path, ray_head: RayHead) -> None:
-    server = MlflowServer(tmp_path / "server").start()
-    try:
-        # 5 epochs, an eval every half: the 10 evaluations asserted below; no report (not the subject)
-        proc = scalesweep("run", "--no-report", SMOKE, "--tracking-uri", server.uri,
-                          "--set", "axes.scaling_rule=[none]", "--set", "training.epochs=5",
-                          *ray_head.args(), cwd=tmp_path, **ray_head.env())
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        client = MlflowClient(server.uri)
-        _, children = _children(client, "smoke")
-        assert {c.info.run_name for c in children} == {"ws2-warmup20-none", "ws4-warmup20-none"}  # type: ignore[attr-defined]
-        for child in children:
-            hist = client.get_metric_history(child.info.run_id, "dev_loss")  # type: ignore[attr-defined]
-            assert len(hist) == len({m.step for m in hist}) >= 10
-        assert not (tmp_path / "mlflow.db").exists()
-    finally:
-        server.stop()
 
 
 def test_unreachable_tracking_server_fails_fast_before_any_compute(tmp_path: Path) -> None:
