@@ -14,13 +14,27 @@ if [ "${1:-}" = "--fast" ]; then
     tier=(tests/unit)
 fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bash "$root/scripts/env.sh"
+browser_pid=""
+browser_log="$(mktemp)"
+trap 'rm -f "$browser_log"' EXIT
 if [ ${#tier[@]} = 0 ]; then
-    bash "$root/scripts/install_browser.sh"  # Debian's chromium for the MLflow UI browser test
+    # Debian's chromium for the MLflow UI browser test, fetched while the environment installs
+    # and mypy runs (on a fresh machine both wait mostly on downloads)
+    bash "$root/scripts/install_browser.sh" >"$browser_log" 2>&1 &
+    browser_pid=$!
 fi
+bash "$root/scripts/env.sh"
 cd "$root"
 .venv/bin/ruff check .
 .venv/bin/mypy
+if [ -n "$browser_pid" ]; then
+    browser_rc=0
+    wait "$browser_pid" || browser_rc=$?
+    cat "$browser_log"
+    if [ "$browser_rc" != 0 ]; then
+        exit "$browser_rc"
+    fi
+fi
 
 rc=0
 .venv/bin/python -m pytest -n "${SCALESWEEP_TEST_WORKERS:-2}" --dist loadgroup "${tier[@]}" "$@" || rc=$?
