@@ -51,10 +51,10 @@ import ray.cloudpickle
 from ray import tune
 from ray.train.torch import TorchConfig
 from ray.train.v2.api.config import RunConfig, ScalingConfig
-from ray.train.v2.torch.torch_trainer import TorchTrainer
 
 from scalesweep.trainables import fusion, loop, trial_driver, workloads
 from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.lean_trainer import LeanTorchTrainer
 from scalesweep.trainables.world import DistributedWorld, LocalWorld
 
 pytestmark = pytest.mark.slow
@@ -197,7 +197,7 @@ def _largest_deviation(ddp: list[dict[str, Any]], sim: list[dict[str, Any]]) -> 
 def test_ddp_equals_simulate(ray_cluster: None, tmp_path: Path, physical: int) -> None:
     cases = _cases(physical)
     started = time.perf_counter()
-    TorchTrainer(
+    LeanTorchTrainer(
         _many_trials_per_worker,
         train_loop_config={"trials": [c.model_dump(mode="json") for c in cases], "out": str(tmp_path)},
         scaling_config=ScalingConfig(num_workers=physical, resources_per_worker={"CPU": 1}),
@@ -226,7 +226,7 @@ def test_ddp_equals_simulate(ray_cluster: None, tmp_path: Path, physical: int) -
 
 def test_run_trial_through_tune_equals_simulate(ray_cluster: None, tmp_path: Path) -> None:
     """The production path, both backends side by side in one Tuner (ddp: Tune trial ->
-    trial_driver.trainable -> TorchTrainer -> TuneReportCallback; simulate: the loop in the
+    trial_driver.trainable -> LeanTorchTrainer -> TuneReportCallback; simulate: the loop in the
     Tune trial), with the entry point and resources the sweep runner hands Tune."""
     ddp = _trial(4, 2, 1, ADAM_ONECYCLE, "float64").model_copy(update={"checkpoint_every": UPDATES // 2})
     sim = ddp.model_copy(update={"name": "eq-tune-simulate", "backend": "simulate"})

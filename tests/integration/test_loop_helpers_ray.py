@@ -13,9 +13,9 @@ import pytest
 import torch
 from ray.train.torch import TorchConfig
 from ray.train.v2.api.config import RunConfig, ScalingConfig
-from ray.train.v2.torch.torch_trainer import TorchTrainer
 
 from scalesweep import loop_helpers
+from scalesweep.trainables.lean_trainer import LeanTorchTrainer
 from tests.unit.test_loop_helpers import WARMUPLR, _builtin_float64, _helper_loop, _loop_config, _trial
 
 pytestmark = pytest.mark.slow
@@ -39,7 +39,7 @@ def test_a_helper_loop_on_ray_train_workers_makes_the_builtin_loops_updates(
         ray_cluster: None, tmp_path: Path, physical: int) -> None:
     trial = _trial(4, WARMUPLR, updates=8, accum=2, optimizer=SGD)
     reports = _builtin_float64(trial, final=tmp_path / "builtin.pt")
-    TorchTrainer(
+    LeanTorchTrainer(
         _ray_worker,
         train_loop_config={"loop": _loop_config(trial), "out": str(tmp_path)},
         scaling_config=ScalingConfig(num_workers=physical, resources_per_worker={"CPU": 1}),
@@ -89,7 +89,7 @@ def test_a_restarted_worker_group_gets_the_loops_checkpoint_from_every_restore_h
     last_checkpoint() point at the same checkpoint."""
     from ray.train.v2.api.config import FailureConfig
 
-    TorchTrainer(
+    LeanTorchTrainer(
         _restarted_worker, train_loop_config={"out": str(tmp_path)},
         scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1}),
         torch_config=TorchConfig(backend="gloo"),

@@ -357,11 +357,12 @@ def test_mixed_precision_ddp_equals_simulate(ray_cluster: None, tmp_path: Path) 
     """
     from ray.train.torch import TorchConfig
     from ray.train.v2.api.config import RunConfig, ScalingConfig
-    from ray.train.v2.torch.torch_trainer import TorchTrainer
+
+    from scalesweep.trainables.lean_trainer import LeanTorchTrainer
 
     cases = _ddp_cases()
     started = time.perf_counter()
-    TorchTrainer(
+    LeanTorchTrainer(
         _ddp_worker,
         train_loop_config={"trials": [c.model_dump(mode="json") for c in cases], "out": str(tmp_path)},
         scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1}),

@@ -406,12 +406,13 @@ def test_ray_train_workers_make_simulates_updates_for_uneven_shares(
     import ray.cloudpickle
     from ray.train.torch import TorchConfig
     from ray.train.v2.api.config import RunConfig, ScalingConfig
-    from ray.train.v2.torch.torch_trainer import TorchTrainer
+
+    from scalesweep.trainables.lean_trainer import LeanTorchTrainer
 
     # the worker function travels by value: the workers cannot import tests/
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     started = time.perf_counter()
-    TorchTrainer(
+    LeanTorchTrainer(
         _ray_worker,
         train_loop_config={"trials": [t.model_dump(mode="json") for t in trials], "out": str(tmp_path)},
         scaling_config=ScalingConfig(num_workers=physical, resources_per_worker={"CPU": 1}),
