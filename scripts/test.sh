@@ -15,11 +15,11 @@ if [ "${1:-}" = "--fast" ]; then
 fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 browser_pid=""
-browser_log="$(mktemp)"
-trap 'rm -f "$browser_log"' EXIT
 if [ ${#tier[@]} = 0 ]; then
     # Debian's chromium for the MLflow UI browser test, fetched while the environment installs
     # and mypy runs (on a fresh machine both wait mostly on downloads)
+    browser_log="$(mktemp)"
+    trap 'rm -f "$browser_log"' EXIT
     bash "$root/scripts/install_browser.sh" >"$browser_log" 2>&1 &
     browser_pid=$!
 fi

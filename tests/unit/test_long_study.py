@@ -19,12 +19,23 @@ def within(study: float, job: float) -> bool:
     return abs(study / job - 1.0) <= TOLERANCE
 
 
+def _plan(sweep: str, cwd: Path, *sets: str) -> dict[str, dict[str, Any]]:
+    """`plan --json` of a shipped sweep, its rows by arm."""
+    done = scalesweep("plan", str(SWEEPS / sweep), "--json", *sets, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return {r["arm"]: r for r in json.loads(done.stdout)}
+
+
 @pytest.fixture(scope="module")
 def regimes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    done = scalesweep("plan", str(SWEEPS / "wenet_4v16_long.yaml"), "--json",
-                      cwd=tmp_path_factory.mktemp("plan"))
-    assert done.returncode == 0, done.stderr
-    return {r["arm"]: r["regime"] for r in json.loads(done.stdout)}
+    rows = _plan("wenet_4v16_long.yaml", tmp_path_factory.mktemp("plan"))
+    return {arm: row["regime"] for arm, row in rows.items()}
+
+
+@pytest.fixture(scope="module")
+def short_plan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """The shipped 4-epoch study's plan, as it stands."""
+    return _plan("wenet_4v16.yaml", tmp_path_factory.mktemp("short"))
 
 
 def test_the_four_arms_of_the_short_study(regimes: dict[str, dict[str, Any]]) -> None:
@@ -50,11 +61,10 @@ def test_every_regime_row_is_within_25_percent_of_the_job(regimes: dict[str, dic
     assert base["study"]["warmup_share"] == pytest.approx(400 / 1792)
 
 
-def test_the_shipped_short_study_is_not_at_the_jobs_proportions(regimes: dict[str, dict[str, Any]],
-                                                                  tmp_path: Path) -> None:
+def test_the_shipped_short_study_is_not_at_the_jobs_proportions(
+        short_plan: dict[str, dict[str, Any]]) -> None:
     # the check has teeth: wenet_4v16.yaml's baseline warmup is 59 % of its run against 22 %
-    done = scalesweep("plan", str(SWEEPS / "wenet_4v16.yaml"), "--json", cwd=tmp_path)
-    short = {r["arm"]: r["regime"] for r in json.loads(done.stdout)}["ws4-warmup300-none"]
+    short = short_plan["ws4-warmup300-none"]["regime"]
     assert not within(short["study"]["warmup_share"], short["reference_job"]["warmup_share"])
 
 
@@ -66,13 +76,9 @@ CHEAPER = ["--set", "workload.options.train_size=4096", "--set", "workload.optio
            "--set", "training.eval_every_epochs=0.25"]
 
 
-def test_the_cheaper_instrument_check_keeps_the_short_studys_regime(tmp_path: Path) -> None:
-    def plan(*sets: str) -> dict[str, dict[str, Any]]:
-        done = scalesweep("plan", str(SWEEPS / "wenet_4v16.yaml"), "--json", *sets, cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
-        return {r["arm"]: r for r in json.loads(done.stdout)}
-
-    short, cheaper = plan(), plan(*CHEAPER)
+def test_the_cheaper_instrument_check_keeps_the_short_studys_regime(
+        short_plan: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+    short, cheaper = short_plan, _plan("wenet_4v16.yaml", tmp_path, *CHEAPER)
     assert sorted(short) == sorted(cheaper)
     for arm, row in short.items():
         study, other = row["regime"]["study"], cheaper[arm]["regime"]["study"]
