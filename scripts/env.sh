@@ -15,14 +15,21 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     .venv/bin/python -m pip install -q --upgrade pip
     # uv installs the same pins in parallel (pip resolves, unpacks and byte-compiles on one core).
     # uv reads no pip configuration: pip's find-links (where this machine
-    # keeps the CPU build of torch) are handed on, else uv would take PyPI's CUDA build; the
-    # byte-compile stays (without .pyc files every process would compile what it imports).
+    # keeps the CPU build of torch) are handed on, else uv would take PyPI's CUDA build.
+    # Every module is byte-compiled here, as pip does: where PYTHONDONTWRITEBYTECODE is set
+    # (many images set it) a process would otherwise compile all it imports, every time.
+    # SCALESWEEP_LAZY_BYTECODE=1 leaves the compiling to the first import of each module
+    # (scripts/test.sh, whose processes may write .pyc files: most modules are never imported).
+    compile=(--compile-bytecode)
+    if [ "${SCALESWEEP_LAZY_BYTECODE:-0}" = 1 ]; then
+        compile=()
+    fi
     links=()
     for dir in ${PIP_FIND_LINKS:-} $(.venv/bin/python -m pip config get global.find-links 2>/dev/null || true); do
         links+=(--find-links "$dir")
     done
     if .venv/bin/python -m pip install -q -c constraints.txt uv && .venv/bin/python -m uv pip install -q \
-            --python .venv/bin/python --compile-bytecode "${links[@]}" \
+            --python .venv/bin/python "${compile[@]}" "${links[@]}" \
             -c constraints.txt -e '.[dev,hf,lightning]'; then
         :
     else

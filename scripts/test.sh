@@ -23,7 +23,10 @@ if [ ${#tier[@]} = 0 ]; then
     bash "$root/scripts/install_browser.sh" >"$browser_log" 2>&1 &
     browser_pid=$!
 fi
-bash "$root/scripts/env.sh"
+# .pyc files are written by the first process that imports a module (even where the machine
+# sets PYTHONDONTWRITEBYTECODE), instead of env.sh compiling every installed module up front
+unset PYTHONDONTWRITEBYTECODE
+SCALESWEEP_LAZY_BYTECODE=1 bash "$root/scripts/env.sh"
 cd "$root"
 .venv/bin/ruff check .
 .venv/bin/mypy

@@ -114,8 +114,16 @@ def _check_unit(item: pytest.Item) -> None:
                                 "a test that starts a Ray, a server or a sweep goes in tests/integration/")
 
 
+#: The modules whose tests join ``ray_head4`` (through ``ray_cluster``) form one xdist group
+#: too: one worker runs them all, so one such head is started, not one per worker (each costs
+#: its start-up and its daemons' polling for the rest of the session).
+RAY_HEAD4_GROUP = "ray_head4"
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    head4_modules = {item.path for item in items
+                     if {"ray_head4", "ray_cluster"} & set(getattr(item, "fixturenames", ()))}
     for item in items:
         tier = _tier(item)
         if tier == "unit":
@@ -126,6 +134,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
         if item.get_closest_marker("local_ray"):
             item.add_marker(pytest.mark.xdist_group(LOCAL_RAY_GROUP))
+        elif item.path in head4_modules:
+            item.add_marker(pytest.mark.xdist_group(RAY_HEAD4_GROUP))
         elif item.get_closest_marker("slow") and _uses_a_module_fixture(item):
             # a module's cluster or sweep is made once, on the worker that runs its tests
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
