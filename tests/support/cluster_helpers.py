@@ -103,10 +103,14 @@ class RayCluster:
         token mode."""
         venv_bin = str(Path(sys.executable).parent)
         # no drain on SIGTERM: `ray start` would wait up to 30 s for a GCS that the same signal
-        # to the node's group already stopped, and stop() then waits and kills it anyway
+        # to the node's group already stopped, and stop() then waits and kills it anyway.
+        # No workers prestarted for each new driver (one per CPU): a test's driver is a sweep
+        # whose trial actors take one or two of them, and the rest sit idle until the driver
+        # leaves, each a Python process that imported Ray for nothing.
         env = cli_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_file),
                       PATH=self.path or f"{venv_bin}:{os.environ.get('PATH', '')}",
-                      **{"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0", **self.extra_env, **extra})
+                      **{"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+                         "RAY_prestart_worker_first_driver": "0", **self.extra_env, **extra})
         if self.path is not None:  # nothing else may point at the venv either
             for var in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"):
                 env.pop(var, None)
