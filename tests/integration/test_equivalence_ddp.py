@@ -32,30 +32,27 @@ passes (mini_asr: grouped by utterance length, at most 6 samples a pass here, so
 process); every fusable case is also checked against simulate with ``fuse: off`` (one pass per
 micro-batch), at V = 4 (P = 2) and V = 16 (P = 4, a hybrid of 4 virtual ranks per process).
 
-Start-up dominates (each Ray Train run spends ~10-40 s starting workers on 2 cores), so one
-Ray Train run per P trains every case in turn in the same workers; one more case goes through
-the real Tune path (``trial_driver.trainable`` inside ``tune.Tuner``).
+Start-up dominates (each Ray Train run spends ~10-40 s starting workers on 2 cores), so the
+workers of P train every case in turn, in the one Ray Train run of P workers that this session's
+DDP tests share (tests/support/ddp_groups.py); one more case goes through the real Tune path
+(``trial_driver.trainable`` inside ``tune.Tuner``).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import ray
-import ray.cloudpickle
 from ray import tune
-from ray.train.torch import TorchConfig
-from ray.train.v2.api.config import RunConfig, ScalingConfig
 
 from scalesweep.trainables import fusion, loop, trial_driver, workloads
 from scalesweep.trainables.config import TrialConfig
-from scalesweep.trainables.lean_trainer import LeanTorchTrainer
 from scalesweep.trainables.world import DistributedWorld, LocalWorld
+from tests.support import ddp_groups
 
 pytestmark = pytest.mark.slow
 
@@ -68,9 +65,6 @@ ADAM_ONECYCLE = (
     {"type": "onecycle", "cycle_min_lr": 1e-4, "cycle_max_lr": 5e-3, "cycle_first_step_size": 8},
 )
 SGD_WARMUP = ({"type": "sgd", "lr": 0.05, "momentum": 0.9}, {"type": "warmuplr", "warmup_steps": 8})
-
-# The test's own worker function travels by value: the workers cannot import tests/.
-ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _trial(world: int, physical: int, accum: int, recipe: tuple[dict, dict], dtype: str) -> TrialConfig:
@@ -193,20 +187,16 @@ def _largest_deviation(ddp: list[dict[str, Any]], sim: list[dict[str, Any]]) -> 
     )
 
 
+for _physical in (2, 4):
+    ddp_groups.register(_physical, f"equivalence-p{_physical}", _many_trials_per_worker,
+                        {"trials": [c.model_dump(mode="json") for c in _cases(_physical)]})
+
+
 @pytest.mark.parametrize("physical", [2, 4])
-def test_ddp_equals_simulate(ray_cluster: None, tmp_path: Path, physical: int) -> None:
+def test_ddp_equals_simulate(ray_cluster: None, request: pytest.FixtureRequest, physical: int) -> None:
     cases = _cases(physical)
-    started = time.perf_counter()
-    LeanTorchTrainer(
-        _many_trials_per_worker,
-        train_loop_config={"trials": [c.model_dump(mode="json") for c in cases], "out": str(tmp_path)},
-        scaling_config=ScalingConfig(num_workers=physical, resources_per_worker={"CPU": 1}),
-        torch_config=TorchConfig(backend="gloo"),
-        run_config=RunConfig(name=f"equivalence-p{physical}", storage_path=str(tmp_path / "ray")),
-    ).fit()
-    print(f"\nP={physical}: {len(cases)} trials x {UPDATES} updates in one Ray Train run: "
-          f"{time.perf_counter() - started:.1f} s")  # fmt: skip
-    by_rank = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(physical)]
+    out = ddp_groups.outputs(request, physical, f"equivalence-p{physical}")
+    by_rank = [json.loads((out / f"rank{r}.json").read_text()) for r in range(physical)]
     # every rank reported the same (but its own wall time)
     untimed = [{k: [_untimed(m) for m in v] for k, v in r.items()} for r in by_rank]
     assert all(other == untimed[0] for other in untimed[1:])

@@ -1,7 +1,9 @@
 """A loop written with scalesweep.loop_helpers on real Ray Train workers (issue #22 item 2):
 V = 4 virtual ranks played by P = 1, 2 and 4 Ray Train V2 workers (gloo, float64) make the
 built-in loop's updates: the same summed loss at every update on every rank, and final
-parameters within 1e-9 of the built-in loop's at P = 1."""
+parameters within 1e-9 of the built-in loop's at P = 1. The workers of P run the loop in the
+Ray Train run of P workers that this session's DDP tests share (tests/support/ddp_groups.py);
+the restarted worker group has a run of its own (it fails on purpose)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from ray.train.v2.api.config import RunConfig, ScalingConfig
 
 from scalesweep import loop_helpers
 from scalesweep.trainables.lean_trainer import LeanTorchTrainer
+from tests.support import ddp_groups
 from tests.unit.test_loop_helpers import WARMUPLR, _builtin_float64, _helper_loop, _loop_config, _trial
 
 pytestmark = pytest.mark.slow
@@ -34,23 +37,21 @@ def _ray_worker(config: dict[str, Any]) -> None:
         torch.save(model.state_dict(), Path(config["out"], "helper.pt"))
 
 
+TRIAL = _trial(4, WARMUPLR, updates=8, accum=2, optimizer=SGD)
+for _physical in (1, 2, 4):
+    ddp_groups.register(_physical, f"loop-helpers-p{_physical}", _ray_worker, {"loop": _loop_config(TRIAL)})
+
+
 @pytest.mark.parametrize("physical", [1, 2, 4])
 def test_a_helper_loop_on_ray_train_workers_makes_the_builtin_loops_updates(
-        ray_cluster: None, tmp_path: Path, physical: int) -> None:
-    trial = _trial(4, WARMUPLR, updates=8, accum=2, optimizer=SGD)
-    reports = _builtin_float64(trial, final=tmp_path / "builtin.pt")
-    LeanTorchTrainer(
-        _ray_worker,
-        train_loop_config={"loop": _loop_config(trial), "out": str(tmp_path)},
-        scaling_config=ScalingConfig(num_workers=physical, resources_per_worker={"CPU": 1}),
-        torch_config=TorchConfig(backend="gloo"),
-        run_config=RunConfig(name=f"helpers-p{physical}", storage_path=str(tmp_path / "ray")),
-    ).fit()
-    by_rank = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(physical)]
+        ray_cluster: None, request: pytest.FixtureRequest, tmp_path: Path, physical: int) -> None:
+    reports = _builtin_float64(TRIAL, final=tmp_path / "builtin.pt")
+    out = ddp_groups.outputs(request, physical, f"loop-helpers-p{physical}")
+    by_rank = [json.loads((out / f"rank{r}.json").read_text()) for r in range(physical)]
     assert all(losses == by_rank[0] for losses in by_rank)  # all-reduced: one sum per update
-    assert [x / trial.global_batch for x in by_rank[0]] == pytest.approx(
+    assert [x / TRIAL.global_batch for x in by_rank[0]] == pytest.approx(
         [m["train_loss"] for m in reports], rel=1e-9)
-    helper = torch.load(tmp_path / "helper.pt", weights_only=True)
+    helper = torch.load(out / "helper.pt", weights_only=True)
     builtin = torch.load(tmp_path / "builtin.pt", weights_only=True)
     assert helper.keys() == builtin.keys()
     for name, value in helper.items():

@@ -12,7 +12,8 @@ checkpoint. float32/float64 are covered, unchanged, by tests/unit/test_loop.py,
 tests/unit/test_fusion.py and tests/integration/test_equivalence_ddp.py.
 
 The slow test runs bfloat16 and float16 trials on real Ray Train DDP workers (gloo) against
-simulate; its tolerances are derived in its docstring.
+simulate, in the Ray Train run of 2 workers that this session's DDP tests share
+(tests/support/ddp_groups.py); its tolerances are derived in its docstring.
 """
 
 from __future__ import annotations
@@ -21,15 +22,11 @@ import itertools
 import json
 import math
 import shutil
-import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-import ray
-import ray.cloudpickle
 import torch
 
 from scalesweep.science import schedules
@@ -37,15 +34,13 @@ from scalesweep.trainables import checkpointing, loop
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.workloads.mlp_regression import MLPRegression
 from scalesweep.trainables.world import DistributedWorld, LocalWorld
+from tests.support import ddp_groups
 
 MLP = {"train_size": 512, "dev_size": 160}
 ADAM: dict[str, Any] = {"type": "adam", "lr": 3e-3}
 SGD_CLIP: dict[str, Any] = {"type": "sgd", "lr": 0.05, "momentum": 0.9}
 #: float16 against float32 (module doc of test_noise_scale_sees_unscaled_gradients)
 NOISE_RTOL = 1e-2
-
-# The test's own workload and worker function travel by value: workers cannot import tests/.
-ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 class _Hooked(MLPRegression):
@@ -321,6 +316,10 @@ def _ddp_worker(config: dict[str, Any]) -> None:
     Path(config["out"], f"rank{rank}.json").write_text(json.dumps(out))
 
 
+ddp_groups.register(2, "precision", _ddp_worker,
+                    {"trials": [c.model_dump(mode="json") for c in _ddp_cases()]})
+
+
 def _simulate(trial: TrialConfig) -> tuple[list[dict[str, Any]], torch.Tensor]:
     sim = trial.model_copy(update={"backend": "simulate", "physical_workers": 1})
     reports, workload, params, _ = _train(sim, _workload_for(sim, 1, 0))
@@ -329,7 +328,7 @@ def _simulate(trial: TrialConfig) -> tuple[list[dict[str, Any]], torch.Tensor]:
 
 
 @pytest.mark.slow
-def test_mixed_precision_ddp_equals_simulate(ray_cluster: None, tmp_path: Path) -> None:
+def test_mixed_precision_ddp_equals_simulate(ray_cluster: None, request: pytest.FixtureRequest) -> None:
     """bfloat16 and float16 on P = 2 real DDP workers (gloo), V = 2 and V = 4 with gradient
     accumulation, against simulate: same losses at every eval, same noise scale, same final
     parameters, same skipped updates.
@@ -355,22 +354,9 @@ def test_mixed_precision_ddp_equals_simulate(ray_cluster: None, tmp_path: Path) 
     explain (3e-8 measured, test_equivalence_ddp.py; asserted > 1e-6), so the comparison
     cannot pass with the dtype ignored on either side.
     """
-    from ray.train.torch import TorchConfig
-    from ray.train.v2.api.config import RunConfig, ScalingConfig
-
-    from scalesweep.trainables.lean_trainer import LeanTorchTrainer
-
     cases = _ddp_cases()
-    started = time.perf_counter()
-    LeanTorchTrainer(
-        _ddp_worker,
-        train_loop_config={"trials": [c.model_dump(mode="json") for c in cases], "out": str(tmp_path)},
-        scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1}),
-        torch_config=TorchConfig(backend="gloo"),
-        run_config=RunConfig(name="mixed-precision", storage_path=str(tmp_path / "ray")),
-    ).fit()
-    print(f"\n{len(cases)} trials in one Ray Train run: {time.perf_counter() - started:.1f} s")
-    by_rank = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    out = ddp_groups.outputs(request, 2, "precision")
+    by_rank = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     for case in cases:
         rtol = BF16_RTOL if case.dtype == "bfloat16" else FP16_RTOL
         ddp = by_rank[0][case.name]["reports"]

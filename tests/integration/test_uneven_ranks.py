@@ -12,6 +12,8 @@ one more (the first V mod P workers), and the updates are those of ``simulate``.
   and resume a simulate checkpoint; simulate resumes theirs. float64, to 1e-9 relative.
 * slow, real Ray Train workers: V = 4 on P = 3 (fuse auto) and V = 6 on P = 4 (fuse off, and
   accum 2): losses, noise scale and the final parameters equal simulate's to 1e-9 relative.
+  The workers of P train them in the Ray Train run of P workers that this session's DDP tests
+  share (tests/support/ddp_groups.py).
 
 Why 1e-9: as in tests/integration/test_equivalence_ddp.py, the backends differ only in the order in which
 float gradients are summed (simulate adds V*A micro-batch gradients into one ``.grad``; a
@@ -26,7 +28,6 @@ import contextlib
 import json
 import math
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,7 +41,7 @@ from scalesweep.trainables.config import RampStage, TrialConfig
 from scalesweep.trainables.precision import PARAM_DTYPES
 from scalesweep.trainables.sharding import virtual_rank_counts, virtual_ranks
 from scalesweep.trainables.world import LocalWorld
-from tests.support import gloo_group
+from tests.support import ddp_groups, gloo_group
 
 RTOL = 1e-9
 MLP = {"train_size": 512, "dev_size": 96}
@@ -388,8 +389,8 @@ def _ray_worker(config: dict[str, Any]) -> None:
 RAY_MLP = {"train_size": 256, "dev_size": 48}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("physical", "trials"), [
+#: (P, the trials its workers train)
+RAY_TRIALS = [
     (3, [_config(4, 3, fuse="auto", fuse_max_samples=12, recipe=ADAM_ONECYCLE, total_updates=12,
                  eval_every=4, workload_options=RAY_MLP)]),  # 2, 1, 1 ranks, fused passes
     (4, [_config(6, 4, fuse="off", recipe=SGD, total_updates=12, workload_options=RAY_MLP),  # 2, 2, 1, 1
@@ -400,27 +401,19 @@ RAY_MLP = {"train_size": 256, "dev_size": 48}
          _config(8, 4, fuse="auto", total_updates=12, name="ramp-v4-v8-p4", workload_options=RAY_MLP,
                  batch_ramp=(RampStage(world_size=4, epochs=1, lr_multiplier=0.5, clock=0.5,
                                        eval_every=4),))]),
-])  # fmt: skip
+]  # fmt: skip
+for _physical, _trials in RAY_TRIALS:
+    ddp_groups.register(_physical, f"uneven-p{_physical}", _ray_worker,
+                        {"trials": [t.model_dump(mode="json") for t in _trials]})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("physical", "trials"), RAY_TRIALS)
 def test_ray_train_workers_make_simulates_updates_for_uneven_shares(
-        ray_cluster: None, tmp_path: Path, physical: int, trials: list[TrialConfig]) -> None:
-    import ray.cloudpickle
-    from ray.train.torch import TorchConfig
-    from ray.train.v2.api.config import RunConfig, ScalingConfig
-
-    from scalesweep.trainables.lean_trainer import LeanTorchTrainer
-
-    # the worker function travels by value: the workers cannot import tests/
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    started = time.perf_counter()
-    LeanTorchTrainer(
-        _ray_worker,
-        train_loop_config={"trials": [t.model_dump(mode="json") for t in trials], "out": str(tmp_path)},
-        scaling_config=ScalingConfig(num_workers=physical, resources_per_worker={"CPU": 1}),
-        torch_config=TorchConfig(backend="gloo"),
-        run_config=RunConfig(name=f"uneven-p{physical}", storage_path=str(tmp_path / "ray")),
-    ).fit()
-    print(f"\nRay Train P={physical}: {len(trials)} trials in {time.perf_counter() - started:.1f} s")
-    by_rank = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(physical)]
+        ray_cluster: None, request: pytest.FixtureRequest, tmp_path: Path, physical: int,
+        trials: list[TrialConfig]) -> None:
+    out = ddp_groups.outputs(request, physical, f"uneven-p{physical}")
+    by_rank = [json.loads((out / f"rank{r}.json").read_text()) for r in range(physical)]
     untimed = [{k: [{n: x for n, x in m.items() if n != "wall_s"} for m in v] for k, v in r.items()}
                for r in by_rank]  # fmt: skip
     assert all(other == untimed[0] for other in untimed[1:])
@@ -428,6 +421,6 @@ def test_ray_train_workers_make_simulates_updates_for_uneven_shares(
         sim = _simulate(trial, tmp_path)
         worst = _assert_same(by_rank[0][trial.name], sim)
         assert any(m["noise_scale"] == m["noise_scale"] for m in sim)  # it was measured
-        params = _assert_same_parameters(tmp_path / f"{trial.name}.pt", tmp_path / f"{trial.name}-sim.pt")
+        params = _assert_same_parameters(out / f"{trial.name}.pt", tmp_path / f"{trial.name}-sim.pt")
         print(f"{trial.name} {trial.virtual_rank_counts} fuse {trial.fuse}: max relative deviation "
               f"{worst:.1e}, parameters {params:.1e}")
