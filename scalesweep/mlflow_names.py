@@ -130,3 +130,7 @@ MACHINE_TAG_PREFIX = "machine."
 PREDICTIONS_ARTIFACT_DIR = "predictions"
 PREDICTION_OUTCOME_SUFFIX = ".outcome.json"
 PREDICTION_METRIC_FORMAT = "predict.ws{world_size}.{rule}.{what}"
+#: `scalesweep solve`'s verified recipe, kept beside them as a prediction of kind "solve" on
+#: the verification's parent run (docs/solve.md, "Checking the recipe later"): its metrics,
+#: solve.ws<M>.<what> (what: ratio_median, ratio_lo, ratio_hi, ratio_observed, hit)
+SOLVE_PREDICTION_METRIC_FORMAT = "solve.ws{world_size}.{what}"

@@ -23,8 +23,10 @@ from mlflow.tracking import MlflowClient
 from scalesweep.dashboards.convergence_table import StudyTrial, study_trials
 from scalesweep.dashboards.mlflow_data import load_study
 from scalesweep.dashboards.prediction import points_of_rule, usable_trials
+from scalesweep.dashboards.solve_ledger import is_solve, solve_lines
 from scalesweep.mlflow_names import PREDICTION_OUTCOME_SUFFIX, PREDICTIONS_ARTIFACT_DIR, ROLE_TAG
 from scalesweep.science.prediction_record import LedgerLine, RuleOutcome
+from scalesweep.science.solve_record import Line, SolveLedgerLine
 from scalesweep.science.stats.ledger import observed_median, running_hit_rate
 
 
@@ -46,12 +48,9 @@ def records_on(client: MlflowClient, run_id: str) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: (str(r["created"]), str(r["id"])))
 
 
-def experiment_trials(tracking_uri: str, parent_run_ids: Sequence[str]) -> list[StudyTrial]:
-    """Every fixed-batch trial of the experiment's parent runs."""
-    out: list[StudyTrial] = []
-    for pid in parent_run_ids:
-        out += usable_trials(study_trials(load_study(tracking_uri, parent_run_id=pid)))
-    return out
+def parent_studies(tracking_uri: str, parent_run_ids: Sequence[str]) -> dict[str, list[StudyTrial]]:
+    """Each parent run's trials, read once for both kinds of line."""
+    return {pid: study_trials(load_study(tracking_uri, parent_run_id=pid)) for pid in parent_run_ids}
 
 
 def outcomes(trials: Sequence[StudyTrial], global_batch: float,
@@ -80,9 +79,10 @@ def _batch(t: StudyTrial) -> float | None:
         return None
 
 
-def ledger_lines(tracking_uri: str, experiment: str | None = None) -> list[LedgerLine]:
-    """Every recorded prediction's rules (those it made: refused ones are not predictions), by
-    creation time, scored against the trials their experiment holds now."""
+def ledger_lines(tracking_uri: str, experiment: str | None = None) -> list[Line]:
+    """Every recorded prediction's rules (those it made: refused ones are not predictions) and
+    every recorded solve answer (scalesweep/dashboards/solve_ledger.py), by creation time,
+    scored against the trials their experiment holds now."""
     client = MlflowClient(tracking_uri)
     if experiment is None:
         exps = list(client.search_experiments(max_results=1000))
@@ -91,14 +91,16 @@ def ledger_lines(tracking_uri: str, experiment: str | None = None) -> list[Ledge
         if one is None:
             raise ValueError(f"no MLflow experiment named {experiment!r}")
         exps = [one]
-    lines = []
+    lines: list[Line] = []
     for exp in exps:
         parents = _parents(client, exp.experiment_id)
         records = [r for pid in parents for r in records_on(client, pid)]
         if not records:
             continue
-        trials = experiment_trials(tracking_uri, parents)
-        for rec in records:
+        studies = parent_studies(tracking_uri, parents)
+        trials = [t for pid in parents for t in usable_trials(studies[pid])]  # fixed-batch ones
+        lines += solve_lines(exp.name, records, studies)
+        for rec in (r for r in records if not is_solve(r)):
             made = [r for r in rec["rules"] if r["median"] is not None]
             found = outcomes(trials, float(rec["global_batch"]), [r["rule"] for r in made])
             for r in made:
@@ -110,20 +112,28 @@ def ledger_lines(tracking_uri: str, experiment: str | None = None) -> list[Ledge
     return sorted(lines, key=lambda x: (x.created, x.prediction_id, x.rule))
 
 
-def render_ledger(lines: Sequence[LedgerLine]) -> str:
+def _cells(x: Line) -> tuple[str, str, str, str]:
+    """The rule, median, interval and observed columns: a solve line's are epochs ratios, and
+    its rule column says so (its observed median may be a bound: "≥ 2")."""
+    if isinstance(x, SolveLedgerLine):
+        return (f"{x.rule} (ratio)", "-" if x.median is None else f"{x.median:.3g}",
+                f"{x.interval_text()} ({x.confidence:.0%})", x.observed_text())
+    s = x.scored
+    observed = ("-" if s.observed is None else "never" if not math.isfinite(s.observed)
+                else f"{s.observed:.3g}")
+    return (x.rule, f"{x.median:.3g}", f"[{x.ci[0]:.3g}, {x.ci[1]:.3g}] ({x.confidence:.0%})",
+            observed)
+
+
+def render_ledger(lines: Sequence[Line]) -> str:
     if not lines:
         return "no predictions recorded"
     rates = running_hit_rate([x.scored for x in lines])
     rows = [("study", "M", "rule", "median", "interval", "observed", "result", "hit rate so far")]
     for x, rate in zip(lines, rates, strict=True):
-        s = x.scored
-        observed = ("-" if s.observed is None else "never" if not math.isfinite(s.observed)
-                    else f"{s.observed:.3g}")
         so_far = ("-" if rate.rate is None
                   else f"{rate.hits}/{rate.verified} = {rate.rate:.3f} (nominal {rate.nominal:.2f})")
-        rows.append((x.experiment, str(x.world_size), x.rule, f"{x.median:.3g}",
-                     f"[{x.ci[0]:.3g}, {x.ci[1]:.3g}] ({x.confidence:.0%})", observed,
-                     s.result, so_far))
+        rows.append((x.experiment, str(x.world_size), *_cells(x), x.scored.result, so_far))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     text = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     last = rates[-1]
@@ -136,4 +146,8 @@ def render_ledger(lines: Sequence[LedgerLine]) -> str:
                 + ("; censored: the median seed never reached within the epochs the verification "
                    "trained, and the interval reaches past them: train longer to tell)"
                    if censored else ")"))
+    if any(isinstance(x, SolveLedgerLine) for x in lines):
+        text.append("(ratio): a solve answer's recipe; its median, interval and observed are the "
+                    "paired epochs ratio recipe / baseline arm, not epochs, observed in the "
+                    "experiment's runs other than the verification's")
     return "\n".join(text)

@@ -36,6 +36,8 @@ def add_parser(sub: Subparsers) -> None:
                    "1/4 to 4x the scaled warmup")
     p.add_argument("--search-seed", type=int, default=0, help="the TPE sampler's seed")
     p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
+    p.add_argument("--no-record", action="store_true", help="do not record the verified recipe "
+                   "as a prediction in MLflow (predict --ledger scores it against later runs)")
     p.add_argument("--address", help="Ray cluster (auto, http://head:8265); default a local Ray")
     p.add_argument("--tracking-uri")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
@@ -62,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
                        candidates=args.candidates, lr=_range("--lr", args.lr),
                        warmup=_range("--warmup", args.warmup), search_seed=args.search_seed,
                        address=args.address, tracking_uri=tracking_uri(args.tracking_uri),
-                       verbose=args.verbose)
+                       verbose=args.verbose, record=not args.no_record)
         if result.verification is not None:  # its tables, and the report with a solve section
             conclude(result.verification)
     if args.json:

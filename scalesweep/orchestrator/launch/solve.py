@@ -68,8 +68,8 @@ class SolveResult:
 
 def solve(path: str, *, overrides: list[str], world_size: int, budget: float | None,
           candidates: int, lr: tuple[float, float] | None, warmup: tuple[float, float] | None,
-          search_seed: int, address: str | None, tracking_uri: str, verbose: bool = False
-          ) -> SolveResult:
+          search_seed: int, address: str | None, tracking_uri: str, verbose: bool = False,
+          record: bool = True) -> SolveResult:
     sweep = load_sweep(path, overrides)
     make_plan(sweep)  # the study itself is valid, before anything starts
     kwargs: dict[str, Any] = {"world_size": world_size, "budget": budget, "candidates": candidates,
@@ -130,7 +130,20 @@ def solve(path: str, *, overrides: list[str], world_size: int, budget: float | N
                            address, tracking_uri, verbose)
     result = SolveResult(world_size, parent, sweep_dir, found, verification)
     result.answer = answer(sweep, sp, picks, verification, spent, curves, cluster)
+    if record and verification is not None:  # a claim `predict --ledger` checks on later runs
+        _record(tracking_uri, result.answer, verification)
     return result
+
+
+def _record(tracking_uri: str, ans: dict[str, Any], verification: Outcome) -> None:
+    from scalesweep.orchestrator.tracking.predictions import record_solve
+
+    pid = record_solve(tracking_uri, ans, verification)
+    if pid is not None:
+        print(f"recorded: predictions/{pid}.json on the verification's parent run "
+              f"{verification.parent_run_id}; `scalesweep predict --ledger --experiment "
+              f"{verification.experiment}` scores it once that experiment holds another run of "
+              "the recipe (docs/solve.md, \"Checking the recipe later\")")
 
 
 def _pairings(sp: SolvePlan, curves: dict[str, list[dict[str, Any]]]) -> dict[int, Pairing]:

@@ -39,6 +39,7 @@ from scalesweep.science.stats.replicates import (
     compare,
     finite_or_none,
     median_interval,
+    paired_ratios,
 )
 from scalesweep.science.stats.rules import StudyRules
 
@@ -228,6 +229,16 @@ class ArmSummary:
 def ratios(comparison: Comparison | None) -> MedianInterval | None:
     """A paired comparison's ratios (None without a comparison)."""
     return None if comparison is None else comparison.ratios
+
+
+def paired_epochs_ratios(trials: Sequence[SeedCrossing], arm: str, baseline_arm: str
+                         ) -> dict[int, Observation]:
+    """Per seed, ``arm``'s epochs to target over ``baseline_arm``'s with the same seed: the
+    pairs an arm's ``epochs_ratio`` is the median of (``compare`` pairs them the same way), for
+    a reader that pools them over several studies (the ledger's solve lines)."""
+    mine = [t for t in trials if t.arm == arm]
+    base = [t for t in trials if t.arm == baseline_arm]
+    return paired_ratios(_observations(mine, "epochs"), _observations(base, "epochs"))
 
 
 def _median_json(name: str, mi: MedianInterval) -> dict[str, Any]:

@@ -39,6 +39,21 @@ def is_hit(observed: float, ci: tuple[float, float], horizon: float | None = Non
     return None
 
 
+def bounded_hit(lo: float, hi: float, ci: tuple[float, float]) -> bool | None:
+    """Whether the closed interval ``ci`` holds a median known only to lie in ``[lo, hi]``
+    (``lo == hi`` where it was measured; ``hi`` = +inf where it is only a lower bound, as
+    :func:`is_hit`'s never-reached median beyond its horizon): a hit when all of ``[lo, hi]``
+    lies inside, a miss when none of it does, else None (censored: cannot tell)."""
+    if math.isnan(lo) or math.isnan(hi) or lo > hi:
+        raise ValueError(f"lo must be at most hi, but got {lo=}, {hi=}")
+    first, last = ci
+    if first <= lo and hi <= last:
+        return True
+    if hi < first or lo > last:
+        return False
+    return None
+
+
 @dataclass(frozen=True)
 class Scored:
     """One prediction's line in the ledger; ``observed`` None while pending."""
