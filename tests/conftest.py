@@ -197,9 +197,11 @@ def _head(tmp_path_factory: pytest.TempPathFactory, name: str, cpus: int) -> Ite
     # PYTHONPATH: the trials' workers import the tests' own workloads (tests.support.gated_workload, ...),
     # as a user's cluster has their workload's package installed
     # no dashboard: nothing run on these heads asks for the state API or submits a job (the
-    # cluster tests start clusters of their own), and it is a head's largest idle CPU cost
+    # cluster tests start clusters of their own), and it is a head's largest idle CPU cost.
+    # No log monitor: what the tests read is the drivers' own output, MLflow and files, never
+    # a worker's stdout, and these heads live for the whole session
     head = RayCluster(tmp_path_factory.mktemp(name), head_cpus=cpus, nodes=1,
-                      extra_env={"PYTHONPATH": str(ROOT)}, dashboard=False)
+                      extra_env={"PYTHONPATH": str(ROOT)}, dashboard=False, log_monitor=False)
     try:
         head.start()
         yield RayHead(head.gcs_address, head.token)

@@ -62,11 +62,15 @@ class RayCluster:
     def __init__(self, base: Path, *, head_cpus: int = 2, worker_cpus: int = 2,
                  private_dir: Path | None = None, path: str | None = None,
                  nodes: int = 2, extra_env: dict[str, str] | None = None,
-                 dashboard: bool = True) -> None:
+                 dashboard: bool = True, log_monitor: bool = True) -> None:
         self.base = base
         # False: no dashboard process on the head (no state API, no job submission), for the
         # heads that only run sweeps: it is the largest of a head's idle CPU costs
         self.with_dashboard = dashboard
+        # False: no log monitor, the process that streams the workers' stdout and stderr to
+        # the drivers; it scans the node's log files ten times a second for as long as the
+        # node lives, so a head kept for the whole session spends minutes of CPU on it
+        self.log_monitor = log_monitor
         self.extra_env = extra_env or {}  # the nodes' environment beyond cli_env's
         # the nodes' PATH; None: this venv's bin first, as if the user had activated it
         self.path = path
@@ -123,7 +127,8 @@ class RayCluster:
         self.token_file.chmod(0o600)
         common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats", "--block",
                   "--min-worker-port=0", "--max-worker-port=0",
-                  "--object-store-memory=150000000"]
+                  "--object-store-memory=150000000",
+                  *([] if self.log_monitor else ["--include-log-monitor=false"])]
         dashboard = (["--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard_port}"]
                      if self.with_dashboard else ["--include-dashboard=false"])
         head = [RAY, "start", "--head", f"--port={self.gcs_port}", f"--temp-dir={self.temp_dirs[0]}",
