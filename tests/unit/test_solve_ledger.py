@@ -36,6 +36,10 @@ from scalesweep.science.stats.arms import ArmSummary, paired_epochs_ratios
 from scalesweep.science.stats.ledger import bounded_hit
 from scalesweep.science.stats.replicates import INF, Estimate, median_interval
 
+#: the store below is built once, on the one worker that runs this module (under scripts/test.sh's
+#: --dist loadgroup each worker running some of its tests would build its own)
+pytestmark = pytest.mark.xdist_group(__name__)
+
 BASE = "ws4-warmup300-none"  # the baseline arm
 RECIPE = "ws16-warmup47-x7.56"  # the verified recipe's arm
 OTHER = "ws16-warmup52-x6.85"  # another candidate of the verification: never the recipe's pairs
