@@ -57,7 +57,9 @@ def search_of(tracking_uri: str, parent_run_id: str
     for run in _children(client, exp, search):
         name = run.info.run_name or ""
         score = run.data.metrics.get(SOLVE_RATIO_METRIC)
-        if not name.startswith(CANDIDATE_PREFIX) or score is None or not math.isfinite(score):
+        # KILLED: a candidate a driver's death cut short, run again under a new name on resume
+        if (not name.startswith(CANDIDATE_PREFIX) or score is None or not math.isfinite(score)
+                or run.info.status == "KILLED"):
             continue
         out.append(Scored(number=int(name[1:].split("-", 1)[0]),
                           lr_factor=float(run.data.params["scaling_rule"]),

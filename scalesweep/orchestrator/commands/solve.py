@@ -8,7 +8,8 @@ import argparse
 import contextlib
 import json
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from scalesweep.orchestrator.commands._common import (
     EXIT_ERROR,
@@ -18,6 +19,9 @@ from scalesweep.orchestrator.commands._common import (
     tracking_uri,
 )
 from scalesweep.orchestrator.spec.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from scalesweep.orchestrator.launch.solve import SolveResult  # imports Ray
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -58,16 +62,23 @@ def _range(flag: str, text: str | None) -> tuple[float, float] | None:
 def run(args: argparse.Namespace) -> int:
     from scalesweep.orchestrator.launch.solve import solve
 
+    return show(lambda: solve(args.sweep, overrides=args.set, world_size=args.world_size,
+                              budget=args.budget, candidates=args.candidates,
+                              lr=_range("--lr", args.lr), warmup=_range("--warmup", args.warmup),
+                              search_seed=args.search_seed, address=args.address,
+                              tracking_uri=tracking_uri(args.tracking_uri), verbose=args.verbose,
+                              record=not args.no_record), as_json=args.json)
+
+
+def show(make: Callable[[], SolveResult], *, as_json: bool) -> int:
+    """Run a solve (or its resume) and print its answer, as one JSON object or in words; the
+    exit code: 0 when a candidate was verified, else 1. `resume` of a solve prints through it."""
     # under --json, stdout is the answer alone: the progress goes to stderr
-    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
-        result = solve(args.sweep, overrides=args.set, world_size=args.world_size, budget=args.budget,
-                       candidates=args.candidates, lr=_range("--lr", args.lr),
-                       warmup=_range("--warmup", args.warmup), search_seed=args.search_seed,
-                       address=args.address, tracking_uri=tracking_uri(args.tracking_uri),
-                       verbose=args.verbose, record=not args.no_record)
+    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+        result = make()
         if result.verification is not None:  # its tables, and the report with a solve section
             conclude(result.verification)
-    if args.json:
+    if as_json:
         print(json.dumps(result.answer, indent=1))
     else:
         print(render(result.answer))

@@ -17,30 +17,67 @@ Three passes, in order:
 
 from __future__ import annotations
 
+import contextlib
 import math
+import shutil
 import sys
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from scalesweep.mlflow_names import ARM_PARAM, ROLE_TAG, SOLVE_SEARCH_TAG, SOLVE_TAG, SWEEP_FILE_TAG
-from scalesweep.orchestrator.launch.run import Outcome, connect_ray, run_sweep, storage_root
-from scalesweep.orchestrator.launch.solve_search import Pairing, Spent, search
+from scalesweep.mlflow_names import (
+    ARM_PARAM,
+    ROLE_TAG,
+    SOLVE_SEARCH_TAG,
+    SOLVE_TAG,
+    STATUS_TAG,
+    SWEEP_FILE_TAG,
+)
+from scalesweep.orchestrator.launch import sweep_lock
+from scalesweep.orchestrator.launch.ctrl_c import CtrlC
+from scalesweep.orchestrator.launch.run import (
+    STATE_FILE,
+    Outcome,
+    connect_ray,
+    ray_address,
+    resume_sweep,
+    run_sweep,
+    storage_root,
+)
+from scalesweep.orchestrator.launch.solve_search import (
+    JournaledCallback,
+    Pairing,
+    Spent,
+    rule_starts,
+    search,
+)
+from scalesweep.orchestrator.launch.solve_state import (
+    SOLVE_JOURNAL,
+    Finished,
+    WarmStart,
+    candidate_number,
+    read_journal,
+    read_state,
+    warm_start,
+    write_state,
+)
 from scalesweep.orchestrator.plan.cluster import local_cluster
-from scalesweep.orchestrator.plan.rows import PlanRow, make_plan, row_for
+from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan, row_for
 from scalesweep.orchestrator.plan.solve_plan import SolvePlan, plan_solve, verification_spec
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep, metric_mode
 from scalesweep.orchestrator.tracking.machine import machine_tags
 from scalesweep.orchestrator.tracking.summary import points
 from scalesweep.orchestrator.tracking.sweep_runs import trial_params
-from scalesweep.orchestrator.tracking.tracker import SweepTracker, check_reachable
+from scalesweep.orchestrator.tracking.tracker import SweepTracker, check_reachable, fail_fast
 from scalesweep.science.solve import Score, answer_order, at_edge, score
 from scalesweep.science.stats.arms import ArmSummary
 from scalesweep.science.stats.convergence import first_crossing
 from scalesweep.science.stats.levels import ratio_median_json
 from scalesweep.science.stats.targets import reference_bests, target_of
+from scalesweep.trainables import trial_driver
 
 
 class SolveFailed(RuntimeError):
@@ -66,6 +103,25 @@ class SolveResult:
     answer: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class _Solve:
+    """One solve's settings and handles, shared by a first run and a resume."""
+
+    path: str
+    overrides: list[str]
+    sweep: Sweep
+    sp: SolvePlan
+    plan: Plan
+    cluster: Any
+    tracker: SweepTracker
+    parent: str
+    sweep_dir: Path
+    experiment: str
+    address: str | None
+    uri: str
+    verbose: bool
+
+
 def solve(path: str, *, overrides: list[str], world_size: int, budget: float | None,
           candidates: int, lr: tuple[float, float] | None, warmup: tuple[float, float] | None,
           search_seed: int, address: str | None, tracking_uri: str, verbose: bool = False,
@@ -87,7 +143,6 @@ def solve(path: str, *, overrides: list[str], world_size: int, budget: float | N
 
     cluster = connected_cluster()
     sp = plan_solve(sweep, cluster, **kwargs)
-    plan = make_plan(sweep, cluster)
     experiment = f"{sweep.spec.name}-solve"
     tracker = SweepTracker(tracking_uri, experiment)
     parent = tracker.start_parent(
@@ -99,40 +154,206 @@ def solve(path: str, *, overrides: list[str], world_size: int, budget: float | N
          **machine_tags()})
     sweep_dir = storage_root(sweep) / f"{experiment}-{parent[:8]}"
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    # what `scalesweep resume` needs to continue this solve should its driver die
+    write_state(sweep_dir, {"sweep": str(Path(path).resolve()), "overrides": list(overrides),
+                            **kwargs, "address": address, "tracking_uri": tracking_uri,
+                            "parent_run_id": parent, "experiment": experiment})
     print(f"solve {sweep.spec.name} at {world_size} workers: MLflow parent run {parent} "
           f"(experiment {experiment}); state in {sweep_dir}", flush=True)
+    ctx = _Solve(path, list(overrides), sweep, sp, make_plan(sweep, cluster), cluster, tracker,
+                 parent, sweep_dir, experiment, address, tracking_uri, verbose)
+    with sweep_lock.hold(sweep_dir, "solve"):
+        return _passes(ctx, [], [], record)
+
+
+def resume_solve(state_dir: Path, *, address: str | None, tracking_uri: str | None,
+                 verbose: bool = False, record: bool = True) -> SolveResult:
+    """Continue the solve whose state is in ``state_dir`` (launch/solve_state.py): the baseline
+    seeds and candidates its journal holds are not run again; the search goes on with the
+    candidates left, warm-started with the finished ones; then the verification, resumed if it
+    had started. Candidates that were running when the driver died run again from scratch,
+    under new names; their MLflow runs are ended KILLED."""
+    state = read_state(state_dir)
+    sweep = load_sweep(state["sweep"], state["overrides"])
+    make_plan(sweep)
+    kwargs = {k: state[k] for k in ("world_size", "budget", "candidates", "search_seed")}
+    kwargs.update({k: None if state[k] is None else tuple(state[k]) for k in ("lr", "warmup")})
+    uri = tracking_uri or state["tracking_uri"]
+    check_reachable(uri)
+    address = ray_address(address) or state.get("address")
+    connect_ray(address, verbose)
+    from scalesweep.orchestrator.plan.cluster import connected_cluster
+
+    cluster = connected_cluster()
+    sp = plan_solve(sweep, cluster, **kwargs)
+    tracker = SweepTracker(uri, state["experiment"])
+    parent = str(state["parent_run_id"])
+    ctx = _Solve(state["sweep"], state["overrides"], sweep, sp, make_plan(sweep, cluster), cluster,
+                 tracker, parent, state_dir, state["experiment"], address, uri, verbose)
+    with sweep_lock.hold(state_dir, "resume"):
+        journal = read_journal(state_dir)
+        existing = tracker.children(parent)
+        _settle_children(tracker, existing, journal)
+        tracker.client.update_run(parent, status="RUNNING")
+        base = sum(1 for f in journal if not f.is_candidate)
+        print(f"resuming solve {sweep.spec.name} at {sp.world_size} workers (MLflow parent run "
+              f"{parent}) from {state_dir}: {base} baseline seed(s) and {len(journal) - base} "
+              "candidate(s) finished before; those still running when it stopped run again "
+              "from scratch", flush=True)
+        return _passes(ctx, journal, list(existing), record)
+
+
+def _settle_children(tracker: SweepTracker, existing: dict[str, Any], journal: list[Finished]) -> None:
+    """The search's child runs as the journal has them: a trial journaled but not yet closed
+    in MLflow is closed with its journaled status; one still open and not journaled (it was
+    running when the driver died) is ended KILLED, and its trial runs again under a new name
+    (a candidate) or a new run of the same name (a baseline seed)."""
+    from scalesweep.orchestrator.tracking.callback import run_status
+
+    finished = {f.name: f for f in journal}
+    for name, run in existing.items():
+        if run.info.status != "RUNNING":
+            continue
+        run_id = str(run.info.run_id)
+        if name in finished:
+            tracker.set_tags(run_id, {STATUS_TAG: finished[name].status})
+            tracker.end_run(run_id, run_status(finished[name].status))
+        else:
+            tracker.set_tags(run_id, {STATUS_TAG: "killed"})
+            tracker.end_run(run_id, "KILLED")
+
+
+def _passes(ctx: _Solve, journal: list[Finished], used_names: list[str], record: bool) -> SolveResult:
+    """Baseline, search, verification and answer; ``journal``: what a run killed before
+    finished (empty on a first run), ``used_names``: every child run name it made."""
+    sp = ctx.sp
     rows: dict[str, PlanRow] = {r.name: r for r in sp.baseline_rows}
     base_arm = sp.baseline_rows[0].arm
 
     def child_for(name: str) -> str:
-        return tracker.child(parent, name, trial_params(rows[name], sweep, base_arm))
+        return ctx.tracker.child(ctx.parent, name, trial_params(rows[name], ctx.sweep, base_arm))
 
-    curves: dict[str, list[dict[str, Any]]] = {}
+    curves: dict[str, list[dict[str, Any]]] = {f.name: list(f.evals) for f in journal}
+    callback = JournaledCallback(ctx.sweep_dir, rows, ctx.tracker, child_for, curves, total=0)
+    prior = _prior_verification(ctx) if journal else None
     status = "FAILED"
     try:
-        from scalesweep.orchestrator.launch.tune import launch
-
-        launch(plan, sp.baseline_rows, sweep_dir, tracker, child_for, curves)
-        pairings = _pairings(sp, curves)
-        spent = search(sp, plan, cluster, sweep_dir, tracker, child_for, curves, pairings, rows)
+        with CtrlC(partial(setattr, callback, "interrupted", True)) as ctrl_c:
+            pairings, spent = _baseline_and_search(ctx, callback, rows, journal, used_names,
+                                                   prior is not None, ctrl_c)
         found = _scored(sp, rows, curves, pairings)
         status = "FINISHED"
-    except KeyboardInterrupt:  # Ctrl-C: the candidates that finished stay in MLflow
+    except KeyboardInterrupt:  # Ctrl-C: what finished is in the journal and in MLflow
         status = "KILLED"
-        print("interrupted: the search's finished candidates are kept in MLflow; run solve "
-              "again to search anew", file=sys.stderr)
+        print(f"interrupted: the finished baseline seeds and candidates are kept; `scalesweep "
+              f"resume {ctx.sweep_dir}` continues the solve (the candidates still running start "
+              "again)", file=sys.stderr)
         raise
     finally:
-        tracker.flush_with_retry()
-        tracker.end_run(parent, status)
+        ctx.tracker.flush_with_retry()
+        with contextlib.suppress(Exception), fail_fast():
+            ctx.tracker.end_run(ctx.parent, status)
     picks = _picks(found, sp.candidates)
-    verification = _verify(Path(path), overrides, sp, picks, experiment, sweep_dir, parent,
-                           address, tracking_uri, verbose)
-    result = SolveResult(world_size, parent, sweep_dir, found, verification)
-    result.answer = answer(sweep, sp, picks, verification, spent, curves, cluster)
-    if record and verification is not None:  # a claim `predict --ledger` checks on later runs
-        _record(tracking_uri, result.answer, verification)
+    verification, finished_before = _verify_or_resume(ctx, picks, prior)
+    result = SolveResult(sp.world_size, ctx.parent, ctx.sweep_dir, found, verification)
+    result.answer = answer(ctx.sweep, sp, picks, verification, spent, curves, ctx.cluster)
+    if finished_before:
+        print("this solve had already finished: its answer, as it was (recorded then)")
+    elif record and verification is not None:  # a claim `predict --ledger` checks on later runs
+        _record(ctx.uri, result.answer, verification)
     return result
+
+
+def _baseline_and_search(ctx: _Solve, callback: JournaledCallback, rows: dict[str, PlanRow],
+                         journal: list[Finished], used_names: list[str], searched: bool,
+                         ctrl_c: CtrlC) -> tuple[dict[int, Pairing], Spent]:
+    """The baseline seeds the journal lacks, then the search's candidates left; a Ctrl-C
+    (Tune's graceful stop returns from ``fit``) raises KeyboardInterrupt after either."""
+    from scalesweep.orchestrator.launch.tune import launch
+
+    sp = ctx.sp
+    done = {f.name for f in journal}
+    todo = [r for r in sp.baseline_rows if r.name not in done]
+    if len(todo) < len(sp.baseline_rows):
+        print(f"{len(sp.baseline_rows) - len(todo)} baseline seed(s) finished before (their evals "
+              f"from {SOLVE_JOURNAL}); running {len(todo)}", flush=True)
+    _from_scratch(ctx.sweep_dir, todo)
+    launch(ctx.plan, todo, ctx.sweep_dir, ctx.tracker, callback.child_for, callback.curves,
+           callback=callback)
+    if ctrl_c.interrupted:
+        raise KeyboardInterrupt
+    pairings = _pairings(sp, callback.curves)
+    warm = _warm(ctx, rows, journal, pairings, used_names)
+    if searched:  # the verification had started: the search it verified is whole
+        warm.samples_left = 0
+    spent = search(sp, ctx.plan, ctx.cluster, ctx.sweep_dir, callback, pairings, rows, warm)
+    if ctrl_c.interrupted:
+        raise KeyboardInterrupt
+    return pairings, spent
+
+
+def _from_scratch(sweep_dir: Path, rows: list[PlanRow]) -> None:
+    """A baseline seed the driver's death cut short runs again from its first update: its
+    earlier evals are not in the journal, so a checkpoint's later ones alone would be a curve
+    without its start."""
+    for row in rows:
+        for d in [*sweep_dir.glob(f"tune*/{row.name}"),
+                  sweep_dir / "train" / trial_driver.run_name(row.trial, "")]:
+            if d.is_dir():
+                shutil.rmtree(d, ignore_errors=True)
+
+
+def _warm(ctx: _Solve, rows: dict[str, PlanRow], journal: list[Finished],
+          pairings: dict[int, Pairing], used_names: list[str]) -> WarmStart:
+    """The journaled candidates' rows (back in ``rows``) and scores, as the search's warm start."""
+    sp = ctx.sp
+    target = sp.sweep.spec.target
+    mode = metric_mode(sp.sweep)
+    scored: list[tuple[Finished, float, bool]] = []
+    for f in journal:
+        number = candidate_number(f.name)
+        pair = pairings.get(f.seed)
+        if not f.is_candidate or number is None or pair is None:
+            continue
+        assert f.lr_factor is not None and f.warmup is not None
+        rows[f.name] = sp.candidate_row(number, f.lr_factor, f.warmup, f.seed, pair.target,
+                                        pair.baseline_epochs, ctx.cluster)
+        s = score(points(f.evals, target.metric), pair.target, mode, pair.baseline_epochs,
+                  target.smoothing) if f.evals else Score(math.nan, False)
+        scored.append((f, s.value, s.reached))
+    warm = warm_start(scored, rule_starts(sp), sp.samples, used_names)
+    if warm.finished:
+        print(f"search: {warm.finished} candidate(s) finished before, told to the TPE sampler as "
+              f"evaluated (not run again); {warm.samples_left} left, {len(warm.starts)} named-rule "
+              "start point(s) still to try", flush=True)
+    return warm
+
+
+def _prior_verification(ctx: _Solve) -> Any | None:
+    """The verification's parent run, if this search's verification had started."""
+    runs = ctx.tracker.client.search_runs(
+        [ctx.tracker.experiment_id],
+        filter_string=f"tags.`{SOLVE_SEARCH_TAG}` = '{ctx.parent}' and tags.`{SOLVE_TAG}` = 'verify'",
+        max_results=10)
+    return runs[0] if runs else None
+
+
+def _verify_or_resume(ctx: _Solve, picks: list[tuple[float, int]], prior: Any | None
+                      ) -> tuple[Outcome | None, bool]:
+    """The verification, resumed through `resume`'s machinery when it had started (its sweep
+    directory holds its state); whether it had finished before."""
+    verify_file = ctx.sweep_dir / "verify.yaml"
+    if prior is not None and verify_file.is_file():
+        vsweep = load_sweep(str(verify_file), [])
+        vdir = storage_root(vsweep) / f"{vsweep.spec.name}-{str(prior.info.run_id)[:8]}"
+        if (vdir / STATE_FILE).is_file():
+            print(f"the verification had started (parent run {prior.info.run_id}): resuming it "
+                  f"from {vdir}", flush=True)
+            outcome = resume_sweep(str(vdir), address=ctx.address, tracking_uri=ctx.uri,
+                                   verbose=ctx.verbose)
+            return outcome, prior.info.status == "FINISHED"
+    return _verify(Path(ctx.path), ctx.overrides, ctx.sp, picks, ctx.experiment, ctx.sweep_dir,
+                   ctx.parent, ctx.address, ctx.uri, ctx.verbose), False
 
 
 def _record(tracking_uri: str, ans: dict[str, Any], verification: Outcome) -> None:

@@ -15,7 +15,7 @@ rung, so hopeless candidates trained to the end.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,12 +23,12 @@ from typing import Any
 from ray import tune
 
 from scalesweep.mlflow_names import STATUS_TAG
+from scalesweep.orchestrator.launch.solve_state import Finished, WarmStart, append
 from scalesweep.orchestrator.launch.tune import max_concurrent
 from scalesweep.orchestrator.plan.cluster import ClusterInfo
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
 from scalesweep.orchestrator.plan.solve_plan import DIMENSIONS, SolvePlan, round_factor
 from scalesweep.orchestrator.tracking.callback import SweepCallback
-from scalesweep.orchestrator.tracking.tracker import SweepTracker
 from scalesweep.science.solve import OBJECTIVE_METRIC
 from scalesweep.trainables import trial_driver
 
@@ -78,46 +78,116 @@ class _Budget(tune.Callback):
         print(line, flush=True)
 
 
-def search(sp: SolvePlan, plan: Plan, cluster: ClusterInfo, sweep_dir: Path, tracker: SweepTracker,
-           child_for: Callable[[str], str], curves: dict[str, list[dict[str, Any]]],
-           pairings: Mapping[int, Pairing], rows: dict[str, PlanRow]) -> Spent:
-    """Run the search; every candidate's row lands in ``rows`` and its evals in ``curves``."""
-    import optuna
-    from ray.tune.search.optuna import OptunaSearch
+class JournaledCallback(SweepCallback):
+    """The sweep callback that also appends each trial that finishes to the solve's journal
+    (launch/solve_state.py), before its MLflow run is closed: a resume never runs it again. A
+    trial stopped by Ctrl-C is not finished: it is left out, and a resume runs it again."""
 
+    def __init__(self, state_dir: Path, rows: Mapping[str, PlanRow], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.state_dir, self.rows = state_dir, rows
+        self.journaled: set[str] = set()
+
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self._journal(self.name(trial))  # its status came with its last result
+        super().on_trial_complete(iteration, trials, trial, **info)
+        self._journal(self.name(trial))  # a status the callback gave it at the end
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        super().on_trial_error(iteration, trials, trial, **info)
+        self._journal(self.name(trial))
+
+    def _journal(self, name: str) -> None:
+        status = self.status.get(name)
+        row = self.rows.get(name)
+        if self.interrupted or status in (None, "running") or name in self.journaled or row is None:
+            return
+        factor = row.axes.get("scaling_rule") if row.trial.objective is not None else None
+        append(self.state_dir, Finished(name, row.seed, None if factor is None else float(factor),
+                                        None if factor is None else int(row.axes["warmup_rule"]),
+                                        str(status), list(self.curves.get(name, []))))
+        self.journaled.add(name)
+
+
+def warmup_bounds(sp: SolvePlan) -> tuple[int, int]:
+    """A warmup is a whole number of updates inside the space, at least one."""
+    warmup = sp.space.warmup
+    return max(1, math.ceil(warmup.low)), max(1, math.floor(warmup.high))
+
+
+def rule_starts(sp: SolvePlan) -> list[dict[str, float | int]]:
+    """The named rules' points inside the space: the search starts from what the study
+    already knows, and the answer is never worse than the best of them it scored."""
     space = sp.space
+    w_low, w_high = warmup_bounds(sp)
+    return [{"lr_factor": f, "warmup": round(w)} for f, w in space.rule_points().values()
+            if space.lr_factor.low <= f <= space.lr_factor.high and w_low <= round(w) <= w_high]
+
+
+def search(sp: SolvePlan, plan: Plan, cluster: ClusterInfo, sweep_dir: Path,
+           callback: SweepCallback, pairings: Mapping[int, Pairing], rows: dict[str, PlanRow],
+           warm: WarmStart) -> Spent:
+    """Run the search; every candidate's row lands in ``rows`` and its evals in the callback's
+    ``curves``. ``warm``: what a search killed before did (nothing on a first run)."""
     spec = plan.sweep.spec
     define = _Candidates(sp, cluster, pairings, rows, {
         "storage_path": str(sweep_dir / "train"), "max_failures": spec.max_failures,
         "cpus_per_worker": spec.resources.cpus_per_worker,
         "gpus_per_worker": spec.resources.gpus_per_worker, "resume_from": None})
-
-    # the named rules' answers inside the space go first: the search starts from what the
-    # study already knows, and the answer is never worse than the best of them it scored
-    w_low, w_high = define.warmup_bounds
-    starts = [{"lr_factor": f, "warmup": round(w)} for f, w in space.rule_points().values()
-              if space.lr_factor.low <= f <= space.lr_factor.high and w_low <= round(w) <= w_high]
-    sampler = optuna.samplers.TPESampler(seed=sp.search_seed,
-                                         n_startup_trials=max(2 * DIMENSIONS, sp.samples // 3))
-    # metric and mode given to each: Tune passes TuneConfig's on to neither a define-by-run space
-    # nor to a searcher it wraps in its concurrency limiter
-    searcher = OptunaSearch(space=define, metric=OBJECTIVE_METRIC, mode="min", sampler=sampler,
-                            points_to_evaluate=starts or None)
-    spent = Spent(budget=sp.samples * sp.candidate_epochs)
-    callback = SweepCallback(tracker, child_for, curves, total=sp.samples)
+    define.drawn = warm.next_number
+    spent = Spent(budget=sp.samples * sp.candidate_epochs, used=warm.used, finished=warm.finished)
+    if warm.samples_left <= 0:
+        return spent
+    stopper = OutOfReach(sp.candidates)
+    stopper.reached = list(warm.reached)
+    callback.total = sp.samples
+    runs = len(list(sweep_dir.glob("search*")))  # a resumed search is a Tune experiment of its own
     tuner = tune.Tuner(
         tune.with_resources(trial_driver.trainable, trial_driver.resources),
         tune_config=tune.TuneConfig(
-            search_alg=searcher,
-            num_samples=sp.samples, max_concurrent_trials=max_concurrent(plan, sp.baseline_rows),
+            search_alg=_searcher(sp, define, warm),
+            num_samples=warm.samples_left,
+            max_concurrent_trials=max_concurrent(plan, sp.baseline_rows),
             reuse_actors=True, trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
         run_config=tune.RunConfig(
-            name="search", storage_path=str(sweep_dir), verbose=0, stop=OutOfReach(sp.candidates),
-            callbacks=[callback, _Budget(spent, rows, sp.samples)],
+            name=f"search{runs}" if runs else "search", storage_path=str(sweep_dir), verbose=0,
+            stop=stopper, callbacks=[callback, _Budget(spent, rows, sp.samples)],
             failure_config=tune.FailureConfig(max_failures=spec.max_failures)),
     )
     tuner.fit()
     return spent
+
+
+def _searcher(sp: SolvePlan, define: _Candidates, warm: WarmStart) -> Any:
+    """OptunaSearch over the define-by-run space, its TPE sampler told the finished candidates
+    of a search killed before (``warm.points``, ``warm.rewards``) without running them again.
+
+    Ray's ``OptunaSearch(points_to_evaluate=..., evaluated_rewards=...)`` refuses a
+    define-by-run space (``add_evaluated_point`` raises TypeError in this Ray), so the points
+    go in as Optuna documents it instead: ``Study.add_trial`` of completed trials, in the
+    storage and study name OptunaSearch then loads (``create_study(load_if_exists=True)``)."""
+    import optuna
+    from ray.tune.search.optuna import OptunaSearch
+
+    sampler = optuna.samplers.TPESampler(seed=sp.search_seed,
+                                         n_startup_trials=max(2 * DIMENSIONS, sp.samples // 3))
+    storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(storage=storage, study_name="optuna", direction="minimize")
+    space = sp.space
+    lo, hi = define.warmup_bounds
+    dists: dict[str, optuna.distributions.BaseDistribution] = {
+        "lr_factor": optuna.distributions.FloatDistribution(space.lr_factor.low, space.lr_factor.high,
+                                                            log=True),
+        "warmup": optuna.distributions.IntDistribution(lo, hi, log=True)}
+    for point, reward in zip(warm.points, warm.rewards, strict=True):
+        # a factor rounded to 3 digits may sit a hair past the space's end
+        params = {"lr_factor": min(max(float(point["lr_factor"]), space.lr_factor.low), space.lr_factor.high),
+                  "warmup": min(max(int(point["warmup"]), lo), hi)}
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=reward))
+    # metric and mode given to each: Tune passes TuneConfig's on to neither a define-by-run space
+    # nor to a searcher it wraps in its concurrency limiter
+    return OptunaSearch(space=define, metric=OBJECTIVE_METRIC, mode="min", sampler=sampler,
+                        points_to_evaluate=warm.starts or None, storage=storage, study_name="optuna")
 
 
 class OutOfReach(tune.Stopper):
@@ -152,9 +222,7 @@ class _Candidates:
         self.sp, self.cluster, self.pairings, self.rows, self.driver = sp, cluster, pairings, rows, driver
         self.seeds = sorted(pairings)
         self.drawn = 0
-        # a warmup is a whole number of updates inside the space, at least one
-        warmup = sp.space.warmup
-        self.warmup_bounds = max(1, math.ceil(warmup.low)), max(1, math.floor(warmup.high))
+        self.warmup_bounds = warmup_bounds(sp)
 
     def __call__(self, trial: Any) -> dict[str, Any]:
         space = self.sp.space
