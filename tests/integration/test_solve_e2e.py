@@ -1,12 +1,20 @@
 """`scalesweep solve` end to end on a workload whose best lr is known (tests/support/quadratic_workload.py):
 the search (Optuna's TPE through Ray Tune) finds it within one grid step, the verification
-decides it with seeds, and MLflow holds the search and the verification as two parent runs."""
+decides it with seeds, and MLflow holds the search and the verification as two parent runs.
+
+One solve only (CI time): its driver is SIGKILLed once its journal holds two finished
+candidates, and `scalesweep resume` finishes it; the answer is checked as a whole solve's is."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -14,7 +22,7 @@ from mlflow.tracking import MlflowClient
 from scalesweep.mlflow_names import ROLE_TAG, SOLVE_RATIO_METRIC, SOLVE_SEARCH_TAG, SOLVE_TAG
 from scalesweep.science.solve import GRID_STEP
 from tests.conftest import RayHead
-from tests.support.helpers import ROOT, scalesweep
+from tests.support.helpers import ROOT, cli_env, scalesweep, wait_for
 from tests.support.quadratic_workload import BEST_LR
 from tests.unit.test_solve import QUADRATIC
 
@@ -23,13 +31,62 @@ pytestmark = pytest.mark.slow
 REFERENCE_LR = 0.0606  # QUADRATIC's optimizer.lr: the best factor at 4 workers is BEST_LR / it
 
 
-def test_solve_finds_the_known_best_lr_within_one_grid_step(tmp_path: Path, ray_head: RayHead) -> None:
+DEADLINE_S = 600
+
+
+def _journaled(tmp_path: Path) -> list[dict[str, Any]]:
+    """The finished trials in the solve's journal (a torn last line passed over)."""
+    out = []
+    for journal in tmp_path.glob("scalesweep_runs/solve-quadratic-solve-*/solve.journal.jsonl"):
+        for line in journal.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
+def _candidates_journaled(tmp_path: Path) -> int:
+    return sum(1 for row in _journaled(tmp_path) if row["lr_factor"] is not None)
+
+
+def _killed_solve(tmp_path: Path, sweep: Path, ray_head: RayHead) -> tuple[Path, list[dict[str, Any]]]:
+    """Start the solve, SIGKILL its driver once two candidates have finished; its state
+    directory and what it had journaled."""
+    log = tmp_path / "solve.log"
+    with open(log, "w") as out:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "scalesweep", "solve", str(sweep), "--world-size", "4",
+             "--budget", "64", "--candidates", "1", "--json", *ray_head.args()],
+            cwd=tmp_path, env=cli_env(PYTHONPATH=str(ROOT), **ray_head.env()), stdout=out,
+            stderr=subprocess.STDOUT)
+        try:
+            wait_for("two finished candidates in the journal", lambda: _candidates_journaled(tmp_path) >= 2,
+                     driver, DEADLINE_S)
+            os.kill(driver.pid, signal.SIGKILL)  # the driver only: the test's Ray head lives on
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+            driver.wait(timeout=60)
+    (state_dir,) = tmp_path.glob("scalesweep_runs/solve-quadratic-solve-*")
+    return state_dir, _journaled(tmp_path)
+
+
+def test_solve_killed_then_resumed_finds_the_known_best_lr_within_one_grid_step(
+        tmp_path: Path, ray_head: RayHead) -> None:
     sweep = tmp_path / "q.yaml"
     sweep.write_text(QUADRATIC)
-    proc = scalesweep("solve", str(sweep), "--world-size", "4", "--budget", "64", "--candidates", "1",
-                      "--json", *ray_head.args(), cwd=tmp_path, timeout=900, PYTHONPATH=str(ROOT),
-                      **ray_head.env())
+    state_dir, before = _killed_solve(tmp_path, sweep, ray_head)
+    assert "baseline seed 0: target dev_loss 0.001" in (tmp_path / "solve.log").read_text()
+    proc = scalesweep("resume", str(state_dir), "--json", *ray_head.args(), cwd=tmp_path, timeout=900,
+                      PYTHONPATH=str(ROOT), **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    print("\n".join(line for line in proc.stderr.splitlines()  # the resume, in the test's log
+                    if any(w in line for w in ("resuming", "finished before", "candidate "))))
+    finished = [row for row in before if row["lr_factor"] is not None]
+    assert f"{len(before) - len(finished)} baseline seed(s) and {len(finished)} candidate(s) " \
+           "finished before" in proc.stderr
+    assert "told to the TPE sampler as evaluated" in proc.stderr
     answer = json.loads(proc.stdout)  # stdout is the answer alone; the progress went to stderr
     best = BEST_LR / REFERENCE_LR
     assert best / GRID_STEP <= answer["lr_factor"] <= best * GRID_STEP, answer
@@ -42,7 +99,10 @@ def test_solve_finds_the_known_best_lr_within_one_grid_step(tmp_path: Path, ray_
     # lr factor 2..8 and warmup 1..4 in steps of sqrt(2): 5 x 5 points of 4 epochs
     assert answer["grid_trial_epochs"] == 5 * 5 * 4
     assert 0 < answer["search_trial_epochs_used"] < answer["trial_epochs_used"]
-    assert "search budget" in proc.stderr and "baseline seed 0: target dev_loss 0.001" in proc.stderr
+    # the search's trial-epochs count those its candidates spent before the kill
+    spent_before = sum(max(float(e["epoch"]) for e in row["evals"]) for row in finished)
+    assert answer["search_trial_epochs_used"] >= spent_before > 0
+    assert "search budget" in proc.stderr
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     exp = client.get_experiment_by_name("solve-quadratic-solve")
@@ -54,9 +114,18 @@ def test_solve_finds_the_known_best_lr_within_one_grid_step(tmp_path: Path, ray_
     assert search[0].data.tags[ROLE_TAG] == "solve"  # not a study: `report` passes it over
     assert verify[0].data.tags[SOLVE_SEARCH_TAG] == search[0].info.run_id
     assert verify[0].info.run_id == answer["verification_parent_run_id"]
-    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == search[0].info.run_id]
+    assert search[0].info.status == "FINISHED"  # reopened by resume, then closed
+    every = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == search[0].info.run_id]
+    # a run the kill cut short is ended KILLED; its trial ran again from scratch
+    assert all(r.info.status in ("FINISHED", "KILLED") for r in every)
+    children = [r for r in every if r.info.status == "FINISHED"]
+    names = [r.info.run_name for r in children]
+    assert len(names) == len(set(names))  # no trial finished twice
     candidates = [r for r in children if r.info.run_name.startswith("c")]
     assert len(children) - len(candidates) == 3  # the baseline seeds
+    # the candidates that finished before the kill kept their one run and were not run again
+    assert {str(row["name"]) for row in finished} <= set(names)
+    assert len(candidates) > len(finished)  # the search went on after the resume
     assert candidates and all(SOLVE_RATIO_METRIC in r.data.metrics for r in candidates)
     # every candidate's score is what its evals say: its last one, never made up
     assert all(math.isfinite(r.data.metrics[SOLVE_RATIO_METRIC]) for r in candidates)

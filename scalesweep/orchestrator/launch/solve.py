@@ -352,6 +352,9 @@ def _verify_or_resume(ctx: _Solve, picks: list[tuple[float, int]], prior: Any | 
             outcome = resume_sweep(str(vdir), address=ctx.address, tracking_uri=ctx.uri,
                                    verbose=ctx.verbose)
             return outcome, prior.info.status == "FINISHED"
+    if prior is not None:  # started, but died before its sweep directory held its state
+        with contextlib.suppress(Exception), fail_fast():
+            ctx.tracker.end_run(str(prior.info.run_id), "KILLED")
     return _verify(Path(ctx.path), ctx.overrides, ctx.sp, picks, ctx.experiment, ctx.sweep_dir,
                    ctx.parent, ctx.address, ctx.uri, ctx.verbose), False
 
