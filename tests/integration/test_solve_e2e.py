@@ -125,6 +125,10 @@ def test_solve_killed_then_resumed_finds_the_known_best_lr_within_one_grid_step(
     assert len(children) - len(candidates) == 3  # the baseline seeds
     # the candidates that finished before the kill kept their one run and were not run again
     assert {str(row["name"]) for row in finished} <= set(names)
+    # ... nor were their settings drawn again (the named rules' start points among them)
+    settings = [(float(r.data.params["scaling_rule"]), int(r.data.params["warmup_steps"]))
+                for r in candidates]
+    assert all(settings.count((row["lr_factor"], row["warmup"])) == 1 for row in finished), settings
     assert len(candidates) > len(finished)  # the search went on after the resume
     assert candidates and all(SOLVE_RATIO_METRIC in r.data.metrics for r in candidates)
     # every candidate's score is what its evals say: its last one, never made up
