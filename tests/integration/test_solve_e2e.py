@@ -2,8 +2,9 @@
 the search (Optuna's TPE through Ray Tune) finds it within one grid step, the verification
 decides it with seeds, and MLflow holds the search and the verification as two parent runs.
 
-One solve only (CI time): its driver is SIGKILLed once its journal holds two finished
-candidates, and `scalesweep resume` finishes it; the answer is checked as a whole solve's is."""
+One solve only (CI time): stopped with Ctrl-C once its journal holds a finished candidate,
+resumed, that resume's driver SIGKILLed two candidates later, and resumed again to the end; the
+answer is checked as a whole solve's is."""
 
 from __future__ import annotations
 
@@ -50,34 +51,51 @@ def _candidates_journaled(tmp_path: Path) -> int:
     return sum(1 for row in _journaled(tmp_path) if row["lr_factor"] is not None)
 
 
-def _killed_solve(tmp_path: Path, sweep: Path, ray_head: RayHead) -> tuple[Path, list[dict[str, Any]]]:
-    """Start the solve, SIGKILL its driver once two candidates have finished; its state
-    directory and what it had journaled."""
-    log = tmp_path / "solve.log"
+def _stopped(tmp_path: Path, argv: list[str], ray_head: RayHead, log_name: str, candidates: int,
+             sig: signal.Signals) -> tuple[int, str]:
+    """Run ``scalesweep argv``; once the journal holds ``candidates`` finished candidates,
+    send its driver ``sig`` (the driver only: the test's Ray head lives on); its exit code
+    (after a SIGINT, the clean stop's) and its output."""
+    log = tmp_path / log_name
     with open(log, "w") as out:
-        driver = subprocess.Popen(
-            [sys.executable, "-m", "scalesweep", "solve", str(sweep), "--world-size", "4",
-             "--budget", "64", "--candidates", "1", "--json", *ray_head.args()],
-            cwd=tmp_path, env=cli_env(PYTHONPATH=str(ROOT), **ray_head.env()), stdout=out,
-            stderr=subprocess.STDOUT)
+        driver = subprocess.Popen([sys.executable, "-m", "scalesweep", *argv, *ray_head.args()],
+                                  cwd=tmp_path, env=cli_env(PYTHONPATH=str(ROOT), **ray_head.env()),
+                                  stdout=out, stderr=subprocess.STDOUT)
         try:
-            wait_for("two finished candidates in the journal", lambda: _candidates_journaled(tmp_path) >= 2,
-                     driver, DEADLINE_S)
-            os.kill(driver.pid, signal.SIGKILL)  # the driver only: the test's Ray head lives on
+            wait_for(f"{candidates} finished candidates in the journal",
+                     lambda: _candidates_journaled(tmp_path) >= candidates, driver, DEADLINE_S)
+            os.kill(driver.pid, sig)
+            rc = driver.wait(timeout=DEADLINE_S)
         finally:
             if driver.poll() is None:
                 driver.kill()
             driver.wait(timeout=60)
-    (state_dir,) = tmp_path.glob("scalesweep_runs/solve-quadratic-solve-*")
-    return state_dir, _journaled(tmp_path)
+    return rc, log.read_text()
 
 
-def test_solve_killed_then_resumed_finds_the_known_best_lr_within_one_grid_step(
+def _search_parent(client: MlflowClient) -> Any:
+    exp = client.get_experiment_by_name("solve-quadratic-solve")
+    assert exp is not None
+    (run,) = client.search_runs([exp.experiment_id], f"tags.`{SOLVE_TAG}` = 'search'")
+    return run
+
+
+def test_solve_stopped_then_resumed_finds_the_known_best_lr_within_one_grid_step(
         tmp_path: Path, ray_head: RayHead) -> None:
+    """Ctrl-C after one candidate; `resume` SIGKILLed after two more; `resume` again to the end."""
     sweep = tmp_path / "q.yaml"
     sweep.write_text(QUADRATIC)
-    state_dir, before = _killed_solve(tmp_path, sweep, ray_head)
-    assert "baseline seed 0: target dev_loss 0.001" in (tmp_path / "solve.log").read_text()
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    rc, log = _stopped(tmp_path, ["solve", str(sweep), "--world-size", "4", "--budget", "64",
+                                  "--candidates", "1", "--json"], ray_head, "solve.log", 1, signal.SIGINT)
+    (state_dir,) = tmp_path.glob("scalesweep_runs/solve-quadratic-solve-*")
+    assert rc == 1, log  # as `run`'s Ctrl-C
+    assert f"`scalesweep resume {state_dir}` continues the solve" in log
+    assert "baseline seed 0: target dev_loss 0.001" in log
+    assert _search_parent(client).info.status == "KILLED"
+    after_ctrl_c = _candidates_journaled(tmp_path)
+    _stopped(tmp_path, ["resume", str(state_dir)], ray_head, "resume.log", after_ctrl_c + 2, signal.SIGKILL)
+    before = _journaled(tmp_path)
     proc = scalesweep("resume", str(state_dir), "--json", *ray_head.args(), cwd=tmp_path, timeout=900,
                       PYTHONPATH=str(ROOT), **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -104,7 +122,6 @@ def test_solve_killed_then_resumed_finds_the_known_best_lr_within_one_grid_step(
     assert answer["search_trial_epochs_used"] >= spent_before > 0
     assert "search budget" in proc.stderr
 
-    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     exp = client.get_experiment_by_name("solve-quadratic-solve")
     assert exp is not None
     runs = client.search_runs([exp.experiment_id], max_results=1000)

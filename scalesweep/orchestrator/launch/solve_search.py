@@ -169,7 +169,11 @@ def _searcher(sp: SolvePlan, define: _Candidates, warm: WarmStart) -> Any:
     import optuna
     from ray.tune.search.optuna import OptunaSearch
 
-    sampler = optuna.samplers.TPESampler(seed=sp.search_seed,
+    # a resumed search's sampler gets a seed of its own (the search seed and the candidates
+    # drawn before): with the search seed alone its random startup draws would repeat the
+    # points the killed driver's first draws already tried
+    seed = sp.search_seed if warm.next_number == 0 else sp.search_seed * 1_000_003 + warm.next_number
+    sampler = optuna.samplers.TPESampler(seed=seed,
                                          n_startup_trials=max(2 * DIMENSIONS, sp.samples // 3))
     storage = optuna.storages.InMemoryStorage()
     study = optuna.create_study(storage=storage, study_name="optuna", direction="minimize")
