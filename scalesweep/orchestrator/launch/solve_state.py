@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalesweep.mlflow_names import STATUS_TAG
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 
 SOLVE_STATE = "solve.json"
@@ -50,7 +51,7 @@ class Finished:
 
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "seed": self.seed, "lr_factor": self.lr_factor,
-                "warmup": self.warmup, "status": self.status, "evals": self.evals}
+                "warmup": self.warmup, STATUS_TAG: self.status, "evals": self.evals}
 
 
 def candidate_number(name: str) -> int | None:
@@ -95,7 +96,7 @@ def read_journal(state_dir: Path) -> list[Finished]:
             row = Finished(str(d["name"]), int(d["seed"]),
                            None if d["lr_factor"] is None else float(d["lr_factor"]),
                            None if d["warmup"] is None else int(d["warmup"]),
-                           str(d["status"]), list(d["evals"]))
+                           str(d[STATUS_TAG]), list(d["evals"]))
         except (ValueError, KeyError, TypeError):
             continue
         out.setdefault(row.name, row)
