@@ -29,7 +29,6 @@ from typing import Any
 import yaml
 
 from scalesweep.mlflow_names import (
-    ARM_PARAM,
     ROLE_TAG,
     SOLVE_SEARCH_TAG,
     SOLVE_TAG,
@@ -47,6 +46,7 @@ from scalesweep.orchestrator.launch.run import (
     run_sweep,
     storage_root,
 )
+from scalesweep.orchestrator.launch.solve_answer import answer
 from scalesweep.orchestrator.launch.solve_search import (
     JournaledCallback,
     Pairing,
@@ -65,17 +65,15 @@ from scalesweep.orchestrator.launch.solve_state import (
     write_state,
 )
 from scalesweep.orchestrator.plan.cluster import local_cluster
-from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan, row_for
+from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.plan.solve_plan import SolvePlan, plan_solve, verification_spec
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep, metric_mode
 from scalesweep.orchestrator.tracking.machine import machine_tags
 from scalesweep.orchestrator.tracking.summary import points
 from scalesweep.orchestrator.tracking.sweep_runs import trial_params
 from scalesweep.orchestrator.tracking.tracker import SweepTracker, check_reachable, fail_fast
-from scalesweep.science.solve import Score, answer_order, at_edge, score
-from scalesweep.science.stats.arms import ArmSummary
+from scalesweep.science.solve import Score, score
 from scalesweep.science.stats.convergence import first_crossing
-from scalesweep.science.stats.levels import ratio_median_json
 from scalesweep.science.stats.targets import reference_bests, target_of
 from scalesweep.trainables import trial_driver
 
@@ -313,10 +311,9 @@ def _warm(ctx: _Solve, rows: dict[str, PlanRow], journal: list[Finished],
     for f in journal:
         number = candidate_number(f.name)
         pair = pairings.get(f.seed)
-        if not f.is_candidate or number is None or pair is None:
+        if f.point is None or number is None or pair is None:
             continue
-        assert f.lr_factor is not None and f.warmup is not None
-        rows[f.name] = sp.candidate_row(number, f.lr_factor, f.warmup, f.seed, pair.target,
+        rows[f.name] = sp.candidate_row(number, *f.point, f.seed, pair.target,
                                         pair.baseline_epochs, ctx.cluster)
         s = score(points(f.evals, target.metric), pair.target, mode, pair.baseline_epochs,
                   target.smoothing) if f.evals else Score(math.nan, False)
@@ -438,69 +435,3 @@ def _verify(path: Path, overrides: list[str], sp: SolvePlan, picks: list[tuple[f
     print(f"verifying {len(picks)} candidate(s) with adaptive seeds: {verify_file}", flush=True)
     return run_sweep(str(verify_file), overrides=[], address=address, tracking_uri=uri,
                      verbose=verbose, parent_tags={SOLVE_TAG: "verify", SOLVE_SEARCH_TAG: parent})
-
-
-def _arm_of(arms: list[ArmSummary], name: str) -> ArmSummary | None:
-    return next((a for a in arms if a.arm == name), None)
-
-
-def answer(sweep: Sweep, sp: SolvePlan, picks: list[tuple[float, int]], verification: Outcome | None,
-           spent: Spent, curves: dict[str, list[dict[str, Any]]], cluster: Any) -> dict[str, Any]:
-    """The JSON answer (docs/solve.md): the verified recipe whose decision is best."""
-    base = sp.baseline_rows[0]
-    search_epochs = sum(max((float(e.get("epoch", 0.0)) for e in evals), default=0.0)
-                        for evals in curves.values())
-    verified: list[tuple[tuple[int, float, float], PlanRow, ArmSummary]] = []
-    verify_epochs = 0.0
-    if verification is not None:
-        verify_epochs = sum(float(t.get("epochs") or 0.0) for t in verification.trials)
-        for factor, warmup in picks:
-            row = row_for(sweep, {**base.axes, "world_size": sp.world_size, "warmup_rule": warmup,
-                                  "scaling_rule": factor}, cluster)
-            arm = _arm_of(verification.arms, row.arm)
-            if arm is None or arm.epochs_ratio is None:
-                continue
-            mi = arm.epochs_ratio.ratios
-            key = answer_order(arm.decision, mi.ci, mi.median.value if mi.median.kind == "value" else None)
-            verified.append((key, row, arm))
-    trials = len(curves) + (len(verification.trials) if verification is not None else 0)
-    out: dict[str, Any] = {
-        "world_size": sp.world_size, "recipe": None, "peak_lr": None, "warmup_steps": None,
-        "decision": None, "ratio_median": None, "ratio_ci": None, "ratio_by_target": [],
-        "trials_used": trials, "trial_epochs_used": round(search_epochs + verify_epochs, 3),
-        "grid_trial_epochs": sp.grid_trial_epochs, "search_trial_epochs_used": round(spent.used, 3),
-        "verification_parent_run_id": verification.parent_run_id if verification else None}
-    if not verified:
-        return out
-    _, row, arm = min(verified, key=lambda v: v[0])
-    ratios = arm.epochs_ratio.ratios if arm.epochs_ratio is not None else None
-    out.update({
-        "recipe": recipe_lines(sweep, base, row), ARM_PARAM: row.arm,
-        "lr_factor": row.axes["scaling_rule"], "peak_lr": row.peak_lr, "lr": row.lr,
-        "warmup_steps": row.warmup_steps, "decision": arm.decision,
-        "ratio_median": ratio_median_json(ratios)["ratio_median"],
-        "ratio_ci": None if ratios is None or ratios.ci is None else [
-            _finite(ratios.ci[0]), _finite(ratios.ci[1])],
-        "ratio_by_target": [level.as_json() for level in arm.levels],
-        "at_edge": at_edge(sp.space, float(row.axes["scaling_rule"]), row.warmup_steps)})
-    return out
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-def recipe_lines(sweep: Sweep, base: PlanRow, row: PlanRow) -> dict[str, Any]:
-    """What changes from the baseline's settings, in the recipe's own keys (WeNet's
-    ``optim_conf``/``scheduler_conf``, DeepSpeed's JSON paths) where the sweep reads one, else
-    in the sweep file's: ready to paste."""
-    changes: dict[str, Any] = {}
-    if row.trial.optimizer.get("lr") != base.trial.optimizer.get("lr"):
-        changes["optimizer.lr"] = row.trial.optimizer["lr"]
-    for key, value in row.trial.scheduler.params.items():
-        if base.trial.scheduler.params.get(key) != value:
-            changes[f"scheduler.{key}"] = value
-    recipe = sweep.recipe
-    origins = recipe.origins if recipe is not None else {}
-    kind = recipe.kind if recipe is not None else "scalesweep"
-    return {"format": kind, "settings": {origins.get(k, k): v for k, v in changes.items()}}

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,9 +50,21 @@ class Finished:
     def is_candidate(self) -> bool:
         return self.lr_factor is not None
 
+    @property
+    def point(self) -> tuple[float, int] | None:
+        """A candidate's (lr factor, warmup); None for a baseline seed."""
+        if self.lr_factor is None or self.warmup is None:
+            return None
+        return self.lr_factor, self.warmup
+
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "seed": self.seed, "lr_factor": self.lr_factor,
                 "warmup": self.warmup, STATUS_TAG: self.status, "evals": self.evals}
+
+
+def trial_epochs(evals: Iterable[Mapping[str, Any]]) -> float:
+    """The epochs a trial trained, as the budget counts them: its last eval's epoch."""
+    return max((float(e.get("epoch", 0.0)) for e in evals), default=0.0)
 
 
 def candidate_number(name: str) -> int | None:
@@ -150,15 +163,17 @@ def warm_start(finished: Iterable[tuple[Finished, float, bool]], starts: list[di
     tried: set[tuple[float, int]] = set()
     numbers = [n for n in (candidate_number(s) for s in used_names) if n is not None]
     for row, value, reached in finished:
+        point = row.point
+        if point is None:  # a baseline seed: not the search's
+            continue
         warm.finished += 1
-        warm.used += max((float(e.get("epoch", 0.0)) for e in row.evals), default=0.0)
+        warm.used += trial_epochs(row.evals)
         number = candidate_number(row.name)
         if number is not None:
             numbers.append(number)
-        assert row.lr_factor is not None and row.warmup is not None
-        tried.add((row.lr_factor, row.warmup))
-        if value == value and value not in (float("inf"), float("-inf")):
-            warm.points.append({"lr_factor": row.lr_factor, "warmup": row.warmup})
+        tried.add(point)
+        if math.isfinite(value):
+            warm.points.append({"lr_factor": point[0], "warmup": point[1]})
             warm.rewards.append(value)
             if reached:
                 warm.reached.append(value)
