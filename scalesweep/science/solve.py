@@ -64,6 +64,19 @@ class Range:
             return 1
         return math.ceil(math.log(self.high / self.low) / math.log(step) - 1e-9) + 1
 
+    def grid(self, step: float = GRID_STEP) -> list[float]:
+        """Those points, evenly spaced on the log scale from ``low`` to ``high`` (at most
+        ``step`` apart: the range is rarely a whole number of steps)."""
+        n = self.grid_points(step)
+        if n == 1:
+            return [self.low]
+        return [self.low * (self.high / self.low) ** (i / (n - 1)) for i in range(n)]
+
+    def whole_bounds(self) -> tuple[int, int]:
+        """The whole numbers inside the range, at least one: a warmup counts updates."""
+        low = max(1, math.ceil(self.low - 1e-9))
+        return low, max(low, math.floor(self.high + 1e-9))
+
 
 @dataclass(frozen=True)
 class SearchSpace:
@@ -87,8 +100,15 @@ class SearchSpace:
                 "sqrt, scaled": (math.sqrt(self.k), self.scaled_warmup),
                 "linear, scaled": (self.k, self.scaled_warmup)}
 
+    def grid(self, step: float = GRID_STEP) -> list[tuple[float, int]]:
+        """The grid over the space at ``step``: every lr factor with every warmup, the warmups
+        rounded to whole updates inside the range (two that round alike are one point)."""
+        low, high = self.warmup.whole_bounds()
+        warmups = sorted({min(max(round(w), low), high) for w in self.warmup.grid(step)})
+        return [(f, w) for f in self.lr_factor.grid(step) for w in warmups]
+
     def grid_size(self, step: float = GRID_STEP) -> int:
-        return self.lr_factor.grid_points(step) * self.warmup.grid_points(step)
+        return len(self.grid(step))
 
     def describe(self) -> list[str]:
         lr, w = self.lr_factor, self.warmup

@@ -135,3 +135,34 @@ def test_report_cost_quick_mode_measures_an_own_loops_cost_per_eval(
     assert all(r["variant"] == "sweep default" and r["evals"] == 4 for r in rows)
     assert [t["what"] for t in data["targets"]] == [
         "own loop's cost per eval over standalone, s (worst trial, median of repeats)"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_solve_grid_quick_mode_runs_every_grid_point_once_beside_the_search(
+        tmp_path: Path, ray_head: RayHead) -> None:
+    """`solve --sampler grid` end to end (the benchmark's two solves, through the CLI): every
+    point of the grid trains once, its trial-epochs are what its candidates trained, and the
+    search and the grid each verify an answer."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.solve_grid", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT, env=cli_env(RAY_ADDRESS=ray_head.address, **ray_head.env()),
+        capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = check_results(tmp_path, "solve_grid")
+    tpe, grid = data["raw"]["tpe"], data["raw"]["grid"]
+    assert (tpe["answer"]["sampler"], grid["answer"]["sampler"]) == ("tpe", "grid")
+    # lr factor 2..2.828 and warmup 5..10 at sqrt(2) steps: 2 x 3 points, each run once
+    points = sorted((c["lr_factor"], c["warmup"]) for c in grid["candidates"])
+    assert points == [(f, w) for f in (2.0, 2.83) for w in (5, 7, 10)]
+    assert grid["answer"]["candidates_run"] == 6
+    assert grid["answer"]["grid_trial_epochs"] == tpe["answer"]["grid_trial_epochs"] == 6 * 6
+    assert grid["answer"]["search_trial_epochs_used"] == pytest.approx(
+        sum(c["epochs"] for c in grid["candidates"]))
+    assert 0 < len(tpe["candidates"]) < 6  # the search's budget: fewer than the grid's points
+    for side in (tpe, grid):  # each verified one of its own candidates
+        ran = [(c["lr_factor"], c["warmup"]) for c in side["candidates"]]
+        assert (side["answer"]["lr_factor"], side["answer"]["warmup_steps"]) in ran
+        assert side["answer"]["decision"] in ("faster", "equivalent", "slower", "not resolved")
+    assert isinstance(data["raw"]["same_point"], bool)

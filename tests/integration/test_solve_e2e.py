@@ -114,8 +114,10 @@ def test_solve_stopped_then_resumed_finds_the_known_best_lr_within_one_grid_step
     lo, hi = answer["ratio_ci"]
     assert lo <= answer["ratio_median"] <= hi
     assert [level["level"] for level in answer["ratio_by_target"]] == [0.1, 0.25, 0.5, 1.0, 2.0]
-    # lr factor 2..8 and warmup 1..4 in steps of sqrt(2): 5 x 5 points of 4 epochs
-    assert answer["grid_trial_epochs"] == 5 * 5 * 4
+    # lr factor 2..8 and warmup 1..4 in steps of sqrt(2): 5 x 4 points (1 and 1.41 round to one
+    # warmup) of 4 epochs
+    assert answer["grid_trial_epochs"] == 5 * 4 * 4
+    assert answer["sampler"] == "tpe"
     assert 0 < answer["search_trial_epochs_used"] < answer["trial_epochs_used"]
     # the search's trial-epochs count those its candidates spent before the kill
     spent_before = sum(max(float(e["epoch"]) for e in row["evals"]) for row in finished)

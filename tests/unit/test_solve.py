@@ -43,6 +43,17 @@ def test_the_default_space_runs_from_the_sqrt_rule_to_twice_linear_and_a_quarter
     # log2(8/2) = 2 octaves in steps of sqrt(2): 5 points; log2(300/18.75) = 4: 9 points
     assert (space.lr_factor.grid_points(), space.warmup.grid_points()) == (5, 9)
     assert space.grid_size(GRID_STEP) == 45
+    assert space.lr_factor.grid() == pytest.approx([2.0, 2 * 2**0.5, 4.0, 4 * 2**0.5, 8.0])
+    assert sorted({w for _, w in space.grid()}) == [19, 27, 38, 53, 75, 106, 150, 212, 300]
+
+
+def test_a_grid_spaces_its_points_evenly_within_a_step_and_merges_warmups_that_round_alike() -> None:
+    lr = Range("lr", 1.0, 3.0)  # log2(3) = 1.58 octaves: 5 points, 3^(1/4) = 1.32 apart
+    assert lr.grid_points() == 5
+    assert lr.grid() == pytest.approx([3 ** (i / 4) for i in range(5)])
+    space = default_space(4, k=4.0, reference_lr=0.06, reference_warmup=4)  # warmup 1..4
+    assert [w for f, w in space.grid() if f == 2.0] == [1, 2, 3, 4]  # 1 and 1.41 are one point
+    assert space.grid_size() == 5 * 4
 
 
 def test_an_answer_within_a_grid_step_of_a_bound_is_flagged() -> None:
@@ -116,6 +127,8 @@ def _sweep(where: Path, text: str = QUADRATIC) -> str:
     pytest.param(None, ["--world-size", "4", "--budget", "20"],
                  ("--budget", "20", "must be at least 52 trial-epochs", "baseline x 2 seeds: 32"),
                  id="budget-too-small"),
+    pytest.param(None, ["--world-size", "4", "--sampler", "grid", "--budget", "100"],
+                 ("--budget", "100", "does not apply to --sampler grid"), id="budget-with-grid"),
     pytest.param(None, ["--world-size", "4", "--lr", "0,8"],
                  ("--lr", "lr.low", "must be a number > 0"), id="lr-bound-not-positive"),
     pytest.param(None, ["--world-size", "4", "--warmup=-3,10"],

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scalesweep.orchestrator.launch.solve_state import (
     SOLVE_JOURNAL,
@@ -19,6 +18,9 @@ from scalesweep.orchestrator.launch.solve_state import (
     warm_start,
     write_state,
 )
+
+if TYPE_CHECKING:
+    from scalesweep.orchestrator.plan.solve_plan import SolvePlan
 
 
 def _cand(number: int, factor: float, warmup: int, epoch: float, seed: int = 0) -> Finished:
@@ -82,31 +84,64 @@ def test_a_search_spent_before_has_nothing_left() -> None:
 class _DefineByRun:
     """Stands in for solve_search._Candidates: a define-by-run space, as the search's is."""
 
-    warmup_bounds = (1, 4)
-
     def __call__(self, trial: Any) -> dict[str, Any]:
         return {}
 
 
-def test_the_searcher_is_given_the_finished_candidates_as_completed_trials() -> None:
+def _solve_plan(tmp_path: Path, sampler: str = "tpe") -> SolvePlan:
+    from scalesweep.orchestrator.plan.cluster import local_cluster
+    from scalesweep.orchestrator.plan.solve_plan import plan_solve
+    from scalesweep.orchestrator.spec.load import load_sweep
+    from tests.unit.test_solve import QUADRATIC
+
+    (tmp_path / "q.yaml").write_text(QUADRATIC)
+    return plan_solve(load_sweep(str(tmp_path / "q.yaml"), []), local_cluster(), world_size=4,
+                      budget=None, candidates=1, lr=None, warmup=None, sampler=sampler)
+
+
+def _trials(searcher: Any, state: str) -> list[Any]:
     import optuna
 
+    return [t for t in searcher._ot_study.get_trials() if t.state == optuna.trial.TrialState[state]]
+
+
+def test_the_searcher_is_given_the_finished_candidates_as_completed_trials(tmp_path: Path) -> None:
     from scalesweep.orchestrator.launch.solve_search import _searcher
 
-    sp: Any = SimpleNamespace(search_seed=0, samples=8,
-                              space=SimpleNamespace(lr_factor=SimpleNamespace(low=2.0, high=8.0)))
-    define: Any = _DefineByRun()
-    warm = warm_start([(_cand(0, 8.01, 4, 1.0), 1.3, True), (_cand(1, 3.0, 2, 1.0), 0.8, True)],
+    sp = _solve_plan(tmp_path)  # lr factor 2..8, warmup 1..4
+    warm = warm_start([(_cand(0, 8.0, 4, 1.0), 1.3, True), (_cand(1, 3.0, 2, 1.0), 0.8, True)],
                       [{"lr_factor": 4.0, "warmup": 3}], samples=8)
-    searcher = _searcher(sp, define, warm)
-    trials = searcher._ot_study.get_trials()
-    done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
-    # 8.01 (rounded to 3 digits) is held at the space's end, where Optuna's distribution lies
-    assert [(t.params, t.value) for t in done] == [({"lr_factor": 8.0, "warmup": 4}, 1.3),
-                                                   ({"lr_factor": 3.0, "warmup": 2}, 0.8)]
+    searcher = _searcher(sp, _DefineByRun(), warm)
+    assert [(t.params, t.value) for t in _trials(searcher, "COMPLETE")] == [
+        ({"lr_factor": 8.0, "warmup": 4}, 1.3), ({"lr_factor": 3.0, "warmup": 2}, 0.8)]
     # the named rule's point not yet tried is still enqueued for the first draw
-    waiting = [t for t in trials if t.state == optuna.trial.TrialState.WAITING]
+    waiting = _trials(searcher, "WAITING")
     assert [t.system_attrs.get("fixed_params") for t in waiting] == [{"lr_factor": 4.0, "warmup": 3}]
+
+
+def test_a_grid_enqueues_every_point_once_and_a_resumed_grid_only_those_not_finished(
+        tmp_path: Path) -> None:
+    from scalesweep.orchestrator.launch.solve_search import _searcher, start_points
+
+    sp = _solve_plan(tmp_path, "grid")
+    points = start_points(sp)
+    # lr factor 2..8 at sqrt(2) steps: 5 values; warmup 1..4: 1, 1.41, 2, 2.83, 4 round to 4 updates
+    assert sp.samples == len(points) == 20
+    assert sorted((p["lr_factor"], p["warmup"]) for p in points) == [
+        (f, w) for f in (2.0, 2.83, 4.0, 5.66, 8.0) for w in (1, 2, 3, 4)]
+    assert points != sorted(points, key=lambda p: (p["lr_factor"], p["warmup"]))  # shuffled...
+    assert points == start_points(sp)  # ...by the search seed: the same order every time
+    fresh = warm_start([], points, sp.samples)
+    searcher = _searcher(sp, _DefineByRun(), fresh)
+    queued = [t.system_attrs["fixed_params"] for t in _trials(searcher, "WAITING")]
+    assert queued == points and fresh.samples_left == 20
+    done = [(_cand(i, float(p["lr_factor"]), int(p["warmup"]), 1.0), 1.0 + i, True)
+            for i, p in enumerate(points[:3])]
+    resumed = warm_start(done, points, sp.samples)
+    searcher = _searcher(sp, _DefineByRun(), resumed)
+    assert [t.params for t in _trials(searcher, "COMPLETE")] == points[:3]
+    assert [t.system_attrs["fixed_params"] for t in _trials(searcher, "WAITING")] == points[3:]
+    assert resumed.samples_left == 17
 
 
 def test_resume_finds_a_solve_by_its_dir_experiment_or_parent_run_never_a_sweep(tmp_path: Path) -> None:

@@ -38,7 +38,11 @@ def add_parser(sub: Subparsers) -> None:
                    "default from the sqrt rule to twice the linear one")
     p.add_argument("--warmup", metavar="LOW,HIGH", help="warmup range in updates at M; default "
                    "1/4 to 4x the scaled warmup")
-    p.add_argument("--search-seed", type=int, default=0, help="the TPE sampler's seed")
+    p.add_argument("--search-seed", type=int, default=0, help="the TPE sampler's seed (a "
+                   "grid's: the order of its points)")
+    p.add_argument("--sampler", choices=("tpe", "grid"), default="tpe",
+                   help="tpe: Optuna's TPE within --budget; grid: every point of a grid over the "
+                   "space at sqrt(2) steps, once (the search's yardstick)")
     p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     p.add_argument("--no-record", action="store_true", help="do not record the verified recipe "
                    "as a prediction in MLflow (predict --ledger scores it against later runs)")
@@ -67,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
                               lr=_range("--lr", args.lr), warmup=_range("--warmup", args.warmup),
                               search_seed=args.search_seed, address=args.address,
                               tracking_uri=tracking_uri(args.tracking_uri), verbose=args.verbose,
-                              record=not args.no_record), as_json=args.json)
+                              record=not args.no_record, sampler=args.sampler), as_json=args.json)
 
 
 def show(make: Callable[[], SolveResult], *, as_json: bool) -> int:
@@ -98,9 +102,11 @@ def _num(x: float | None) -> str:
 def render(answer: dict[str, Any]) -> str:
     """The answer in words: the recipe, its decision and interval at every level."""
     m = answer["world_size"]
+    searched = "the grid" if answer.get("sampler") == "grid" else "search"
     cost = (f"cost: {answer['trials_used']} trials, {answer['trial_epochs_used']:g} trial-epochs "
-            f"(search {answer['search_trial_epochs_used']:g}; a grid of the same resolution would "
-            f"take {answer['grid_trial_epochs']:g} for its one seed per point)")
+            f"({searched} {answer['search_trial_epochs_used']:g}; a grid of the same resolution "
+            f"would take {answer['grid_trial_epochs']:g} for its one seed per point, none "
+            "stopped early)")
     if answer["decision"] is None:
         return f"no candidate at {m} workers could be verified\n{cost}"
     ci = answer["ratio_ci"]

@@ -51,8 +51,8 @@ from scalesweep.orchestrator.launch.solve_search import (
     JournaledCallback,
     Pairing,
     Spent,
-    rule_starts,
     search,
+    start_points,
 )
 from scalesweep.orchestrator.launch.solve_state import (
     SOLVE_JOURNAL,
@@ -123,18 +123,15 @@ class _Solve:
 def solve(path: str, *, overrides: list[str], world_size: int, budget: float | None,
           candidates: int, lr: tuple[float, float] | None, warmup: tuple[float, float] | None,
           search_seed: int, address: str | None, tracking_uri: str, verbose: bool = False,
-          record: bool = True) -> SolveResult:
+          record: bool = True, sampler: str = "tpe") -> SolveResult:
     sweep = load_sweep(path, overrides)
     make_plan(sweep)  # the study itself is valid, before anything starts
     kwargs: dict[str, Any] = {"world_size": world_size, "budget": budget, "candidates": candidates,
-                              "lr": lr, "warmup": warmup, "search_seed": search_seed}
+                              "lr": lr, "warmup": warmup, "search_seed": search_seed,
+                              "sampler": sampler}
     sp = plan_solve(sweep, local_cluster(), **kwargs)
-    for line in sp.space.describe():
-        print(line)
-    print(f"budget: {sp.budget:g} trial-epochs: {sp.baseline_trial_epochs:g} for "
-          f"{len(sp.baseline_rows)} baseline seeds, up to {sp.samples} candidates of "
-          f"{sp.candidate_epochs:g} epochs, {sp.verify_reserve:g} for the verification's first "
-          f"look; a grid of the same resolution: {sp.grid_trial_epochs:g}", flush=True)
+    for line in [*sp.space.describe(), _budget_line(sp)]:
+        print(line, flush=True)
     check_reachable(tracking_uri)
     connect_ray(address, verbose)
     from scalesweep.orchestrator.plan.cluster import connected_cluster
@@ -147,7 +144,7 @@ def solve(path: str, *, overrides: list[str], world_size: int, budget: float | N
         {"world_size": world_size, "budget": sp.budget, "candidates": candidates,
          "lr_factor_range": f"{sp.space.lr_factor.low:g}..{sp.space.lr_factor.high:g}",
          "warmup_range": f"{sp.space.warmup.low:g}..{sp.space.warmup.high:g}",
-         "search_seed": search_seed},
+         "search_seed": search_seed, "sampler": sampler},
         {ROLE_TAG: "solve", SOLVE_TAG: "search", SWEEP_FILE_TAG: str(Path(path).resolve()),
          **machine_tags()})
     sweep_dir = storage_root(sweep) / f"{experiment}-{parent[:8]}"
@@ -164,6 +161,16 @@ def solve(path: str, *, overrides: list[str], world_size: int, budget: float | N
         return _passes(ctx, [], [], record)
 
 
+def _budget_line(sp: SolvePlan) -> str:
+    how = (f"the grid's {sp.samples} points (every lr factor with every warmup, in an order "
+           f"shuffled by the search seed) of {sp.candidate_epochs:g} epochs at most"
+           if sp.sampler == "grid" else
+           f"up to {sp.samples} candidates of {sp.candidate_epochs:g} epochs (Optuna TPE)")
+    return (f"budget: {sp.budget:g} trial-epochs: {sp.baseline_trial_epochs:g} for "
+            f"{len(sp.baseline_rows)} baseline seeds, {how}, {sp.verify_reserve:g} for the "
+            f"verification's first look; a grid of the same resolution: {sp.grid_trial_epochs:g}")
+
+
 def resume_solve(state_dir: Path, *, address: str | None, tracking_uri: str | None,
                  verbose: bool = False, record: bool = True) -> SolveResult:
     """Continue the solve whose state is in ``state_dir`` (launch/solve_state.py): the baseline
@@ -175,6 +182,7 @@ def resume_solve(state_dir: Path, *, address: str | None, tracking_uri: str | No
     sweep = load_sweep(state["sweep"], state["overrides"])
     make_plan(sweep)
     kwargs = {k: state[k] for k in ("world_size", "budget", "candidates", "search_seed")}
+    kwargs["sampler"] = state.get("sampler", "tpe")  # a state written before the grid was one
     kwargs.update({k: None if state[k] is None else tuple(state[k]) for k in ("lr", "warmup")})
     uri = tracking_uri or state["tracking_uri"]
     check_reachable(uri)
@@ -318,7 +326,7 @@ def _warm(ctx: _Solve, rows: dict[str, PlanRow], journal: list[Finished],
         s = score(points(f.evals, target.metric), pair.target, mode, pair.baseline_epochs,
                   target.smoothing) if f.evals else Score(math.nan, False)
         scored.append((f, s.value, s.reached))
-    warm = warm_start(scored, rule_starts(sp), sp.samples, used_names)
+    warm = warm_start(scored, start_points(sp), sp.samples, used_names)
     if warm.finished:
         print(f"search: {warm.finished} candidate(s) finished before, told to the TPE sampler as "
               f"evaluated (not run again); {warm.samples_left} left, {len(warm.starts)} named-rule "

@@ -14,7 +14,6 @@ rung, so hopeless candidates trained to the end.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,17 +108,14 @@ class JournaledCallback(SweepCallback):
         self.journaled.add(name)
 
 
-def warmup_bounds(sp: SolvePlan) -> tuple[int, int]:
-    """A warmup is a whole number of updates inside the space, at least one."""
-    warmup = sp.space.warmup
-    return max(1, math.ceil(warmup.low)), max(1, math.floor(warmup.high))
-
-
-def rule_starts(sp: SolvePlan) -> list[dict[str, float | int]]:
-    """The named rules' points inside the space: the search starts from what the study
-    already knows, and the answer is never worse than the best of them it scored."""
+def start_points(sp: SolvePlan) -> list[dict[str, float | int]]:
+    """The points run before the sampler draws any. TPE: the named rules' points inside the
+    space, so the search starts from what the study already knows and the answer is never
+    worse than the best of them it scored. A grid: all of its points."""
+    if sp.sampler == "grid":
+        return sp.grid_points()
     space = sp.space
-    w_low, w_high = warmup_bounds(sp)
+    w_low, w_high = space.warmup.whole_bounds()
     return [{"lr_factor": f, "warmup": round(w)} for f, w in space.rule_points().values()
             if space.lr_factor.low <= f <= space.lr_factor.high and w_low <= round(w) <= w_high]
 
@@ -169,7 +165,8 @@ def _searcher(sp: SolvePlan, define: _Candidates, warm: WarmStart) -> Any:
     import optuna
     from ray.tune.search.optuna import OptunaSearch
 
-    # a resumed search's sampler gets a seed of its own (the search seed and the candidates
+    # A grid's points are all points to evaluate and num_samples is their number: its sampler
+    # draws none. A resumed search's sampler gets a seed of its own (the search seed and the candidates
     # drawn before): with the search seed alone its random startup draws would repeat the
     # points the killed driver's first draws already tried
     seed = sp.search_seed if warm.next_number == 0 else sp.search_seed * 1_000_003 + warm.next_number
@@ -177,17 +174,12 @@ def _searcher(sp: SolvePlan, define: _Candidates, warm: WarmStart) -> Any:
                                          n_startup_trials=max(2 * DIMENSIONS, sp.samples // 3))
     storage = optuna.storages.InMemoryStorage()
     study = optuna.create_study(storage=storage, study_name="optuna", direction="minimize")
-    space = sp.space
-    lo, hi = define.warmup_bounds
     dists: dict[str, optuna.distributions.BaseDistribution] = {
-        "lr_factor": optuna.distributions.FloatDistribution(space.lr_factor.low, space.lr_factor.high,
-                                                            log=True),
-        "warmup": optuna.distributions.IntDistribution(lo, hi, log=True)}
+        "lr_factor": optuna.distributions.FloatDistribution(*sp.factor_bounds(), log=True),
+        "warmup": optuna.distributions.IntDistribution(*sp.space.warmup.whole_bounds(), log=True)}
     for point, reward in zip(warm.points, warm.rewards, strict=True):
-        # a factor rounded to 3 digits may sit a hair past the space's end
-        params = {"lr_factor": min(max(float(point["lr_factor"]), space.lr_factor.low), space.lr_factor.high),
-                  "warmup": min(max(int(point["warmup"]), lo), hi)}
-        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=reward))
+        study.add_trial(optuna.trial.create_trial(params=dict(point), distributions=dists,
+                                                  value=reward))
     # metric and mode given to each: Tune passes TuneConfig's on to neither a define-by-run space
     # nor to a searcher it wraps in its concurrency limiter
     return OptunaSearch(space=define, metric=OBJECTIVE_METRIC, mode="min", sampler=sampler,
@@ -226,13 +218,10 @@ class _Candidates:
         self.sp, self.cluster, self.pairings, self.rows, self.driver = sp, cluster, pairings, rows, driver
         self.seeds = sorted(pairings)
         self.drawn = 0
-        self.warmup_bounds = warmup_bounds(sp)
 
     def __call__(self, trial: Any) -> dict[str, Any]:
-        space = self.sp.space
-        factor = round_factor(trial.suggest_float("lr_factor", space.lr_factor.low,
-                                                  space.lr_factor.high, log=True))
-        warmup = int(trial.suggest_int("warmup", *self.warmup_bounds, log=True))
+        factor = round_factor(trial.suggest_float("lr_factor", *self.sp.factor_bounds(), log=True))
+        warmup = int(trial.suggest_int("warmup", *self.sp.space.warmup.whole_bounds(), log=True))
         number, self.drawn = self.drawn, self.drawn + 1
         seed = self.seeds[number % len(self.seeds)]  # the baseline seeds in turn
         pair = self.pairings[seed]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,9 @@ DIMENSIONS = 2
 #: significant digits of a candidate's lr factor: what trial names, the verification and the
 #: answer show is what trained
 FACTOR_DIGITS = 3
+#: how candidates are chosen: Optuna's TPE, or every point of the grid at GRID_STEP (the
+#: yardstick the search's cost is measured against: benchmarks/solve_grid.py)
+SAMPLERS = ("tpe", "grid")
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class SolvePlan:
     #: epochs one candidate trains (at most: it stops at the target)
     candidate_epochs: float
     search_seed: int
+    sampler: str = "tpe"
 
     @property
     def baseline_trial_epochs(self) -> float:
@@ -65,6 +70,8 @@ class SolvePlan:
     def samples(self) -> int:
         """Candidates the search may run: what the budget leaves after the baseline seeds and
         the verification, at a whole run each (early stops leave some unspent)."""
+        if self.sampler == "grid":  # every point once, whatever the budget
+            return self.space.grid_size()
         left = self.budget - self.verify_reserve - self.baseline_trial_epochs
         return max(DIMENSIONS, math.floor(left / self.candidate_epochs + 1e-9))
 
@@ -72,6 +79,22 @@ class SolvePlan:
     def grid_trial_epochs(self) -> float:
         """A grid over the same space at the search's resolution, one seed per point."""
         return self.space.grid_size() * self.candidate_epochs
+
+    def factor_bounds(self) -> tuple[float, float]:
+        """The lr factor's range as candidates are drawn from it: the space's, widened to its
+        ends rounded to FACTOR_DIGITS, so every rounded factor (a grid point's, a journaled
+        candidate's) lies inside it."""
+        rng = self.space.lr_factor
+        return min(rng.low, round_factor(rng.low)), max(rng.high, round_factor(rng.high))
+
+    def grid_points(self) -> list[dict[str, float | int]]:
+        """The grid's candidates, in an order shuffled by the search seed: a grid knows nothing
+        of where the best lies, and an order that ran the small lr factors first would spend
+        more before the early stop has scores to compare with."""
+        points: list[dict[str, float | int]] = [
+            {"lr_factor": round_factor(f), "warmup": w} for f, w in self.space.grid()]
+        random.Random(self.search_seed).shuffle(points)
+        return points
 
     def candidate_row(self, number: int, lr_factor: float, warmup: int, seed: int,
                       target: float, baseline_epochs: float, cluster: ClusterInfo) -> PlanRow:
@@ -114,9 +137,12 @@ def _baseline_combo(sweep: Sweep) -> dict[str, Any]:
 
 def plan_solve(sweep: Sweep, cluster: ClusterInfo, *, world_size: int, budget: float | None,
                candidates: int, lr: tuple[float, float] | None,
-               warmup: tuple[float, float] | None, search_seed: int = 0) -> SolvePlan:
+               warmup: tuple[float, float] | None, search_seed: int = 0,
+               sampler: str = "tpe") -> SolvePlan:
     """The solve of ``sweep`` at ``world_size``, or the InputError that refuses it."""
     spec = sweep.spec
+    if sampler not in SAMPLERS:
+        raise InputError("solve", [Problem("--sampler", sampler, f"must be one of {', '.join(SAMPLERS)}")])
     if spec.workload.train_loop is not None:
         raise InputError(sweep.source, [Problem("workload.train_loop", spec.workload.train_loop, (
             "solve scores candidates inside the built-in loop; an own Ray Train loop cannot "
@@ -147,6 +173,13 @@ def plan_solve(sweep: Sweep, cluster: ClusterInfo, *, world_size: int, budget: f
     reserve = (candidates * at_m.epochs + ref.epochs) * replicates
     baseline_epochs = sum(r.epochs for r in baseline_rows)
     least = min_budget(at_m.epochs, DIMENSIONS, baseline_epochs, reserve)
+    if sampler == "grid":
+        if budget is not None:
+            raise InputError("solve", [Problem("--budget", budget, (
+                "does not apply to --sampler grid, which runs every point of its grid once: "
+                "leave it out"))])
+        # what the grid costs at most: no candidate stopped early
+        budget = baseline_epochs + space.grid_size() * at_m.epochs + reserve
     budget = DEFAULT_BUDGET if budget is None else budget
     if not budget >= least:
         raise InputError("solve", [Problem("--budget", budget, (
@@ -156,7 +189,7 @@ def plan_solve(sweep: Sweep, cluster: ClusterInfo, *, world_size: int, budget: f
             f"the baseline x {replicates} seeds: {reserve:g})"))])
     return SolvePlan(sweep=sweep, world_size=world_size, space=space, baseline_rows=baseline_rows,
                      budget=budget, candidates=candidates, verify_reserve=reserve,
-                     candidate_epochs=at_m.epochs, search_seed=search_seed)
+                     candidate_epochs=at_m.epochs, search_seed=search_seed, sampler=sampler)
 
 
 def _row_at(sweep: Sweep, world_size: int, cluster: ClusterInfo, ref: PlanRow) -> PlanRow:
