@@ -156,3 +156,15 @@ def test_solve_stopped_then_resumed_finds_the_known_best_lr_within_one_grid_step
     report = (tmp_path / "reports" / "solve-quadratic-solve" / "report.html").read_text()
     assert "Solve: the search this study verifies" in report
     assert f"{len(candidates)} candidates" in report
+    # the sweep was read from the copy in the state directory, as `run` keeps one
+    state = json.loads((state_dir / "solve.json").read_text())
+    assert state["sweep"] == str(state_dir / "sweep.yaml")
+    assert (state_dir / "sweep.yaml").read_text() == QUADRATIC
+    # a finished solve resumed again trains nothing and answers as before
+    sweep.write_text("edited after the solve: resume must not read this\n")
+    again = scalesweep("resume", str(state_dir), "--json", *ray_head.args(), cwd=tmp_path, timeout=300,
+                       PYTHONPATH=str(ROOT), **ray_head.env())
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "this solve had already finished" in again.stderr
+    assert json.loads(again.stdout)["verification_parent_run_id"] == answer["verification_parent_run_id"]
+    assert len(client.search_runs([exp.experiment_id], max_results=1000)) == len(runs)

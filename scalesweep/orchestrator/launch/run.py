@@ -194,15 +194,8 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
     sweep_dir = storage_root(sweep) / f"{sweep.spec.name}-{parent_id[:8]}"
     sweep_dir.mkdir(parents=True, exist_ok=True)
     tracker.journal = sweep_dir / JOURNAL
-    # resume reads the sweep (and its recipe) from these copies: the originals may be gone
-    # (a submitted job's working dir) or edited by the time a crashed sweep is resumed
-    shutil.copyfile(path, sweep_dir / "sweep.yaml")
-    saved_overrides = list(overrides)
-    if sweep.recipe is not None:
-        recipe_copy = sweep_dir / f"recipe{Path(sweep.recipe.source).suffix}"
-        shutil.copyfile(sweep.recipe.source, recipe_copy)
-        saved_overrides.append(f"recipe={recipe_copy}")
-    state = {SWEEP_FILE_TAG: str(sweep_dir / "sweep.yaml"), "overrides": saved_overrides,
+    sweep_copy, saved_overrides = keep_copies(path, sweep, overrides, sweep_dir)
+    state = {SWEEP_FILE_TAG: str(sweep_copy), "overrides": saved_overrides,
              "tracking_uri": tracking_uri, "parent_run_id": parent_id,
              "experiment": sweep.spec.name, "address": address}
     (sweep_dir / STATE_FILE).write_text(json.dumps(state, indent=1))
@@ -210,6 +203,20 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
           f"{parent_run_line(parent_id, tracking_uri)}; state in {sweep_dir}")
     with sweep_lock.hold(sweep_dir, "run"):
         return _execute(plan, tracker, parent_id, sweep_dir, tracking_uri, summary_json, {})
+
+
+def keep_copies(path: str, sweep: Sweep, overrides: list[str], state_dir: Path) -> tuple[Path, list[str]]:
+    """The sweep file (and its recipe) copied into ``state_dir``: resume reads them from there,
+    since the originals may be gone (a submitted job's working dir) or edited by the time a
+    crashed sweep is resumed. The copy's path, and the overrides that point at the recipe's copy."""
+    sweep_copy = state_dir / "sweep.yaml"
+    shutil.copyfile(path, sweep_copy)
+    saved = list(overrides)
+    if sweep.recipe is not None:
+        recipe_copy = state_dir / f"recipe{Path(sweep.recipe.source).suffix}"
+        shutil.copyfile(sweep.recipe.source, recipe_copy)
+        saved.append(f"recipe={recipe_copy}")
+    return sweep_copy, saved
 
 
 def find_sweep_dir(name_or_dir: str) -> Path:

@@ -41,6 +41,7 @@ from scalesweep.orchestrator.launch.run import (
     STATE_FILE,
     Outcome,
     connect_ray,
+    keep_copies,
     ray_address,
     resume_sweep,
     run_sweep,
@@ -149,14 +150,16 @@ def solve(path: str, *, overrides: list[str], world_size: int, budget: float | N
          **machine_tags()})
     sweep_dir = storage_root(sweep) / f"{experiment}-{parent[:8]}"
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    # what `scalesweep resume` needs to continue this solve should its driver die
-    write_state(sweep_dir, {"sweep": str(Path(path).resolve()), "overrides": list(overrides),
+    # what `scalesweep resume` needs to continue this solve should its driver die; the sweep
+    # and its recipe are read from copies from here on, as `run` reads them
+    sweep_copy, saved_overrides = keep_copies(path, sweep, overrides, sweep_dir)
+    write_state(sweep_dir, {"sweep": str(sweep_copy), "overrides": saved_overrides,
                             **kwargs, "address": address, "tracking_uri": tracking_uri,
                             "parent_run_id": parent, "experiment": experiment})
     print(f"solve {sweep.spec.name} at {world_size} workers: MLflow parent run {parent} "
           f"(experiment {experiment}); state in {sweep_dir}", flush=True)
-    ctx = _Solve(path, list(overrides), sweep, sp, make_plan(sweep, cluster), cluster, tracker,
-                 parent, sweep_dir, experiment, address, tracking_uri, verbose)
+    ctx = _Solve(str(sweep_copy), saved_overrides, sweep, sp, make_plan(sweep, cluster), cluster,
+                 tracker, parent, sweep_dir, experiment, address, tracking_uri, verbose)
     with sweep_lock.hold(sweep_dir, "solve"):
         return _passes(ctx, [], [], record)
 
