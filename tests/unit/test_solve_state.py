@@ -14,6 +14,7 @@ from scalesweep.orchestrator.launch.solve_state import (
     Finished,
     append,
     find_solve_dir,
+    killed_epochs,
     read_journal,
     warm_start,
     write_state,
@@ -67,6 +68,14 @@ def test_the_warm_start_tells_the_finished_candidates_and_keeps_the_budget_spent
     assert warm.reached == [0.9, 1.2]  # the stopper starts from the reached scores, in order
     # past every name used before: c05 was running when the driver died (its run is KILLED)
     assert warm.next_number == 6
+
+
+def test_the_epochs_of_candidates_killed_mid_run_count_as_spent() -> None:
+    journal = [Finished("ws1-seed0", 0, None, None, "stopped", []), _cand(0, 2.0, 2, 1.5)]
+    # c00 finished (its epochs come from the journal), c01 was cut short at 0.75 epochs, c02
+    # had not trained yet; a baseline seed cut short is not the search's
+    logged = {"ws1-seed0": 2.0, "c00-ws4-x": 1.5, "c01-ws4-y": 0.75, "c02-ws4-z": 0.0, "ws1-seed1": 1.0}
+    assert killed_epochs(logged, journal) == 0.75
 
 
 def test_a_fresh_search_starts_at_candidate_zero_with_the_whole_budget() -> None:

@@ -60,6 +60,7 @@ from scalesweep.orchestrator.launch.solve_state import (
     Finished,
     WarmStart,
     candidate_number,
+    killed_epochs,
     read_journal,
     read_state,
     warm_start,
@@ -119,6 +120,9 @@ class _Solve:
     address: str | None
     uri: str
     verbose: bool
+    #: trial-epochs of the candidates a driver killed before had running: spent, though they
+    #: run again
+    killed_epochs: float = 0.0
 
 
 def solve(path: str, *, overrides: list[str], world_size: int, budget: float | None,
@@ -203,6 +207,8 @@ def resume_solve(state_dir: Path, *, address: str | None, tracking_uri: str | No
         journal = read_journal(state_dir)
         existing = tracker.children(parent)
         _settle_children(tracker, existing, journal)
+        ctx.killed_epochs = killed_epochs(
+            {name: float(run.data.metrics.get("epoch", 0.0)) for name, run in existing.items()}, journal)
         tracker.client.update_run(parent, status="RUNNING")
         base = sum(1 for f in journal if not f.is_candidate)
         print(f"resuming solve {sweep.spec.name} at {sp.world_size} workers (MLflow parent run "
@@ -330,6 +336,7 @@ def _warm(ctx: _Solve, rows: dict[str, PlanRow], journal: list[Finished],
                   target.smoothing) if f.evals else Score(math.nan, False)
         scored.append((f, s.value, s.reached))
     warm = warm_start(scored, start_points(sp), sp.samples, used_names)
+    warm.used += ctx.killed_epochs
     if warm.finished:
         print(f"search: {warm.finished} candidate(s) finished before, told to the TPE sampler as "
               f"evaluated (not run again); {warm.samples_left} left, {len(warm.starts)} named-rule "

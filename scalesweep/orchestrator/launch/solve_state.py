@@ -67,6 +67,15 @@ def trial_epochs(evals: Iterable[Mapping[str, Any]]) -> float:
     return max((float(e.get("epoch", 0.0)) for e in evals), default=0.0)
 
 
+def killed_epochs(epochs_by_run: Mapping[str, float], journal: Iterable[Finished]) -> float:
+    """The trial-epochs of the candidates a dead driver had running: each child run's last
+    logged epoch (``epochs_by_run``, by run name), for the candidates the journal does not
+    hold. They were spent, though those candidates run again."""
+    done = {f.name for f in journal}
+    return sum(epochs for name, epochs in epochs_by_run.items()
+               if candidate_number(name) is not None and name not in done)
+
+
 def candidate_number(name: str) -> int | None:
     m = _CANDIDATE.match(name)
     return int(m.group(1)) if m else None
