@@ -175,6 +175,15 @@ def score(curve: Sequence[EvalPoint], target: float, mode: Mode, baseline_epochs
     return Score(curve[-1].epoch / baseline_epochs, False)
 
 
+def verify_order(s: Score) -> tuple[bool, float]:
+    """Sort key of the candidates the verification takes: those that reached the target first,
+    by score, then those that did not, by bound. A bound is only a floor, and a low one often
+    says no more than that its paired baseline seed was slow: a candidate that trained the
+    whole run without reaching, paired with the slowest baseline seed, has a lower bound than a
+    candidate that reached a little later than the baseline on a faster one."""
+    return not s.reached, s.value
+
+
 def search_budget(budget: float, verify_trial_epochs: float) -> float:
     """Trial-epochs left to the search once the verification's share is set aside."""
     return budget - verify_trial_epochs

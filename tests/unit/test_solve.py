@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from scalesweep.orchestrator.launch.solve_search import OutOfReach
-from scalesweep.science.solve import GRID_STEP, Range, answer_order, at_edge, default_space, score
+from scalesweep.science.solve import (
+    GRID_STEP,
+    Range,
+    Score,
+    answer_order,
+    at_edge,
+    default_space,
+    score,
+    verify_order,
+)
 from scalesweep.science.stats.convergence import EvalPoint
 from tests.support.helpers import ROOT
 from tests.unit.test_bad_input import assert_rejected, run_in_process
@@ -92,6 +101,18 @@ def test_a_candidate_is_stopped_only_once_its_bound_passes_the_nth_reached_score
     assert not stop("a", {"solve_ratio": 1.4, "status": "running"})  # could still tie the 2nd
     assert stop("a", running)  # 1.5 > 1.4: it cannot be among the 2 best any more
     assert not stop("d", {"status": "running"})  # no score reported: never stopped for it
+
+
+def test_the_verification_takes_candidates_that_reached_before_any_bound() -> None:
+    # the shipped study's baseline seeds reach at 3.1, 3.19 and 3.49 epochs of 4: a candidate
+    # that trains all 4 without reaching, paired with seed 2, is bounded at 4 / 3.49 = 1.146,
+    # below one that reached at 3.6 on seed 0 (1.16); ranked by value it would go first
+    reached = score(_curve((3.5, 0.7), (3.62, 0.56)), 0.5776, "min", 3.1)
+    never = score(_curve((2.0, 1.0), (4.0, 0.83)), 0.6058, "min", 3.49)
+    assert never.value < reached.value and reached.reached and not never.reached
+    assert sorted([never, reached], key=verify_order) == [reached, never]
+    slower_bound = Score(1.5, False)
+    assert sorted([slower_bound, never], key=verify_order) == [never, slower_bound]  # bounds by value
 
 
 def test_answers_rank_faster_then_equivalent_then_by_the_intervals_upper_end() -> None:

@@ -74,7 +74,7 @@ from scalesweep.orchestrator.tracking.machine import machine_tags
 from scalesweep.orchestrator.tracking.summary import points
 from scalesweep.orchestrator.tracking.sweep_runs import trial_params
 from scalesweep.orchestrator.tracking.tracker import SweepTracker, check_reachable, fail_fast
-from scalesweep.science.solve import Score, score
+from scalesweep.science.solve import Score, score, verify_order
 from scalesweep.science.stats.convergence import first_crossing
 from scalesweep.science.stats.targets import reference_bests, target_of
 from scalesweep.trainables import trial_driver
@@ -428,7 +428,7 @@ def _scored(sp: SolvePlan, rows: dict[str, PlanRow], curves: dict[str, list[dict
                   target.smoothing)
         out.append(Candidate(name, float(row.axes["scaling_rule"]), int(row.axes["warmup_rule"]),
                              row.seed, s))
-    return sorted(out, key=lambda c: (c.score.value, not c.score.reached))
+    return sorted(out, key=lambda c: verify_order(c.score))
 
 
 def _picks(found: list[Candidate], n: int) -> list[tuple[float, int]]:
