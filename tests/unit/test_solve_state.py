@@ -118,14 +118,40 @@ def test_the_searcher_is_given_the_finished_candidates_as_completed_trials(tmp_p
     from scalesweep.orchestrator.launch.solve_search import _searcher
 
     sp = _solve_plan(tmp_path)  # lr factor 2..8, warmup 1..4
-    warm = warm_start([(_cand(0, 8.0, 4, 1.0), 1.3, True), (_cand(1, 3.0, 2, 1.0), 0.8, True)],
+    warm = warm_start([(_cand(0, 8.0, 4, 1.0), 1.3, True), (_cand(1, 3.0, 2, 1.0), 0.8, True),
+                       (_cand(2, 5.0, 1, 4.0), 1.1, False)],
                       [{"lr_factor": 4.0, "warmup": 3}], samples=8)
     searcher = _searcher(sp, _DefineByRun(), warm)
     assert [(t.params, t.value) for t in _trials(searcher, "COMPLETE")] == [
         ({"lr_factor": 8.0, "warmup": 4}, 1.3), ({"lr_factor": 3.0, "warmup": 2}, 0.8)]
+    # one that never reached is told as a live one is (_CensoredOptunaSearch): pruned at its
+    # bound, the step its number of evals
+    assert [(t.params, t.value, t.intermediate_values) for t in _trials(searcher, "PRUNED")] == [
+        ({"lr_factor": 5.0, "warmup": 1}, 1.1, {2: 1.1})]
     # the named rule's point not yet tried is still enqueued for the first draw
     waiting = _trials(searcher, "WAITING")
     assert [t.system_attrs.get("fixed_params") for t in waiting] == [{"lr_factor": 4.0, "warmup": 3}]
+
+
+def test_a_candidate_that_never_reached_is_told_to_optuna_as_pruned_at_its_bound(tmp_path: Path) -> None:
+    """TPE must not rank a bound (a floor) with the scores of candidates that reached: told as
+    a completed trial's value, 1.146 (never reached, slow baseline seed) would rank above 1.16."""
+    from scalesweep.mlflow_names import STATUS_TAG
+    from scalesweep.orchestrator.launch.solve_search import _searcher
+    from scalesweep.science.solve import OBJECTIVE_METRIC
+
+    searcher = _searcher(_solve_plan(tmp_path), _DefineByRun(), warm_start([], [], samples=8))
+    for trial_id, status, ratio in (("a", "stopped", 1.16), ("b", "completed", 1.146), ("c", "running", 1.3)):
+        assert searcher.suggest(trial_id) is not None
+        last = {OBJECTIVE_METRIC: ratio, STATUS_TAG: status, "training_iteration": 30}
+        searcher.on_trial_result(trial_id, last)
+        searcher.on_trial_complete(trial_id, last)  # "c": stopped by the stopper, out of reach
+    # (Optuna keeps a pruned trial's last intermediate value as its value too; TPE still ranks
+    # every pruned trial after every completed one)
+    assert [(t.value, t.state.name) for t in searcher._ot_study.get_trials()] == [
+        (1.16, "COMPLETE"), (1.146, "PRUNED"), (1.3, "PRUNED")]
+    pruned = _trials(searcher, "PRUNED")
+    assert [t.intermediate_values for t in pruned] == [{30: 1.146}, {30: 1.3}]
 
 
 def test_a_grid_enqueues_every_point_once_and_a_resumed_grid_only_those_not_finished(

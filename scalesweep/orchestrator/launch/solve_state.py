@@ -153,6 +153,10 @@ class WarmStart:
 
     points: list[dict[str, float | int]] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
+    #: per point: whether it reached the target (its reward a score, else a bound), and its
+    #: number of evals (where Optuna keeps a bound: the step of its last intermediate value)
+    reached_flags: list[bool] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
     starts: list[dict[str, float | int]] = field(default_factory=list)
     samples_left: int = 0
     finished: int = 0
@@ -184,6 +188,8 @@ def warm_start(finished: Iterable[tuple[Finished, float, bool]], starts: list[di
         if math.isfinite(value):
             warm.points.append({"lr_factor": point[0], "warmup": point[1]})
             warm.rewards.append(value)
+            warm.reached_flags.append(reached)
+            warm.steps.append(len(row.evals))
             if reached:
                 warm.reached.append(value)
     warm.reached.sort()
