@@ -117,19 +117,24 @@ def test_calibration_prints_its_json_list_of_cases(tmp_path: Path) -> None:
     assert check_results(tmp_path, "calibration")["raw"]["cases"] == cases
 
 
+def _quick_on_head(name: str, out: Path, ray_head: RayHead) -> dict:
+    """``benchmarks.<name> --quick`` on the session's Ray head; its checked results."""
+    proc = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{name}", "--quick", "--out", str(out)],
+        cwd=ROOT, env=cli_env(RAY_ADDRESS=ray_head.address, **ray_head.env()),
+        capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return check_results(out, name)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_report_cost_quick_mode_measures_an_own_loops_cost_per_eval(
         tmp_path: Path, ray_head: RayHead) -> None:
     # on the session's head, whose trials do not see the CLI's environment: the sweep's own
     # poll alone, 4 evals in one trial at world size 2 (two ranks; #34 item 4)
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.report_cost", "--quick", "--out", str(tmp_path)],
-        cwd=ROOT, env=cli_env(RAY_ADDRESS=ray_head.address, **ray_head.env()),
-        capture_output=True, text=True, timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = check_results(tmp_path, "report_cost")
+    data = _quick_on_head("report_cost", tmp_path, ray_head)
     rows = data["raw"]["own_loop"]
     assert [r["trial"] for r in rows] == ["ws2-warmup4-none"]
     assert all(r["variant"] == "sweep default" and r["evals"] == 4 for r in rows)
@@ -144,13 +149,7 @@ def test_solve_grid_quick_mode_runs_every_grid_point_once_beside_the_search(
     """`solve --sampler grid` end to end (the benchmark's two solves, through the CLI): every
     point of the grid trains once, its trial-epochs are what its candidates trained, and the
     search and the grid each verify an answer."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.solve_grid", "--quick", "--out", str(tmp_path)],
-        cwd=ROOT, env=cli_env(RAY_ADDRESS=ray_head.address, **ray_head.env()),
-        capture_output=True, text=True, timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = check_results(tmp_path, "solve_grid")
+    data = _quick_on_head("solve_grid", tmp_path, ray_head)
     tpe, grid = data["raw"]["tpe"], data["raw"]["grid"]
     assert (tpe["answer"]["sampler"], grid["answer"]["sampler"]) == ("tpe", "grid")
     # lr factor 2..2.828 and warmup 5..10 at sqrt(2) steps: 2 x 3 points, each run once
