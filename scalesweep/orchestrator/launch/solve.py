@@ -338,9 +338,10 @@ def _warm(ctx: _Solve, rows: dict[str, PlanRow], journal: list[Finished],
     warm = warm_start(scored, start_points(sp), sp.samples, used_names)
     warm.used += ctx.killed_epochs
     if warm.finished:
+        starts = "grid point(s)" if sp.sampler == "grid" else "named-rule start point(s)"
         print(f"search: {warm.finished} candidate(s) finished before, told to the TPE sampler as "
-              f"evaluated (not run again); {warm.samples_left} left, {len(warm.starts)} named-rule "
-              "start point(s) still to try", flush=True)
+              f"evaluated (not run again); {warm.samples_left} left, {len(warm.starts)} {starts} "
+              "still to try", flush=True)
     return warm
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from scalesweep.mlflow_names import ARM_PARAM
 from scalesweep.orchestrator.launch.run import Outcome
 from scalesweep.orchestrator.launch.solve_search import Spent
-from scalesweep.orchestrator.launch.solve_state import trial_epochs
+from scalesweep.orchestrator.launch.solve_state import candidate_number, trial_epochs
 from scalesweep.orchestrator.plan.rows import PlanRow, row_for
 from scalesweep.orchestrator.plan.solve_plan import SolvePlan
 from scalesweep.orchestrator.spec.load import Sweep
@@ -28,7 +28,10 @@ def answer(sweep: Sweep, sp: SolvePlan, picks: list[tuple[float, int]], verifica
            spent: Spent, curves: Mapping[str, Iterable[Mapping[str, Any]]], cluster: Any) -> dict[str, Any]:
     """The JSON answer (docs/solve.md): the verified recipe whose decision is best."""
     base = sp.baseline_rows[0]
-    search_epochs = sum(trial_epochs(evals) for evals in curves.values())
+    # the baseline seeds' epochs, and the candidates' as the budget counted them (those a dead
+    # driver cut short included)
+    search_epochs = spent.used + sum(trial_epochs(evals) for name, evals in curves.items()
+                                     if candidate_number(name) is None)
     verified: list[tuple[tuple[int, float, float], PlanRow, ArmSummary]] = []
     verify_epochs = 0.0
     if verification is not None:
