@@ -170,3 +170,25 @@ def test_solve_refuses_bad_input_before_anything_starts(
     rc, out, err = run_in_process(["solve", _sweep(tmp_path, text), *args], capsys)
     assert_rejected(rc, out, err, cwd, expect)  # the working directory untouched: no MLflow store
     assert not ray.is_initialized()
+
+
+def test_the_verification_sweep_names_its_search_so_a_rerun_of_it_is_tagged_too(tmp_path: Path) -> None:
+    import yaml
+
+    from scalesweep.mlflow_names import SOLVE_SEARCH_TAG
+    from scalesweep.orchestrator.launch.run import sweep_tags
+    from scalesweep.orchestrator.plan.cluster import local_cluster
+    from scalesweep.orchestrator.plan.solve_plan import plan_solve, verification_spec
+    from scalesweep.orchestrator.spec.load import load_sweep
+
+    source = _sweep(tmp_path)
+    sp = plan_solve(load_sweep(source, []), local_cluster(), world_size=4, budget=None, candidates=1,
+                    lr=None, warmup=None)
+    search = "0123456789abcdef0123456789abcdef"
+    data = verification_spec(Path(source), [], sp, [(4.0, 2)], "solve-quadratic-solve", search)
+    verify = tmp_path / "verify.yaml"
+    verify.write_text(yaml.safe_dump(data, sort_keys=False))
+    # `scalesweep run verify.yaml --set replicates.first_seed=30` loads it as any sweep
+    rerun = load_sweep(str(verify), ["replicates.first_seed=30"])
+    assert sweep_tags(rerun)[SOLVE_SEARCH_TAG] == search
+    assert rerun.spec.name == "solve-quadratic-solve"

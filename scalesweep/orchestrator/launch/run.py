@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from scalesweep.mlflow_names import (
     DESCRIPTION_TAG,
     ERROR_TAG,
+    SOLVE_SEARCH_TAG,
     STATUS_TAG,
     STEP_KEY,
     SWEEP_FILE_TAG,
@@ -269,12 +270,14 @@ def _resume(sweep_dir: Path, *, address: str | None, tracking_uri: str | None,
 
 
 def sweep_tags(sweep: Sweep) -> dict[str, str]:
-    """The parent's tags from the sweep file: its description (MLflow's UI shows it) and the
-    study a verification sweep checks."""
+    """The parent's tags from the sweep file: its description (MLflow's UI shows it), the
+    study a verification sweep checks, and the solve search whose candidates it verifies."""
     spec = sweep.spec
     tags = {DESCRIPTION_TAG: spec.description} if spec.description else {}
     if spec.verifies:
         tags[VERIFIES_TAG] = spec.verifies
+    if spec.solve_search:
+        tags[SOLVE_SEARCH_TAG] = spec.solve_search
     return tags
 
 

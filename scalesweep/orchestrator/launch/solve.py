@@ -448,9 +448,11 @@ def _verify(path: Path, overrides: list[str], sp: SolvePlan, picks: list[tuple[f
     if not picks:
         print("no candidate reported a score: nothing to verify")
         return None
-    data = verification_spec(path, overrides, sp, picks, experiment)
+    data = verification_spec(path, overrides, sp, picks, experiment, parent)
     verify_file = sweep_dir / "verify.yaml"
     verify_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     print(f"verifying {len(picks)} candidate(s) with adaptive seeds: {verify_file}", flush=True)
+    # verify.yaml names the search (its parent gets SOLVE_SEARCH_TAG, as a rerun's will); this
+    # run is the solve's own verification
     return run_sweep(str(verify_file), overrides=[], address=address, tracking_uri=uri,
-                     verbose=verbose, parent_tags={SOLVE_TAG: "verify", SOLVE_SEARCH_TAG: parent})
+                     verbose=verbose, parent_tags={SOLVE_TAG: "verify"})

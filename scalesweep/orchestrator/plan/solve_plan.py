@@ -214,10 +214,11 @@ def _row_at(sweep: Sweep, world_size: int, cluster: ClusterInfo, ref: PlanRow) -
 
 
 def verification_spec(source: Path, overrides: list[str], plan: SolvePlan,
-                      picks: list[tuple[float, int]], experiment: str) -> dict[str, Any]:
+                      picks: list[tuple[float, int]], experiment: str, search: str) -> dict[str, Any]:
     """The sweep file (a mapping) that decides ``picks`` ((lr factor, warmup) at M) against
     the baseline with adaptive seeds, as the study decides its arms: the study's own file and
-    overrides, its axes narrowed to the baseline and the picks."""
+    overrides, its axes narrowed to the baseline and the picks, naming the ``search`` parent
+    run whose candidates they are."""
     data = load_mapping(source)
     problems = apply_overrides(data, parse_overrides(overrides))
     if problems:
@@ -241,6 +242,7 @@ def verification_spec(source: Path, overrides: list[str], plan: SolvePlan,
         found = next((p for p in recipe_candidates(recipe, source) if p.is_file()), None)
         data["recipe"] = str((found or Path(recipe)).resolve())
     data["name"] = experiment
+    data["solve_search"] = search
     data["description"] = (f"verification of `scalesweep solve` at world size {plan.world_size}: "
                            f"{len(picks)} candidate(s) (lr factor, warmup) against the baseline")
     return data

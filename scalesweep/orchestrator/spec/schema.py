@@ -299,6 +299,10 @@ class SweepSpec(BaseModel):
     #: the parent run id of the study whose prediction this sweep checks (``predict --verify``
     #: writes it): its parent run is tagged, and ``predict --experiment`` passes it over
     verifies: str | None = Field(default=None, pattern=r"^[0-9a-f]{32}$")
+    #: the search parent run of the ``solve`` whose candidates this sweep verifies (``solve``
+    #: writes it into verify.yaml): every run of it, a rerun with new seeds too, is tagged, and
+    #: its report shows the search
+    solve_search: str | None = Field(default=None, pattern=r"^[0-9a-f]{32}$")
     workload: WorkloadSpec
     recipe: str | None = None
     training: TrainingSpec = TrainingSpec()
