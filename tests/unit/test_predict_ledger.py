@@ -18,6 +18,9 @@ from mlflow.tracking import MlflowClient
 from scalesweep.orchestrator.cli import main
 from tests.unit.test_advice import DATASET, STUDY, T, _log
 
+#: one xdist worker runs the module: its store (two studies and their predictions) is built once
+pytestmark = pytest.mark.xdist_group(__name__)
+
 M = 64  # global batch 1024: no study below ran it
 UPE = DATASET // (M * 16)  # updates per epoch at M
 
