@@ -42,6 +42,7 @@ from benchmarks._common import (
     sqlite_uri,
     write_yaml,
 )
+from scalesweep.science.solve import GRID_STEP
 
 NAME = "solve_grid"
 SWEEP, WORLD_SIZE = ROOT / "sweeps" / "wenet_4v16.yaml", 16
@@ -51,7 +52,6 @@ QUICK_SWEEP, QUICK_WORLD_SIZE = ROOT / "sweeps" / "smoke.yaml", 4
 QUICK_ARGS = ["--lr", "2,2.828", "--warmup", "5,10", "--candidates", "1"]
 QUICK_REPLICATES = {"min": 2, "max": 2}
 QUICK_BUDGET = ["--budget", "54"]  # TPE: 3 baseline seeds (18), 2 candidates (12), the verification (24)
-GRID_STEP = math.sqrt(2.0)
 
 
 def solve(sweep: Path, world_size: int, extra: list[str], uri: str,
@@ -73,9 +73,11 @@ def candidates(runs: Path, parent: str | None) -> list[dict[str, Any]]:
     """The candidates a solve ran, from its journal: name, lr factor, warmup, epochs trained."""
     from scalesweep.orchestrator.launch.solve_state import read_journal, trial_epochs
 
-    out = []
+    out: list[dict[str, Any]] = []
+    if parent is None:  # nothing verified: no search to tell apart from the other solve's
+        return out
     for state in runs.glob("*-solve-*/solve.json"):
-        if parent is not None and json.loads(state.read_text()).get("parent_run_id") != parent:
+        if json.loads(state.read_text()).get("parent_run_id") != parent:
             continue
         for f in read_journal(state.parent):
             if f.point is not None:
