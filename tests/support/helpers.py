@@ -54,12 +54,18 @@ def cli(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> str:
 RAY_DEFAULT_PORTS = frozenset({52365, 10001, *range(23000, 24001)})
 
 
+#: every port free_port has handed out in this process: the kernel may give a just-closed port
+#: again, and one Ray node's list of ports with a repeat fails its start (it did, once, in CI)
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
     while True:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = int(s.getsockname()[1])
-        if port not in RAY_DEFAULT_PORTS:
+        if port not in RAY_DEFAULT_PORTS and port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
             return port
 
 
