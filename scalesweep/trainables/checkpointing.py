@@ -88,6 +88,8 @@ class Progress:
     status: str = "running"  # "running" or the trial's final status
     last_report: dict[str, Any] = field(default_factory=dict)  # the last metrics reported
     noise_scale: dict[str, Any] = field(default_factory=dict)  # NoiseScale.state(): its EMAs
+    #: the target metric's evals (EvalPoint fields): a smoothed crossing reads them all
+    target_evals: list[dict[str, float]] = field(default_factory=list)
 
 
 def due(config: TrialConfig, update: int, seconds_since_last: float = 0.0,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, model_validator
 
 from scalesweep.science.batch_ramp import DataPlan
 from scalesweep.science.optimizers import OptimizerSpec
@@ -64,12 +64,16 @@ def loop_schedule(config: Mapping[str, Any]) -> ScheduleSpec:
 
 
 class StopAtTarget(BaseModel):
-    """End the trial early once ``metric`` reaches ``value`` (``mode`` says which side)."""
+    """End the trial early once ``metric`` reaches ``value`` (``mode`` says which side), read
+    as the study reads a crossing: through an EMA of weight ``smoothing`` on the past. A trial
+    stopped where only the raw eval crossed would end before its own crossing, and the study
+    would count it as never reaching."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     metric: str  # a reported key, e.g. "dev_loss"
     value: float
     mode: Literal["min", "max"] = "min"
+    smoothing: float = Field(default=0.0, ge=0, lt=1)
 
 
 class SearchObjective(BaseModel):
@@ -149,6 +153,21 @@ class TrialConfig(BaseModel):
     objective: SearchObjective | None = None
     #: loss above this (or non-finite) ends the trial as "diverged"
     divergence_threshold: float | None = None
+
+    @model_validator(mode="after")
+    def _one_target_metric(self) -> TrialConfig:
+        stop, objective = self.stop_at_target, self.objective
+        if stop is not None and objective is not None and stop.metric != objective.metric:
+            raise ValueError(f"stop_at_target.metric {stop.metric!r} must be objective.metric "
+                             f"{objective.metric!r}: the loop keeps one target metric's evals")
+        return self
+
+    @property
+    def target_metric(self) -> str | None:
+        """The metric whose evals the loop keeps: a candidate's objective's, or the stop's."""
+        if self.objective is not None:
+            return self.objective.metric
+        return None if self.stop_at_target is None else self.stop_at_target.metric
 
     @property
     def virtual_per_physical(self) -> int:

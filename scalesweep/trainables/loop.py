@@ -64,6 +64,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,7 @@ from scalesweep.science import schedules
 from scalesweep.science.batch_ramp import Segment
 from scalesweep.science.noise_scale import EMA_DECAY, NoiseScale
 from scalesweep.science.solve import OBJECTIVE_METRIC, score
-from scalesweep.science.stats.convergence import EvalPoint
+from scalesweep.science.stats.convergence import EvalPoint, first_crossing
 from scalesweep.trainables import checkpointing, fusion, stepping
 from scalesweep.trainables import workloads as workload_registry
 from scalesweep.trainables.checkpointing import Progress
@@ -162,8 +163,9 @@ class _Trial:
             # b_big: the final batch; a ramp's smaller stages pass theirs with each measurement
             self.noise = NoiseScale(b_small=b_small, b_big=config.global_batch, decay=self._noise_decay)
             self.probe = _GradProbe()
-        #: a solve candidate's evals of its metric, which its score is read from
-        self.objective_curve: list[EvalPoint] = []
+        #: the evals of the target metric (stop_at_target's, a solve candidate's objective's):
+        #: a smoothed crossing and a candidate's score are read from all of them
+        self.target_curve: list[EvalPoint] = []
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -180,9 +182,10 @@ class _Trial:
             )
             if self.progress.status != "running":  # finished before the restart: nothing to do
                 return self._final(self.progress.last_report)
-            # a resumed candidate has not crossed (it would have stopped): its last eval is all
-            # the score needs, the point a crossing is interpolated from
-            self.objective_curve = self._objective_points(self.progress.last_report)
+            # a checkpoint from before target_evals were kept: a candidate that has not crossed
+            # (it would have stopped) needs only its last eval, unsmoothed
+            self.target_curve = [EvalPoint(**e) for e in self.progress.target_evals] or \
+                self._target_points(self.progress.last_report)
             if self.noise is not None and self.progress.noise_scale:
                 # re-based if the checkpoint was made under another cadence (fuse changed)
                 restored = NoiseScale.from_state(self.progress.noise_scale)
@@ -381,20 +384,22 @@ class _Trial:
         if self.noise is not None:
             metrics["noise_scale"] = self.noise.value
         metrics.update(self.precision.metrics())  # float16: skipped_updates
+        new = self._target_points(metrics)
+        self.target_curve += new
+        self.progress.target_evals += [asdict(p) for p in new]
         objective = self.config.objective
         if objective is not None:
-            self.objective_curve += self._objective_points(metrics)
-            metrics[OBJECTIVE_METRIC] = score(self.objective_curve, objective.target, objective.mode,
+            metrics[OBJECTIVE_METRIC] = score(self.target_curve, objective.target, objective.mode,
                                               objective.baseline_epochs, objective.smoothing).value
         return metrics
 
-    def _objective_points(self, report: Mapping[str, Any]) -> list[EvalPoint]:
-        objective = self.config.objective
-        if objective is None or objective.metric not in report or "epoch" not in report:
+    def _target_points(self, report: Mapping[str, Any]) -> list[EvalPoint]:
+        metric = self.config.target_metric
+        if metric is None or metric not in report or "epoch" not in report:
             return []
         return [EvalPoint(update=float(report[STEP_KEY]), samples_seen=float(report["samples_seen"]),
                           epoch=float(report["epoch"]), wall_s=float(report.get("wall_s", 0.0)),
-                          value=float(report[objective.metric]))]
+                          value=float(report[metric]))]
 
     def _report(self, metrics: dict[str, Any], *, checkpoint: bool) -> None:
         if not checkpoint or self.world.rank != 0:
@@ -422,8 +427,7 @@ class _Trial:
         target = self.config.stop_at_target
         if target is None or target.metric not in metrics:
             return False
-        value = float(metrics[target.metric])
-        return value <= target.value if target.mode == "min" else value >= target.value
+        return first_crossing(self.target_curve, target.value, target.mode, target.smoothing) is not None
 
     def _final(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
         return {**metrics, TRAIN_SECONDS_METRIC: self.progress.wall_s}

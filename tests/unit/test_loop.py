@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from scalesweep.science.batching import updates_per_epoch
+from scalesweep.science.stats.convergence import smooth
 from scalesweep.trainables import checkpointing
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.loop import build_optimizer, train
@@ -159,6 +160,49 @@ def test_stop_at_target() -> None:
     reports, final = _run(_config(stop_at_target=target))
     assert [m["status"] for m, _ in reports] == ["stopped"]
     assert final["update"] == 4
+
+
+def _smoothed_stop(alpha: float) -> tuple[dict[str, Any], int, int]:
+    """A stop_at_target with EMA weight ``alpha`` that the raw evals reach before the smoothed
+    ones do, and the updates at which each first reaches it (from a run without a stop)."""
+    free, _ = _run(_config(eval_every=2, total_updates=40))
+    evals = [(m["update"], m["dev_loss"]) for m, _ in free]
+    smoothed = smooth([v for _, v in evals], alpha)
+    value = smoothed[-2]  # the EMA reaches it at the second-last eval
+    raw_at = next(u for u, v in evals if v <= value)
+    ema_at = next(u for (u, _), e in zip(evals, smoothed, strict=True) if e <= value)
+    assert raw_at < ema_at  # the raw evals reach it first: the case the smoothing decides
+    return {"metric": "dev_loss", "value": value, "mode": "min", "smoothing": alpha}, raw_at, ema_at
+
+
+def test_a_smoothed_target_stops_where_the_study_reads_the_crossing() -> None:
+    # the study reads a crossing through the EMA (target.smoothing): a trial stopped where only
+    # its raw eval crossed would end before its own crossing and count as never reaching
+    stop, _, ema_at = _smoothed_stop(0.8)
+    reports, final = _run(_config(eval_every=2, total_updates=40, stop_at_target=stop))
+    assert (reports[-1][0]["status"], final["update"]) == ("stopped", ema_at)
+    assert all(m["status"] == "running" for m, _ in reports[:-1])
+
+
+def test_a_resumed_trial_stops_at_the_smoothed_crossing_of_all_its_evals(tmp_path: Path) -> None:
+    stop, raw_at, ema_at = _smoothed_stop(0.8)
+    config = _config(eval_every=2, total_updates=40, checkpoint_every=2, stop_at_target=stop)
+    saved = tmp_path / "ckpt"
+
+    class Crash(Exception):
+        pass
+
+    def crash(metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
+        if checkpoint_dir is not None and metrics["update"] == raw_at - 2:  # the eval before it
+            shutil.copytree(checkpoint_dir, saved)
+            raise Crash
+
+    assert raw_at > 2
+    with pytest.raises(Crash):
+        train(config, LocalWorld(), on_report=crash)
+    # the EMA goes on from every eval before the checkpoint, not from the last one alone
+    reports, final = _run(config, resume_from=saved)
+    assert (reports[-1][0]["status"], final["update"]) == ("stopped", ema_at)
 
 
 def test_checkpoint_cadence_adds_evaluated_reports() -> None:

@@ -192,3 +192,21 @@ def test_the_verification_sweep_names_its_search_so_a_rerun_of_it_is_tagged_too(
     rerun = load_sweep(str(verify), ["replicates.first_seed=30"])
     assert sweep_tags(rerun)[SOLVE_SEARCH_TAG] == search
     assert rerun.spec.name == "solve-quadratic-solve"
+
+
+def test_a_candidate_and_a_study_trial_stop_where_the_study_reads_the_crossing(tmp_path: Path) -> None:
+    # with target.smoothing the crossing is the smoothed metric's: the stop must read it so
+    from scalesweep.orchestrator.plan.cluster import local_cluster
+    from scalesweep.orchestrator.plan.rows import make_plan
+    from scalesweep.orchestrator.plan.solve_plan import plan_solve
+    from scalesweep.orchestrator.spec.load import load_sweep
+
+    (tmp_path / "q.yaml").write_text(QUADRATIC)
+    sweep = load_sweep(str(tmp_path / "q.yaml"), ["target.smoothing=0.6", "stop_at_target=true"])
+    row = plan_solve(sweep, local_cluster(), world_size=4, budget=None, candidates=1, lr=None,
+                     warmup=None, sampler="tpe").candidate_row(0, 2.0, 2, 0, 0.01, 1.5, local_cluster())
+    assert row.trial.stop_at_target is not None and row.trial.objective is not None
+    assert row.trial.stop_at_target.smoothing == row.trial.objective.smoothing == 0.6
+    rows = make_plan(sweep, local_cluster()).rows
+    assert rows and all(r.trial.stop_at_target is not None and r.trial.stop_at_target.smoothing == 0.6
+                        for r in rows)

@@ -414,7 +414,8 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     stop = None
     if spec.stop_at_target and spec.target.value is not None:
         stop = StopAtTarget(metric=spec.target.metric, value=spec.target.value,
-                            mode="max" if _higher_is_better(sweep) else "min")
+                            mode="max" if _higher_is_better(sweep) else "min",
+                            smoothing=spec.target.smoothing)
     optimizer = {**settings.optimizer, "lr": lr}
     if combo["scaling_rule"] == "sqrt_adam":
         optimizer, adam_notes = _sqrt_adam(sweep, combo, optimizer, scheduler, gb, ref_gb)

@@ -106,7 +106,8 @@ class SolvePlan:
         name = f"c{number:02d}-{row.name}"
         row.trial = row.trial.model_copy(update={
             "name": name,
-            "stop_at_target": StopAtTarget(metric=spec.target.metric, value=target, mode=mode),
+            "stop_at_target": StopAtTarget(metric=spec.target.metric, value=target, mode=mode,
+                                           smoothing=spec.target.smoothing),
             "objective": SearchObjective(metric=spec.target.metric, target=target, mode=mode,
                                          baseline_epochs=baseline_epochs,
                                          smoothing=spec.target.smoothing)})
