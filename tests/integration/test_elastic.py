@@ -66,10 +66,14 @@ def test_an_elastic_trial_goes_on_with_fewer_workers_and_ends_where_it_would_hav
     workload = (f"workload={{name: 'tests.support.gated_workload:make', options: {{gate_dir: '{gate}', "
                 "gated_trial: -1, gate_eval: 3}}")
     # the GCS checks its nodes every second: the killed node is marked dead in seconds, not
-    # after the default 5 checks 3 s apart (a live node still has 3 checks of 10 s each)
+    # after the default 5 checks 3 s apart (a live node still has 3 checks of 10 s each).
+    # Ray Train's controller sees the workers die before the GCS marks their node dead, so it
+    # first asks for all 4 workers again and waits for them until the worker group's start
+    # times out (60 s by default; a placement group on a live cluster is ready in well under 1 s)
     cluster = RayCluster(tmp_path / "cluster", head_cpus=2, worker_cpus=2,
                          extra_env={"RAY_health_check_period_ms": "1000",
-                                    "RAY_health_check_failure_threshold": "3"}).start()
+                                    "RAY_health_check_failure_threshold": "3",
+                                    "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "10"}).start()
     env = cli_env(PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                   RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(cluster.token_file),
                   SCALESWEEP_STORAGE=str(tmp_path / "storage"))
