@@ -1,5 +1,8 @@
 """The Python API end to end: docs/api.md's walkthrough run as one script on a real Ray, its
 tables equal to what the CLI writes and to what ``scalesweep.results`` reads back from MLflow.
+Then, on the same study (the smoke sweep, lr rules none and linear), predict, verify and score
+end to end: a prediction at 8 workers recorded, its --verify sweep run into the same
+experiment, and the ledger scoring every predicted rule against the verification's seeds.
 The API's unit tests are in tests/unit/test_api.py."""
 
 from __future__ import annotations
@@ -13,13 +16,16 @@ from typing import Any
 
 import pandas as pd
 import pytest
+import yaml
 
 import scalesweep
 from tests.conftest import RayHead
 from tests.support.helpers import SWEEPS, cli, cli_env
+from tests.support.helpers import scalesweep as run_cli
 from tests.unit.test_api import _walkthrough
 
 SMOKE = str(SWEEPS / "smoke.yaml")
+M = 8  # the world size predicted and verified
 
 #: docs/api.md's walkthrough as one script (its run joins RAY_ADDRESS), then its tables saved
 RUN = "\n".join(_walkthrough()) + """
@@ -58,10 +64,12 @@ def _same(mine: pd.DataFrame, theirs: pd.DataFrame, key: str, skip: tuple[str, .
                 assert _close(x, y), (name, col, x, y)
 
 
-@pytest.mark.slow
-def test_a_run_through_the_api_is_what_the_cli_writes_and_mlflow_reads_back(
-        tmp_path: Path, ray_head: RayHead, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture(scope="module")
+def walkthrough(tmp_path_factory: pytest.TempPathFactory, ray_head: RayHead
+                ) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """docs/api.md's walkthrough, run once: its directory and what it printed."""
     start = time.monotonic()
+    tmp_path = tmp_path_factory.mktemp("api")
     # in the repository's root, as docs/api.md's paths are; its files go to tmp_path
     (tmp_path / "sweeps").mkdir()
     (tmp_path / "sweeps" / "smoke.yaml").write_text(Path(SMOKE).read_text(encoding="utf-8"))
@@ -69,7 +77,15 @@ def test_a_run_through_the_api_is_what_the_cli_writes_and_mlflow_reads_back(
                           env=cli_env(RAY_ADDRESS=ray_head.address, **ray_head.env()),
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    took = time.monotonic() - start
+    print(f"API sweep: {time.monotonic() - start:.1f} s")
+    return tmp_path, proc
+
+
+@pytest.mark.slow
+def test_a_run_through_the_api_is_what_the_cli_writes_and_mlflow_reads_back(
+        walkthrough: tuple[Path, subprocess.CompletedProcess[str]],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path, proc = walkthrough
     meta = json.loads((tmp_path / "result.json").read_text())
     trials, arms = pd.read_pickle(tmp_path / "trials.pkl"), pd.read_pickle(tmp_path / "arms.pkl")
     # the run printed what `scalesweep run` prints, and its tables are the files it wrote
@@ -106,4 +122,54 @@ def test_a_run_through_the_api_is_what_the_cli_writes_and_mlflow_reads_back(
                               "--no-record", "--tracking-uri", uri], capsys))
     pd.testing.assert_frame_equal(pd.read_pickle(tmp_path / "prediction.pkl"), pd.DataFrame(printed),
                                   check_exact=False)
-    print(f"API sweep: {took:.1f} s")
+
+
+def _cli_both(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    """stdout and stderr of a successful in-process run of the CLI (a command without Ray)."""
+    from scalesweep.orchestrator.cli import main
+
+    capsys.readouterr()
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    assert rc == 0, out + err
+    return out, err
+
+
+@pytest.mark.slow
+def test_a_prediction_is_verified_by_its_own_verification_sweep(
+        walkthrough: tuple[Path, subprocess.CompletedProcess[str]], ray_head: RayHead,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # after the test above, which reads the study alone: this one adds the verification's runs
+    tmp_path, _ = walkthrough
+    monkeypatch.chdir(tmp_path)  # where the study ran: its sweep directory is found from there
+    uri = ["--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
+    verify = tmp_path / "verify.yaml"
+    # two lr rules of smoke's three: enough to predict; the verification adds linear and sqrt anyway
+    out, err = _cli_both(["predict", "--experiment", "smoke", "--world-size", str(M), "--json",
+                          "--verify", str(verify), *uri], capsys)
+    predicted = {r["rule"]: r for r in json.loads(out) if r["epochs_to_target_median"]}
+    assert predicted, out
+    assert f"scalesweep run {verify}" in err and "recorded: predictions/" in err
+    # the study's own copy in the sweep directory `run` wrote, as resume reads it
+    assert "from the study's sweep file via sweep directory " in err, err
+    spec = yaml.safe_load(verify.read_text())
+    assert spec["axes"]["world_size"] == [2, M] and spec["name"] == "smoke"
+
+    # two seeds are enough to score; the file's own adaptive seeds would add more where undecided
+    check = run_cli("run", "--no-report", str(verify), "--set", "replicates={min: 2, max: 2}",
+                       *ray_head.args(), cwd=tmp_path, **ray_head.env())
+    assert check.returncode == 0, check.stdout + check.stderr
+    out, _ = _cli_both(["predict", "--ledger", "--json", *uri], capsys)
+    lines = json.loads(out)
+    assert {x["rule"] for x in lines} == set(predicted)
+    for x in lines:
+        assert x["result"] != "pending" and x["observed_seeds"] == 2, x
+        inside = x["observed"] is not None and x["ci"][0] <= x["observed"] <= x["ci"][1]
+        assert x["hit"] is inside
+    assert lines[-1]["running_verified"] == len(predicted)
+    # the verification's parent run (in the study's experiment) is tagged with the study's id,
+    # so predicting again reads the study, not the verification
+    study = err.split("on parent run ", 1)[1].split()[0]
+    again, _ = _cli_both(["predict", "--experiment", "smoke", "--world-size", str(M), "--no-record",
+                          *uri], capsys)
+    assert f"(parent run {study})" in again, again
