@@ -1,6 +1,10 @@
 """scalesweep as a user installs it: a wheel built from this repository, in an environment
 without the source tree, passes a slice of the tests and runs a real sweep (docs/design.md §3.1,
-"One import namespace"). The editable install is what every other test runs on."""
+"One import namespace"). The editable install is what every other test runs on.
+
+The sweep runs beside a Ray someone else started on this host (a shared workstation, a CI box):
+`scalesweep run` without --address starts a Ray of its own and leaves the other one alone
+(tests/support/other_ray.py)."""
 
 from __future__ import annotations
 
@@ -15,15 +19,17 @@ from pathlib import Path
 import pytest
 
 from tests.support.helpers import ROOT, cli_env
+from tests.support.other_ray import OtherRay
 
 # the slice's pytest and the sweep, of up to 900 s each, bound it
 pytestmark = [pytest.mark.slow, pytest.mark.local_ray, pytest.mark.timeout(1800)]
 
 #: what the wheel's tests need from the repository besides the code (no scalesweep/ among them)
 NEEDED = ("tests", "sweeps", "recipes", "examples", "pyproject.toml")
-#: tests that cover the CLI, planner, schedules, workloads and loop through public imports only
+#: tests that cover the CLI, planner, schedules and recipes through public imports only (the
+#: loop: the sweep below runs it)
 SLICE = ("tests/unit/test_plan.py", "tests/unit/test_schedules.py", "tests/unit/test_cli_plan_lr.py",
-         "tests/unit/test_loop.py", "tests/unit/test_recipes.py")
+         "tests/unit/test_recipes.py")
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 600
@@ -74,12 +80,14 @@ def test_a_wheel_installed_without_the_source_tree_works(tmp_path: Path) -> None
     _run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *SLICE],
          cwd=project, env=env, timeout=900)
     # a real sweep through the console script the wheel installed: embedded Ray, sqlite MLflow,
-    # the report; one short trial is the whole path
+    # the report; one short trial is the whole path. Another user's Ray is up on this host
     summary = project / "summary.json"
-    _run([str(venv / "bin" / "scalesweep"), "run", "sweeps/smoke.yaml",
-          "--set", "axes.world_size=[2]", "--set", "axes.scaling_rule=[none]",
-          "--set", "training.epochs=1",
-          "--tracking-uri", f"sqlite:///{project / 'mlflow.db'}", "--summary-json", str(summary)],
-         cwd=project, env=env, timeout=900)
+    with OtherRay(tmp_path) as other:
+        _run([str(venv / "bin" / "scalesweep"), "run", "sweeps/smoke.yaml",
+              "--set", "axes.world_size=[2]", "--set", "axes.scaling_rule=[none]",
+              "--set", "training.epochs=1",
+              "--tracking-uri", f"sqlite:///{project / 'mlflow.db'}", "--summary-json", str(summary)],
+             cwd=project, env={**env, "RAY_ADDRESS": ""}, timeout=900)
+        other.assert_untouched()
     trials = json.loads(summary.read_text())
     assert [t["status"] for t in trials] == ["completed"], trials
