@@ -34,22 +34,21 @@ micro-batch), at V = 4 (P = 2) and V = 16 (P = 4, a hybrid of 4 virtual ranks pe
 
 Start-up dominates (each Ray Train run spends ~10-40 s starting workers on 2 cores), so the
 workers of P train every case in turn, in the one Ray Train run of P workers that this session's
-DDP tests share (tests/support/ddp_groups.py); one more case goes through the real Tune path
-(``trial_driver.trainable`` inside ``tune.Tuner``).
+DDP tests share (tests/support/ddp_groups.py). The real Tune path (``trial_driver.trainable``
+inside ``tune.Tuner``, ddp and simulate side by side, against simulate outside Ray) is
+tests/integration/test_fault_restart.py's, whose ddp worker is killed and restarted on the way.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import ray
-from ray import tune
 
-from scalesweep.trainables import fusion, loop, trial_driver, workloads
+from scalesweep.trainables import fusion, loop, workloads
 from scalesweep.trainables.config import TrialConfig
 from scalesweep.trainables.world import DistributedWorld, LocalWorld
 from tests.support import ddp_groups
@@ -212,50 +211,6 @@ def test_ddp_equals_simulate(ray_cluster: None, request: pytest.FixtureRequest, 
             _assert_same_losses(ddp, unfused, case)
             print(f"{case.name}: max relative deviation from unfused simulate "
                   f"{_largest_deviation(ddp, unfused):.1e}")
-
-
-def test_run_trial_through_tune_equals_simulate(ray_cluster: None, tmp_path: Path) -> None:
-    """The production path, both backends side by side in one Tuner (ddp: Tune trial ->
-    trial_driver.trainable -> LeanTorchTrainer -> TuneReportCallback; simulate: the loop in the
-    Tune trial), with the entry point and resources the sweep runner hands Tune."""
-    ddp = _trial(4, 2, 1, ADAM_ONECYCLE, "float64").model_copy(update={"checkpoint_every": UPDATES // 2})
-    sim = ddp.model_copy(update={"name": "eq-tune-simulate", "backend": "simulate"})
-    configs = [
-        {"trial": t.model_dump(mode="json"), "storage_path": str(tmp_path / "train"),
-         "max_failures": 0, "cpus_per_worker": 1.0, "gpus_per_worker": 0.0}
-        for t in (ddp, sim)
-    ]  # fmt: skip
-
-    started = time.perf_counter()
-    results = tune.Tuner(
-        tune.with_resources(trial_driver.trainable, trial_driver.resources),
-        param_space={"trial_config": tune.grid_search(configs)},
-        # ddp holds 2 CPUs in its worker group (driver: none), simulate 1: both fit in 4
-        tune_config=tune.TuneConfig(max_concurrent_trials=2),
-        run_config=tune.RunConfig(name="eq-tune", storage_path=str(tmp_path / "tune"), verbose=0),
-    ).fit()
-    print(f"\nTune: ddp P=2 V=4 and simulate trials together: {time.perf_counter() - started:.1f} s")
-    assert not results.errors
-    expected = _simulate(ddp)
-    by_backend = {(results[i].config or {})["trial_config"]["trial"]["backend"]: results[i]
-                  for i in range(len(results))}
-    for result in by_backend.values():
-        assert result.metrics_dataframe is not None and result.metrics
-        history = result.metrics_dataframe.to_dict("records")
-        _assert_same(history, expected, ddp)
-        assert history[-1]["status"] == "completed"
-    # simulate: Tune holds the checkpoint of the last report
-    final = by_backend["simulate"].checkpoint
-    assert final is not None and (Path(final.path) / "state.pt").exists()
-    # ddp: rank 0's checkpoints under <storage_path>/<trial name>-<trial id>/checkpoint_<update>
-    result = by_backend["ddp"]
-    assert result.metrics is not None
-    runs = list((tmp_path / "train").glob(f"{ddp.name}-*"))
-    assert len(runs) == 1 and runs[0].name.endswith(result.metrics["trial_id"])
-    assert sorted(p.name for p in runs[0].glob("checkpoint_0*")) == [
-        f"checkpoint_{UPDATES // 2:09d}", f"checkpoint_{UPDATES:09d}"
-    ]  # fmt: skip
-    assert result.metrics["checkpoint_path"].endswith(f"checkpoint_{UPDATES:09d}")
 
 
 def test_ddp_trial_shares_its_workload_and_falls_back_when_unpicklable(ray_cluster: None) -> None:

@@ -12,6 +12,10 @@ in turn in ONE ``LeanTorchTrainer`` fit of P workers (one CPU each, gloo). The o
 disk for the session (a job's directory: ``config["out"]``); each test then reads its own and
 asserts on them as if it had started the run itself.
 
+Each P that any job uses is a run of its own (the start-up above, ~21 CPU-s at P = 2, ~32 at
+P = 4): register a new job at a P that already runs (2 and 4 today) unless its claim needs
+another. (An odd P, for one, is a gloo group's without Ray: tests/integration/test_uneven_ranks.py.)
+
 * A job that raises fails only its own test, with its workers' tracebacks; the other jobs of the
   run go on. (A job that raises on some ranks only, between collectives, can leave the others
   waiting or out of step for the jobs after it: the test timeout then ends the session's run.)

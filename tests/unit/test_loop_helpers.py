@@ -1,7 +1,9 @@
 """scalesweep.loop_helpers against the built-in loop (scalesweep.trainables.loop): the planned
 schedule as a torch LRScheduler gives the built-in loop's lr (and Adam betas) at every update,
 and a loop written with VirtualRanks makes the built-in loop's updates, in one process and in
-a real gloo DDP group of 2 processes (no Ray) playing 3 virtual ranks unevenly."""
+a real gloo DDP group of 2 processes (no Ray) playing 3 virtual ranks unevenly; restore() and
+the adapters' last_checkpoint() read the checkpoint ray.train.get_checkpoint() hands a loop (Ray
+Train V2's local mode, which starts no Ray)."""
 
 from __future__ import annotations
 
@@ -286,3 +288,66 @@ def _saved(state: dict[str, Any]) -> io.BytesIO:
     torch.save(state, buffer)
     buffer.seek(0)
     return buffer
+
+
+def _what_the_restore_helpers_see() -> dict[str, Any]:
+    """What restore() and the adapters' last_checkpoint() give the loop now."""
+    from scalesweep.adapters import hf, lightning
+
+    with hf.last_checkpoint() as directory, lightning.last_checkpoint() as ckpt_path:
+        return {"state": loop_helpers.restore(), "hf": directory, "lightning": ckpt_path}
+
+
+def _loop_restarting_from(config: dict[str, Any]) -> dict[str, Any]:
+    """A train function that sees no checkpoint, is handed one (as a restarted worker is) and
+    then one without report(state=)'s file."""
+    import ray.train
+
+    seen: dict[str, Any] = {"first": _what_the_restore_helpers_see()}
+    ray.train.report({"update": 4}, checkpoint=ray.train.Checkpoint.from_directory(config["kept"]))
+    seen["restarted"] = _what_the_restore_helpers_see()
+    ray.train.report({"update": 8}, checkpoint=ray.train.Checkpoint.from_directory(config["other"]))
+    try:
+        loop_helpers.restore()
+    except FileNotFoundError as error:
+        seen["refused"] = str(error)
+    return seen
+
+
+def test_every_restore_helper_reads_the_checkpoint_ray_train_hands_the_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """restore(), hf.last_checkpoint() and lightning.last_checkpoint() read the checkpoint that
+    ray.train.get_checkpoint() hands the loop: None on a first start, then report(state=)'s state
+    and the adapters' checkpoints, all in that one directory; a checkpoint without the state file
+    is refused by name. Ray Train V2's own functions, in its local mode (num_workers=0: the train
+    function runs in this process and get_checkpoint() gives the last checkpoint it reported; no
+    Ray is started). That every rank of a restarted group gets rank 0's checkpoint is
+    tests/integration/test_adapters_e2e.py's (an in-run restart, through the adapters) and
+    test_user_loop_e2e.py's (restore() after a resume)."""
+    import ray
+    from ray.train.torch import TorchTrainer
+    from ray.train.v2._internal.execution import train_fn_utils
+    from ray.train.v2.api.config import ScalingConfig
+
+    from scalesweep.adapters.lightning import CHECKPOINT_FILE
+
+    # local mode leaves its train function's context behind in this process: put it back after
+    monkeypatch.setattr(train_fn_utils, "_train_fn_utils", None)
+    kept, other = tmp_path / "kept", tmp_path / "other"
+    kept.mkdir()
+    other.mkdir()
+    # what report(state=) writes (the other ranks write nothing) beside a Lightning checkpoint
+    torch.save({"update": 4, "w": torch.ones(2)}, kept / loop_helpers.STATE_FILE)
+    (kept / CHECKPOINT_FILE).write_bytes(b"lightning")
+    (other / CHECKPOINT_FILE).write_bytes(b"lightning")
+    result = TorchTrainer(_loop_restarting_from, scaling_config=ScalingConfig(num_workers=0),
+                          train_loop_config={"kept": str(kept), "other": str(other)}).fit()
+    assert not ray.is_initialized()
+    seen = result.return_value
+    assert seen["first"] == {"state": None, "hf": None, "lightning": None}
+    restarted = seen["restarted"]
+    assert restarted["state"].keys() == {"update", "w"} and restarted["state"]["update"] == 4
+    assert torch.equal(restarted["state"]["w"], torch.ones(2))
+    assert Path(restarted["hf"]) == kept
+    assert Path(restarted["lightning"]) == kept / CHECKPOINT_FILE
+    assert seen["refused"].startswith(f"restore: checkpoint {other} has no {loop_helpers.STATE_FILE}")
