@@ -1,6 +1,7 @@
 """Faults around checkpoints, through the real CLI: a torn newest checkpoint of an interrupted
 sweep (resume goes on from the previous one, and says so), and a failed trial run again by
-`resume --retry-failed` once its cause is gone.
+`resume --retry-failed` once its cause is gone (its first sweep: a trial that fails every time is
+failed with its error after its retries, and the sweep goes on).
 
 Kill points come from a gate the trial waits at (tests.support.gated_workload), never from a clock.
 Every sweep here joins the session's Ray head (no start-up each); a killed driver's trials end
@@ -9,6 +10,7 @@ with it there, as they do on a local Ray.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -98,11 +100,22 @@ def test_resume_retry_failed_runs_a_failed_trial_again(tmp_path: Path, ray_head:
     cause.touch()
     workload = (f"workload={{name: 'tests.support.faulty_workload:make', options: {{fail_seed: 1, "
                 f"fail_while: '{cause}'}}}}")
-    sets = [*ONE_TRIAL, "--set", "axes.seed=[0, 1]", "--set", "max_failures=0", "--set", workload]
-    first = cli("run", "--no-report", str(SWEEPS / "smoke.yaml"), *sets)
-    assert first.returncode == 1, first.stdout + first.stderr
+    # the first sweep is also the one of a trial failing every time: it is failed with its
+    # error after its one retry (max_failures=1), and the sweep goes on
+    sets = [*ONE_TRIAL, "--set", "axes.seed=[0, 1]", "--set", "max_failures=1", "--set", workload]
+    first = cli("run", "--no-report", str(SWEEPS / "smoke.yaml"), *sets, "--summary-json", "s.json")
+    assert first.returncode == 1, first.stdout + first.stderr  # some trial failed
+    assert "Traceback" not in first.stdout
+    assert "retrying ws2-warmup20-none-s1 from its last checkpoint" in first.stdout  # its one retry
+    trials = {t["seed"]: t for t in json.loads((tmp_path / "s.json").read_text())}
+    assert trials[0]["status"] == "completed" and trials[0]["best_dev_loss"] is not None
+    assert trials[1]["status"] == "failed"
+    assert "injected failure for seed 1" in (trials[1]["error"] or "")
     before = _children(tmp_path / "mlflow.db", "smoke")
-    assert before["ws2-warmup20-none-s1"].data.tags["status"] == "failed"  # type: ignore[attr-defined]
+    failed = before["ws2-warmup20-none-s1"]
+    assert failed.info.run_id == trials[1]["mlflow_run_id"]  # type: ignore[attr-defined]
+    assert failed.data.tags["status"] == "failed" and failed.info.status == "FAILED"  # type: ignore[attr-defined]
+    assert "injected failure" in failed.data.tags["error"]  # type: ignore[attr-defined]
 
     plain = cli("resume", "--no-report", "smoke")
     assert plain.returncode == 1 and "2 trials already finished" in plain.stdout  # not retried

@@ -337,11 +337,15 @@ def test_ray_address_in_the_environment_counts_as_address(
     # RAY_ADDRESS names the cluster and no --address is given: run joins that cluster (it used
     # to start a local Ray's ray.init(num_cpus=...), which Ray refuses for an existing cluster)
     env = token_env(cluster, cluster.base / "shared")
+    before = actor_ids(cluster, "ImplicitFunc")
     proc = run_cli("run", "--no-report", SMOKE, "--tracking-uri", mlflow_http.uri, *ONE_SIMULATED,
                    "--set", "name=smoke-env-address", "--summary-json", "s.json", cwd=tmp_path,
                    RAY_ADDRESS=cluster.gcs_address, **env)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     summary = json.loads((tmp_path / "s.json").read_text())
     assert [t["status"] for t in summary] == ["completed"]
+    # and it ran there, not on a Ray of its own (which would run it as well): its trial's actor
+    # is the cluster's (the state API keeps dead actors)
+    assert actor_ids(cluster, "ImplicitFunc") - before
     # a Ray Client address there takes the --address ray://... path (the resolution:
     # tests/unit/test_run_validation.py; that path: test_run_through_ray_client_drives_the_sweep_on_the_head)
