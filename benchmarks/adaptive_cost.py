@@ -192,14 +192,15 @@ def _options(p: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(__doc__, argv, _options)
     # quick: the harness only, seconds not minutes (smoke.yaml cut to its baseline arm and one
-    # other, 3 seeds, half an epoch)
+    # other, 3 seeds, half an epoch), and the replay alone: no adaptive sweep for real (its
+    # tables fill without it; tests/integration/test_adaptive_e2e.py runs adaptive sweeps)
     source, seeds, min_seeds = (QUICK_SWEEP, 3, 2) if args.quick else (SWEEP, args.seeds, args.min_seeds)
     extra: dict[str, Any] = {"training.epochs": 0.5, "training.eval_every_epochs": 0.25,
                              "axes.scaling_rule": ["none"]} if args.quick else {}
     rep = {"min": min_seeds, "max": seeds, "step": args.step}
     report = Report(NAME, quick=args.quick, settings={"sweep": str(source.relative_to(ROOT)),
                                                        "fixed_seeds": seeds, "replicates": rep})
-    m = measure(source, seeds, rep, extra, not args.no_run_adaptive)
+    m = measure(source, seeds, rep, extra, not (args.no_run_adaptive or args.quick))
     report.tables.append(cost_table(m, f"{source.relative_to(ROOT)}: fixed {seeds} seeds against "
                                        f"adaptive replicates {rep} ({m['rounds']} rounds), replayed on "
                                        "the fixed run's trials"))
