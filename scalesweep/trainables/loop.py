@@ -163,9 +163,6 @@ class _Trial:
             # b_big: the final batch; a ramp's smaller stages pass theirs with each measurement
             self.noise = NoiseScale(b_small=b_small, b_big=config.global_batch, decay=self._noise_decay)
             self.probe = _GradProbe()
-        #: the evals of the target metric (stop_at_target's, a solve candidate's objective's):
-        #: a smoothed crossing and a candidate's score are read from all of them
-        self.target_curve: list[EvalPoint] = []
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -182,10 +179,11 @@ class _Trial:
             )
             if self.progress.status != "running":  # finished before the restart: nothing to do
                 return self._final(self.progress.last_report)
-            # a checkpoint from before target_evals were kept: a candidate that has not crossed
-            # (it would have stopped) needs only its last eval, unsmoothed
-            self.target_curve = [EvalPoint(**e) for e in self.progress.target_evals] or \
-                self._target_points(self.progress.last_report)
+            if not self.progress.target_evals:
+                # a checkpoint from before target_evals were kept: a candidate that has not
+                # crossed (it would have stopped) needs only its last eval, unsmoothed
+                self.progress.target_evals = [asdict(p) for p in
+                                              self._target_points(self.progress.last_report)]
             if self.noise is not None and self.progress.noise_scale:
                 # re-based if the checkpoint was made under another cadence (fuse changed)
                 restored = NoiseScale.from_state(self.progress.noise_scale)
@@ -384,14 +382,18 @@ class _Trial:
         if self.noise is not None:
             metrics["noise_scale"] = self.noise.value
         metrics.update(self.precision.metrics())  # float16: skipped_updates
-        new = self._target_points(metrics)
-        self.target_curve += new
-        self.progress.target_evals += [asdict(p) for p in new]
+        self.progress.target_evals += [asdict(p) for p in self._target_points(metrics)]
         objective = self.config.objective
         if objective is not None:
             metrics[OBJECTIVE_METRIC] = score(self.target_curve, objective.target, objective.mode,
                                               objective.baseline_epochs, objective.smoothing).value
         return metrics
+
+    @property
+    def target_curve(self) -> list[EvalPoint]:
+        """The evals of the target metric (stop_at_target's, a solve candidate's objective's),
+        kept in the checkpoint: a smoothed crossing and a candidate's score read all of them."""
+        return [EvalPoint(**e) for e in self.progress.target_evals]
 
     def _target_points(self, report: Mapping[str, Any]) -> list[EvalPoint]:
         metric = self.config.target_metric
