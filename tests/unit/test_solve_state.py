@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scalesweep.mlflow_names import STATUS_TAG
 from scalesweep.orchestrator.launch.solve_state import (
     SOLVE_JOURNAL,
     Finished,
@@ -192,3 +193,32 @@ def test_resume_finds_a_solve_by_its_dir_experiment_or_parent_run_never_a_sweep(
     assert find_solve_dir("q", tmp_path) is None  # the study's own sweeps are q-<8 hex>
     assert find_solve_dir(str(sweep_dir), tmp_path) is None
     assert find_solve_dir("0123abcd00", tmp_path) is None  # another parent run
+
+
+def test_a_candidate_journaled_before_the_driver_died_gets_its_evals_into_mlflow_on_resume(
+        tmp_path: Path) -> None:
+    """The driver journals a finished trial, then flushes its metrics and closes its run: a
+    kill between the two left a FINISHED-to-be run without its curve. Real SQLite store."""
+    from scalesweep.orchestrator.launch.solve import _settle_children
+    from scalesweep.orchestrator.tracking.tracker import SweepTracker
+
+    tracker = SweepTracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "settle")
+    parent = tracker.start_parent({}, {})
+    evals: list[dict[str, Any]] = [{"update": 4, "epoch": 0.5, "dev_loss": 0.4, "solve_ratio": 2.0},
+             {"update": 8, "epoch": 1.0, "dev_loss": 0.1, "solve_ratio": 1.5, "status": "stopped"}]
+    unflushed = tracker.child(parent, "c01-ws4-x", {})
+    tracker.add_result(unflushed, 4, {"epoch": 0.5, "dev_loss": 0.4, "solve_ratio": 2.0})
+    tracker.flush()  # its first eval reached MLflow, its last died in the buffer
+    killed = tracker.child(parent, "c02-ws4-x", {})
+    journal = [Finished("c01-ws4-x", 0, 2.0, 3, "stopped", evals)]
+
+    resumed = SweepTracker(tracker.uri, "settle")  # the resumed driver's
+    _settle_children(resumed, resumed.children(parent), journal)
+    run = resumed.client.get_run(unflushed)
+    assert run.info.status == "FINISHED" and run.data.tags[STATUS_TAG] == "stopped"
+    assert run.data.metrics["epoch"] == 1.0 and run.data.metrics["solve_ratio"] == 1.5
+    # each step once: the one MLflow had is not sent again
+    assert [(m.step, m.value) for m in resumed.client.get_metric_history(unflushed, "dev_loss")] == \
+        [(4, 0.4), (8, 0.1)]
+    assert resumed.client.get_run(killed).info.status == "KILLED"
+    assert "epoch" not in resumed.client.get_run(killed).data.metrics

@@ -33,6 +33,7 @@ from scalesweep.mlflow_names import (
     SOLVE_SEARCH_TAG,
     SOLVE_TAG,
     STATUS_TAG,
+    STEP_KEY,
     SWEEP_FILE_TAG,
 )
 from scalesweep.orchestrator.launch import sweep_lock
@@ -73,7 +74,7 @@ from scalesweep.orchestrator.spec.load import Sweep, load_sweep, metric_mode
 from scalesweep.orchestrator.tracking.machine import machine_tags
 from scalesweep.orchestrator.tracking.summary import points
 from scalesweep.orchestrator.tracking.sweep_runs import trial_params
-from scalesweep.orchestrator.tracking.tracker import SweepTracker, check_reachable, fail_fast
+from scalesweep.orchestrator.tracking.tracker import SweepTracker, check_reachable, curve_metrics, fail_fast
 from scalesweep.science.solve import Score, score, verify_order
 from scalesweep.science.stats.convergence import first_crossing
 from scalesweep.science.stats.targets import reference_bests, target_of
@@ -220,9 +221,11 @@ def resume_solve(state_dir: Path, *, address: str | None, tracking_uri: str | No
 
 def _settle_children(tracker: SweepTracker, existing: dict[str, Any], journal: list[Finished]) -> None:
     """The search's child runs as the journal has them: a trial journaled but not yet closed
-    in MLflow is closed with its journaled status; one still open and not journaled (it was
-    running when the driver died) is ended KILLED, and its trial runs again under a new name
-    (a candidate) or a new run of the same name (a baseline seed)."""
+    in MLflow gets the evals its run lacks from the journal (the driver died between the
+    journal's line and the flush of its metrics) and is closed with its journaled status; one
+    still open and not journaled (it was running when the driver died) is ended KILLED, and
+    its trial runs again under a new name (a candidate) or a new run of the same name (a
+    baseline seed)."""
     from scalesweep.orchestrator.tracking.callback import run_status
 
     finished = {f.name: f for f in journal}
@@ -231,6 +234,10 @@ def _settle_children(tracker: SweepTracker, existing: dict[str, Any], journal: l
             continue
         run_id = str(run.info.run_id)
         if name in finished:
+            tracker.adopt(run_id)  # the steps MLflow has are not sent twice
+            for e in finished[name].evals:
+                tracker.add_result(run_id, int(e[STEP_KEY]), curve_metrics(e))
+            tracker.flush(raise_on_error=True)
             tracker.set_tags(run_id, {STATUS_TAG: finished[name].status})
             tracker.end_run(run_id, run_status(finished[name].status))
         else:
