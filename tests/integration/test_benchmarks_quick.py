@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 
 from benchmarks._common import Column, Report, Table
 from tests.conftest import RayHead
-from tests.support.helpers import ROOT, cli_env
+from tests.support.helpers import ROOT, bounded_run, cli_env
 
 SCRIPTS = ["loop_efficiency", "logging_cost", "backends", "overhead", "scale", "fusion", "study_wall",
            "predict_backtest",
@@ -80,14 +79,8 @@ def test_quick_mode_produces_sane_tables(name: str, tmp_path: Path,
     if name in USES_RAY:
         head: RayHead = request.getfixturevalue("ray_head")
         ray_env = {"RAY_ADDRESS": head.address, **head.env()}
-    proc = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{name}", "--quick", "--out", str(tmp_path)],
-        cwd=ROOT,
-        env=cli_env(**ray_env),
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
+    proc = bounded_run([sys.executable, "-m", f"benchmarks.{name}", "--quick", "--out", str(tmp_path)],
+                       cwd=ROOT, env=cli_env(**ray_env), timeout=1500)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     check_results(tmp_path, name)
     assert "| ---" in proc.stdout or "|---" in proc.stdout  # the table was printed too
@@ -100,10 +93,9 @@ CALIBRATION_FIELDS = ("case", "studies", "false_direction", "false_equivalent", 
 
 @pytest.mark.timeout(600)
 def test_calibration_prints_its_json_list_of_cases(tmp_path: Path) -> None:
-    proc = subprocess.run(
+    proc = bounded_run(
         [sys.executable, "-m", "benchmarks.calibration", "--studies", "8", "--json", "--out", str(tmp_path)],
-        cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=600,
-    )
+        cwd=ROOT, env=cli_env(), timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     cases = json.loads(proc.stdout)  # stdout is the list alone: the tables go to stderr
     assert {c["case"] for c in cases} >= {"A/A", "1.05", "1.10", "1.20", "plateau A/A"}
@@ -119,11 +111,9 @@ def test_calibration_prints_its_json_list_of_cases(tmp_path: Path) -> None:
 
 def _quick_on_head(name: str, out: Path, ray_head: RayHead) -> dict:
     """``benchmarks.<name> --quick`` on the session's Ray head; its checked results."""
-    proc = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{name}", "--quick", "--out", str(out)],
-        cwd=ROOT, env=cli_env(RAY_ADDRESS=ray_head.address, **ray_head.env()),
-        capture_output=True, text=True, timeout=900,
-    )
+    proc = bounded_run([sys.executable, "-m", f"benchmarks.{name}", "--quick", "--out", str(out)],
+                       cwd=ROOT, env=cli_env(RAY_ADDRESS=ray_head.address, **ray_head.env()),
+                       timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return check_results(out, name)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -31,10 +33,27 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def bounded_run(cmd: Sequence[str], *, timeout: float, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(cmd, capture_output=True, text=True)`` in a process group of its own:
+    past ``timeout``, or when the test itself is stopped (pytest-timeout), the whole group is
+    killed, so a CLI or benchmark the test started cannot leave a child (a benchmark's
+    `scalesweep run`, a local Ray) running after the test."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, **kwargs)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def scalesweep(*args: str, cwd: Path, timeout: float = 600, **env: str
                ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "scalesweep", *args], cwd=cwd,
-                          env=cli_env(**env), capture_output=True, text=True, timeout=timeout)
+    return bounded_run([sys.executable, "-m", "scalesweep", *args], cwd=cwd, env=cli_env(**env),
+                       timeout=timeout)
 
 
 def cli(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> str:
