@@ -8,6 +8,7 @@ The API's unit tests are in tests/unit/test_api.py."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from mlflow.tracking import MlflowClient
 
 import scalesweep
 from tests.conftest import RayHead
@@ -122,6 +124,66 @@ def test_a_run_through_the_api_is_what_the_cli_writes_and_mlflow_reads_back(
                               "--no-record", "--tracking-uri", uri], capsys))
     pd.testing.assert_frame_equal(pd.read_pickle(tmp_path / "prediction.pkl"), pd.DataFrame(printed),
                                   check_exact=False)
+
+
+#: what every trial of the summary JSON holds (docs/sweep-file.md, "The summary")
+SUMMARY_FIELDS = ("world_size", "scaling_rule", "warmup_rule", "global_batch", "peak_lr", "warmup_steps",
+                  "warmup_epochs", "updates_per_epoch", "total_updates", "backend", "physical_workers",
+                  "accum_grad", "seed", "feasible", "status", "mlflow_run_id", "updates_to_target",
+                  "samples_to_target", "epochs_to_target", "seconds_to_target", "final_dev_loss",
+                  "best_dev_loss", "speedup_vs_baseline", "train_seconds")
+
+
+def _same_or_both_none(a: float | None, b: float | None) -> bool:
+    if a is None or b is None or (isinstance(b, float) and math.isnan(b)):
+        return a is None and (b is None or math.isnan(b))
+    return math.isclose(a, b, rel_tol=1e-9)
+
+
+@pytest.mark.slow
+def test_the_runs_summary_mlflow_runs_and_report_agree(
+        walkthrough: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    """The study's records, each against the others: the summary JSON has every documented
+    field; MLflow has the parent and one child per trial, with clean curves; the summary,
+    MLflow and the report agree on epochs to target."""
+    tmp_path, proc = walkthrough
+    meta = json.loads((tmp_path / "result.json").read_text())
+    summary = {t["name"]: t for t in json.loads((Path(meta["sweep_dir"]) / "summary.json").read_text())}
+    for t in summary.values():
+        assert all(key in t for key in SUMMARY_FIELDS), set(SUMMARY_FIELDS) - set(t)
+        assert t["status"] == "completed" and t["train_seconds"] > 0
+    assert summary["ws2-warmup20-none"]["speedup_vs_baseline"] == pytest.approx(1.0)
+    assert "workflowType=machine_learning" in proc.stdout  # the MLflow UI link it printed
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    parent = client.get_run(meta["parent_run_id"])
+    assert parent.info.status == "FINISHED"
+    exp = parent.info.experiment_id
+    children = client.search_runs([exp], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert {c.info.run_name for c in children} == set(summary)
+    report = {r.get("trial_name", r.get("name")): r
+              for r in json.loads((tmp_path / "reports/smoke/trials.json").read_text())}
+    for child in children:
+        info, data = child.info, child.data
+        assert info.status == "FINISHED" and data.tags["status"] == "completed"
+        for key in ("world_size", "global_batch", "scaling_rule", "base_lr", "peak_lr",
+                    "warmup_steps", "warmup_rule", "scheduler", "backend", "physical_workers",
+                    "accum_grad", "seed", "workload"):
+            assert key in data.params, key
+        total = int(data.params["total_updates"])
+        for key in ("dev_loss", "train_loss", "lr", "epoch", "samples_seen", "wall_s"):
+            steps = [m.step for m in client.get_metric_history(info.run_id, key)]
+            assert steps == sorted(set(steps)), f"{key}: duplicated or unordered steps"
+            assert steps[-1] == total
+        epochs = {m.step: m.value for m in client.get_metric_history(info.run_id, "epoch")}
+        upe = int(data.params["updates_per_epoch"])
+        assert all(v == pytest.approx(s / upe) for s, v in epochs.items())
+        ours = summary[info.run_name]["epochs_to_target"]
+        assert _same_or_both_none(ours, data.metrics.get("epochs_to_target"))
+        assert _same_or_both_none(ours, report[info.run_name]["epochs_to_target"])
+    assert any(t["epochs_to_target"] is not None for t in summary.values())
+    artifacts = [a.path for a in client.list_artifacts(parent.info.run_id, "report")]
+    assert "report/report.html" in artifacts
 
 
 def _cli_both(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
