@@ -2,20 +2,22 @@
 by the project's own scripts/mlflow_server.sh (docs/cluster.md, "A team's MLflow").
 
 One small study (2 arms of 2 seeds, the simulate backend: deterministic per seed) runs three
-ways against it, and each must read back from MLflow the trial and arm tables that the same
-sweep gives on sqlite:
+ways against it, and each must read back from MLflow the trial and arm tables its own driver
+computed (the sweep directory's summary.json and arms.json, which no store touched):
 
 * over HTTP, with the basic-auth credentials in the tracking URI;
 * straight into the database, ``postgresql://user:password@127.0.0.1:PORT/db`` (the password
-  has to reach the driver: nothing else lets it connect);
+  has to reach the driver: nothing else lets it connect), and the same tables as over HTTP;
 * killed with SIGKILL mid-sweep, then `scalesweep resume`d (over HTTP, the credentials from
-  MLFLOW_TRACKING_USERNAME/PASSWORD: the sweep's state keeps its URI without them).
+  MLFLOW_TRACKING_USERNAME/PASSWORD: the sweep's state keeps its URI without them), and the
+  same tables as the run that was not killed.
 
 No password may be printed, logged in a run's params or tags, or written in the sweep's files.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -165,7 +167,13 @@ def _tables(experiment: str, uri: str) -> tuple[list[dict[str, Any]], list[dict[
     return trials, arms
 
 
+def _missing(x: object) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
 def _same(a: object, b: object) -> bool:
+    if _missing(a) or _missing(b):  # JSON's null, a table's NaN
+        return _missing(a) and _missing(b)
     if isinstance(a, float) and isinstance(b, float):
         return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9)
     return a == b
@@ -179,17 +187,34 @@ def _assert_same_tables(got: tuple[list[dict[str, Any]], list[dict[str, Any]]],
             assert all(_same(row[k], ref[k]) for k in ref), (row, ref)
 
 
-@pytest.fixture(scope="module")
-def on_sqlite(tmp_path_factory: pytest.TempPathFactory, ray_head: RayHead
-              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The reference: the same sweep on sqlite (its tables only: no report)."""
-    cwd = tmp_path_factory.mktemp("sqlite")
-    proc = scalesweep("run", str(SWEEPS / "smoke.yaml"), *SETS, "--no-report", *ray_head.args(), cwd=cwd,
-                      **ray_head.env())
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    tables = _tables("smoke", f"sqlite:///{cwd / 'mlflow.db'}")
+def _own_tables(cwd: Path, experiment: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The tables the sweep's driver wrote into its sweep directory, from the trials' results
+    as Tune gave them (no store read): what MLflow must give back."""
+    (sweep_dir,) = (cwd / "scalesweep_runs").glob(f"{experiment}-*")
+    trials = sorted(json.loads((sweep_dir / "summary.json").read_text()), key=lambda t: t["name"])
+    arms = sorted(json.loads((sweep_dir / "arms.json").read_text()), key=lambda a: a["arm"])
+    tables = ([{k: t[k] for k in TRIAL_COLUMNS} for t in trials],
+              [{k: a[k] for k in ARM_COLUMNS} for a in arms])
     assert {t["name"] for t in tables[0]} == TRIALS and len(tables[1]) == 2
     return tables
+
+
+@dataclass
+class Swept:
+    cwd: Path
+    proc: subprocess.CompletedProcess[str]
+    #: the trial and arm tables read back from MLflow
+    tables: tuple[list[dict[str, Any]], list[dict[str, Any]]]
+
+
+@pytest.fixture(scope="module")
+def over_http(team: TeamMlflow, tmp_path_factory: pytest.TempPathFactory, ray_head: RayHead) -> Swept:
+    """The study over HTTP with the credentials in the URI: the reference of the killed one."""
+    cwd = tmp_path_factory.mktemp("http")
+    proc = scalesweep("run", str(SWEEPS / "smoke.yaml"), *SETS, "--set", "name=smoke_http",
+                      "--tracking-uri", team.http_uri, *ray_head.args(), cwd=cwd, **ray_head.env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return Swept(cwd, proc, _tables("smoke_http", team.http_uri))
 
 
 def _secrets_absent(*texts: str) -> None:
@@ -248,30 +273,29 @@ def test_basic_auth_is_on(team: TeamMlflow) -> None:
     assert refused.value.code == 401
 
 
-def test_over_http_with_the_credentials_in_the_uri(team: TeamMlflow, on_sqlite: Any, tmp_path: Path,
-                                                   ray_head: RayHead) -> None:
-    proc = scalesweep("run", str(SWEEPS / "smoke.yaml"), *SETS, "--set", "name=smoke_http",
-                      "--tracking-uri", team.http_uri, *ray_head.args(), cwd=tmp_path, **ray_head.env())
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+def test_over_http_with_the_credentials_in_the_uri(team: TeamMlflow, over_http: Swept) -> None:
+    proc, cwd = over_http.proc, over_http.cwd
     _secrets_absent(proc.stdout, proc.stderr)
     assert f"at {team.uri};" in proc.stdout  # the URI as printed: without its credentials
-    _assert_same_tables(_tables("smoke_http", team.http_uri), on_sqlite)
+    _assert_same_tables(over_http.tables, _own_tables(cwd, "smoke_http"))
     _runs_hold_no_secret(team, "smoke_http")
     _every_eval_once(team, "smoke_http", evals=6)  # 3 epochs, an eval every half
-    _files_hold_no_secret(tmp_path)
-    assert not (tmp_path / "mlflow.db").exists()
+    _files_hold_no_secret(cwd)
+    assert not (cwd / "mlflow.db").exists()
     # the report went up through the server, into its artifact store
     assert list((team.dir / "state" / "artifacts").rglob("report.html"))
 
 
-def test_straight_into_the_database(team: TeamMlflow, on_sqlite: Any, tmp_path: Path,
+def test_straight_into_the_database(team: TeamMlflow, over_http: Swept, tmp_path: Path,
                                     ray_head: RayHead) -> None:
     proc = scalesweep("run", str(SWEEPS / "smoke.yaml"), *SETS, "--set", "name=smoke_db",
                       "--tracking-uri", team.db_uri, *ray_head.args(), cwd=tmp_path, **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     _secrets_absent(proc.stdout, proc.stderr)
     assert f"at postgresql://127.0.0.1:{team.pg_port}/mlflow;" in proc.stdout
-    _assert_same_tables(_tables("smoke_db", team.db_uri), on_sqlite)
+    tables = _tables("smoke_db", team.db_uri)
+    _assert_same_tables(tables, _own_tables(tmp_path, "smoke_db"))
+    _assert_same_tables(tables, over_http.tables)  # the same study through the server
     _runs_hold_no_secret(team, "smoke_db")
     _files_hold_no_secret(tmp_path)
 
@@ -299,7 +323,7 @@ def _completed_trials(team: TeamMlflow, experiment: str) -> int:
     return len(client.search_runs([exp.experiment_id], "tags.status = 'completed'"))
 
 
-def test_killed_and_resumed(team: TeamMlflow, on_sqlite: Any, tmp_path: Path, ray_head: RayHead) -> None:
+def test_killed_and_resumed(team: TeamMlflow, over_http: Swept, tmp_path: Path, ray_head: RayHead) -> None:
     """As tests/integration/test_resume.py: the second trial is held at its 4th evaluation
     (tests.support.gated_workload, mlp_regression's model and data) and the driver killed once the
     first is finished in MLflow; one trial at a time, checkpoints every 64 updates (an epoch
@@ -337,6 +361,8 @@ def test_killed_and_resumed(team: TeamMlflow, on_sqlite: Any, tmp_path: Path, ra
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{finished} trials already finished" in proc.stdout
     _secrets_absent(proc.stdout, proc.stderr, log.read_text())
-    _assert_same_tables(_tables("smoke_resume", team.http_uri), on_sqlite)
+    tables = _tables("smoke_resume", team.http_uri)
+    _assert_same_tables(tables, _own_tables(tmp_path, "smoke_resume"))
+    _assert_same_tables(tables, over_http.tables)  # as if it had not been killed
     _runs_hold_no_secret(team, "smoke_resume")
     _files_hold_no_secret(tmp_path)
