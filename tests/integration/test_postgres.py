@@ -35,6 +35,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.conftest import RayHead
+from tests.support.gated_workload import eval_counts
 from tests.support.helpers import (
     ROOT,
     SWEEPS,
@@ -324,10 +325,16 @@ def _completed_trials(team: TeamMlflow, experiment: str) -> int:
 
 
 def test_killed_and_resumed(team: TeamMlflow, over_http: Swept, tmp_path: Path, ray_head: RayHead) -> None:
-    """As tests/integration/test_resume.py: the second trial is held at its 4th evaluation
+    """`scalesweep resume` after the driver is killed with SIGKILL mid-sweep. The kill point does
+    not depend on the machine's speed: the second trial is held at its 4th evaluation
     (tests.support.gated_workload, mlp_regression's model and data) and the driver killed once the
     first is finished in MLflow; one trial at a time, checkpoints every 64 updates (an epoch
-    at world size 2), so the held one resumes from one."""
+    at world size 2), so the held one resumes from one. Four trials: one finished, one held,
+    two not started at the kill. The killed run and the resume join the session's Ray head: the
+    driver's death ends the trials it owns there, as it ends a local Ray."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(team.db_uri)
     gate = tmp_path / "gate"
     gate.mkdir()
     workload = (f"workload={{name: 'tests.support.gated_workload:make', options: {{gate_dir: '{gate}', "
@@ -351,7 +358,11 @@ def test_killed_and_resumed(team: TeamMlflow, over_http: Swept, tmp_path: Path, 
             driver.kill()
         driver.wait(timeout=60)
         (gate / "release").touch()  # a held trial still alive runs on
-    finished = _completed_trials(team, "smoke_resume")
+    exp = client.get_experiment_by_name("smoke_resume")
+    assert exp is not None
+    before = {r.info.run_name: r.info.end_time for r in client.search_runs([exp.experiment_id])
+              if r.data.tags.get("status") == "completed"}
+    finished = len(before)
     assert 1 <= finished < len(TRIALS)
 
     # the sweep's state holds the URI without credentials: they come from the environment
@@ -364,5 +375,24 @@ def test_killed_and_resumed(team: TeamMlflow, over_http: Swept, tmp_path: Path, 
     tables = _tables("smoke_resume", team.http_uri)
     _assert_same_tables(tables, _own_tables(tmp_path, "smoke_resume"))
     _assert_same_tables(tables, over_http.tables)  # as if it had not been killed
-    _runs_hold_no_secret(team, "smoke_resume")
+    _runs_hold_no_secret(team, "smoke_resume")  # the parent and one run per trial
     _files_hold_no_secret(tmp_path)
+    evals = {}
+    for child in client.search_runs([exp.experiment_id], "tags.status = 'completed'"):
+        name = child.info.run_name
+        assert child.info.status == "FINISHED", name
+        total, every = int(child.data.params["total_updates"]), int(child.data.params["eval_every"])
+        steps = [m.step for m in client.get_metric_history(child.info.run_id, "dev_loss")]
+        # each eval once, none missing: the loop evaluates at every eval_every and checkpoint
+        assert steps == sorted({*range(every, total + 1, every), *range(64, total + 1, 64), total}), name
+        evals[name] = len(steps)
+        if name in before:  # finished work is left exactly as it was
+            assert child.info.end_time == before[name], name
+    assert set(evals) == TRIALS
+    # the models built after the kill (builds 0 and 1 were the killed run's finished trial and
+    # the held one) made every eval of the trials unfinished at the kill but those the resumed
+    # one had before its newest checkpoint: a restart from update 0 would make them all again
+    after = [n for build, n in eval_counts(gate).items() if build >= 2]
+    unfinished = sum(n for name, n in evals.items() if name not in before)
+    assert len(after) == len(TRIALS) - finished and min(after) > 0, after
+    assert sum(after) < unfinished, (after, evals)
