@@ -150,4 +150,9 @@ def render_ledger(lines: Sequence[Line]) -> str:
         text.append("(ratio): a solve answer's recipe; its median, interval and observed are the "
                     "paired epochs ratio recipe / baseline arm, not epochs, observed in the "
                     "experiment's runs other than the verification's")
+    reused = sum(x.reused for x in lines if isinstance(x, SolveLedgerLine))
+    if reused:
+        text.append(f"{reused} pair(s) of solve reruns left out: their seed was the verification's, "
+                    "or an older run's, so they repeat a trial rather than test the claim; rerun "
+                    "with new seeds (replicates.first_seed)")
     return "\n".join(text)

@@ -109,10 +109,13 @@ class SolveLedgerLine:
     ci: tuple[float, float]
     confidence: float
     outcome: SolveOutcome | None
+    #: pairs the other runs held but the ledger left out: their seed was the verification's,
+    #: or an older run's pair already (scalesweep/dashboards/solve_ledger.py)
+    reused: int = 0
 
     @classmethod
-    def of(cls, record: Mapping[str, Any], experiment: str, outcome: SolveOutcome | None
-           ) -> SolveLedgerLine:
+    def of(cls, record: Mapping[str, Any], experiment: str, outcome: SolveOutcome | None,
+           reused: int = 0) -> SolveLedgerLine:
         lo, hi = record["ratio_ci"]
         median = record.get("ratio_median")
         return cls(experiment, str(record["parent_run_id"]), str(record["id"]), str(record["created"]),
@@ -120,7 +123,7 @@ class SolveLedgerLine:
                    float(record["lr_factor"]), int(record["warmup_steps"]),
                    None if median is None else float(median),
                    (float(lo), math.inf if hi is None else float(hi)), float(record["confidence"]),
-                   outcome)
+                   outcome, reused)
 
     @property
     def rule(self) -> str:
@@ -149,7 +152,8 @@ class SolveLedgerLine:
         assert o is not None, "a pending solve line has no outcome to write"
         return {"observed": _observed(o), "observed_kind": o.median.kind,
                 "observed_bounds": [finite_or_none(o.median.lo), finite_or_none(o.median.hi)],
-                "seeds": o.seeds, "run_ids": list(o.run_ids), "parent_run_ids": list(o.parent_run_ids),
+                "seeds": o.seeds, "reused_seeds": self.reused, "run_ids": list(o.run_ids),
+                "parent_run_ids": list(o.parent_run_ids),
                 "ci": [self.ci[0], finite_or_none(self.ci[1])], "hit": self.scored.hit}
 
     def as_json(self, rate: HitRate) -> dict[str, Any]:
@@ -165,7 +169,7 @@ class SolveLedgerLine:
             "observed_kind": None if o is None else o.median.kind,
             "observed_bounds": None if o is None else [finite_or_none(o.median.lo),
                                                        finite_or_none(o.median.hi)],
-            "observed_seeds": None if o is None else o.seeds,
+            "observed_seeds": None if o is None else o.seeds, "reused_seeds": self.reused,
             "observed_parent_run_ids": None if o is None else list(o.parent_run_ids),
             "result": s.result, "hit": s.hit, "running_verified": rate.verified,
             "running_hits": rate.hits, "running_hit_rate": rate.rate, "running_nominal": rate.nominal,

@@ -11,6 +11,7 @@ so every paired ratio is known by hand. The baseline arm reaches at 2.0 epochs i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -267,6 +268,27 @@ def test_the_verification_own_trials_never_count(store: Store) -> None:
     assert solve_outcome({**record, "parent_run_id": lone}, parent_studies(store.uri, [lone])) is None
 
 
+def test_a_seed_counts_once_and_never_one_the_verification_ran(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A rerun of verify.yaml with the verification's seeds repeats its trials (the same
+    initialisation and data order): its pairs would confirm the claim whatever the recipe does.
+    Here the verification's seeds 5-7 (ratio 1.5 each) come back in the first rerun beside a new
+    seed 30 (1.0), and seed 30 again in the second: counted each time, the median of the five
+    pairs is 1.5, a hit of the claim [1.4, 1.6]; each seed once and none of the verification's,
+    it is 1.0 (one pair), a miss."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    verification = _log(client, "reused-solve", _verification((3.0,) * 3), verify=True)
+    _log(client, "reused-solve",
+         _arm(BASE, (5, 6, 7, 30), (2.0,) * 4) + _arm(RECIPE, (5, 6, 7, 30), (3.0, 3.0, 3.0, 2.0)))
+    _log(client, "reused-solve", _arm(BASE, (30,), (2.0,)) + _arm(RECIPE, (30,), (2.0,)))
+    assert record_solve(uri, _answer([1.4, 1.6], 1.5), _verified(uri, verification), now=T0) is not None
+    assert main(["predict", "--ledger", "--json", "--no-record", "--tracking-uri", uri]) == 0
+    (line,) = json.loads(capsys.readouterr().out)
+    assert (line["result"], line["observed"], line["observed_seeds"], line["reused_seeds"]) == \
+        ("miss", pytest.approx(1.0), 1, 4)
+
+
 def test_each_run_pairs_as_its_own_study_analysis_does(store: Store) -> None:
     study = load_study(store.uri, parent_run_id=store.reruns[0])
     trials = study_trials(study)
@@ -323,6 +345,17 @@ def _solve_line(ci: tuple[float, float], median: Estimate | None, created: str) 
     outcome = None if median is None else SolveOutcome(median, 4, ("r1",), ("p2",))
     return SolveLedgerLine("w-solve", "p1", f"{created}-ws16-solve", created, M, RECIPE, BASE, 7.56,
                            47, 1.01, ci, 0.9375, outcome)
+
+
+def test_the_text_says_how_many_pairs_were_left_out_for_their_seed() -> None:
+    line = _solve_line((0.9, 1.1), Estimate(1.0, 1.0), "a")
+    assert "left out" not in render_ledger([line])
+    reused = dataclasses.replace(line, reused=4)
+    text = render_ledger([reused])
+    assert "4 pair(s) of solve reruns left out: their seed was the verification's, or an older " \
+           "run's, so they repeat a trial rather than test the claim" in text
+    assert "left out" not in predictions_html([line])  # the report's section says it too
+    assert "4 pair(s) of solve reruns were left out" in predictions_html([reused])
 
 
 def test_solve_and_predict_lines_share_the_running_hit_rate() -> None:
