@@ -194,6 +194,33 @@ def test_the_verification_sweep_names_its_search_so_a_rerun_of_it_is_tagged_too(
     assert rerun.spec.name == "solve-quadratic-solve"
 
 
+def test_the_verification_runs_seeds_the_search_never_ran(tmp_path: Path) -> None:
+    """A candidate is picked on its own seed's trial, paired with that baseline seed's: a
+    verification pair at that seed (the same initialisation and data order) would repeat the
+    pair that won, luck included. Its seeds start past every seed the search ran."""
+    import yaml
+
+    from scalesweep.orchestrator.plan.cluster import local_cluster
+    from scalesweep.orchestrator.plan.rows import make_plan
+    from scalesweep.orchestrator.plan.solve_plan import plan_solve, verification_spec
+    from scalesweep.orchestrator.spec.load import load_sweep
+
+    source = _sweep(tmp_path, QUADRATIC.replace("replicates: {min: 2, max: 3}",
+                                                "replicates: {min: 2, max: 3, first_seed: 7}"))
+    sp = plan_solve(load_sweep(source, []), local_cluster(), world_size=4, budget=None, candidates=1,
+                    lr=None, warmup=None)
+    searched = {r.seed for r in sp.baseline_rows}  # the candidates take these in turn
+    assert searched == {7, 8, 9}
+    data = verification_spec(Path(source), [], sp, [(4.0, 2)], "q-solve", "0" * 32)
+    verify = tmp_path / "verify.yaml"
+    verify.write_text(yaml.safe_dump(data))
+    vsweep = load_sweep(str(verify), [])
+    assert vsweep.spec.replicates is not None
+    assert (vsweep.spec.replicates.min, vsweep.spec.replicates.max) == (2, 3)  # the study's own
+    seeds = {r.seed for r in make_plan(vsweep, local_cluster()).rows}
+    assert seeds and not seeds & searched and min(seeds) == 10
+
+
 def test_a_candidate_and_a_study_trial_stop_where_the_study_reads_the_crossing(tmp_path: Path) -> None:
     # with target.smoothing the crossing is the smoothed metric's: the stop must read it so
     from scalesweep.orchestrator.plan.cluster import local_cluster

@@ -214,12 +214,18 @@ def _row_at(sweep: Sweep, world_size: int, cluster: ClusterInfo, ref: PlanRow) -
     return row
 
 
+def held_out_first_seed(plan: SolvePlan) -> int:
+    """The verification's first seed: past every seed the search ran (its baseline seeds,
+    which its candidates take in turn)."""
+    return max(r.seed for r in plan.baseline_rows) + 1
+
+
 def verification_spec(source: Path, overrides: list[str], plan: SolvePlan,
                       picks: list[tuple[float, int]], experiment: str, search: str) -> dict[str, Any]:
     """The sweep file (a mapping) that decides ``picks`` ((lr factor, warmup) at M) against
     the baseline with adaptive seeds, as the study decides its arms: the study's own file and
-    overrides, its axes narrowed to the baseline and the picks, naming the ``search`` parent
-    run whose candidates they are."""
+    overrides, its axes narrowed to the baseline and the picks, its seeds held out from the
+    search's, naming the ``search`` parent run whose candidates they are."""
     data = load_mapping(source)
     problems = apply_overrides(data, parse_overrides(overrides))
     if problems:
@@ -234,7 +240,12 @@ def verification_spec(source: Path, overrides: list[str], plan: SolvePlan,
     data["exclude"] = [{"world_size": a, "warmup_rule": w, "scaling_rule": f}
                        for a, w, f in itertools.product(ws, warmups, factors)
                        if (a, w, f) not in wanted]
-    data["replicates"] = data.get("replicates") or dict(DEFAULT_REPLICATES)
+    # seeds the search never ran: a candidate was picked on its own seed's trial, paired with
+    # that baseline seed's, so a verification pair at that seed repeats the very pair that won
+    # (the same initialisation and data order) and carries its luck into the interval
+    replicates = dict(data.get("replicates") or DEFAULT_REPLICATES)
+    replicates["first_seed"] = held_out_first_seed(plan)
+    data["replicates"] = replicates
     data["baseline"] = {k: base[k] for k in FIXED_AXES if k != "seed"}
     for key in ("search", "verifies", "stop_at_target"):
         data.pop(key, None)
