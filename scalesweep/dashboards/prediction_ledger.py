@@ -152,7 +152,7 @@ def render_ledger(lines: Sequence[Line]) -> str:
                     "experiment's runs other than the verification's")
     reused = sum(x.reused for x in lines if isinstance(x, SolveLedgerLine))
     if reused:
-        text.append(f"{reused} pair(s) of solve reruns left out: their seed was the verification's, "
-                    "or an older run's, so they repeat a trial rather than test the claim; rerun "
-                    "with new seeds (replicates.first_seed)")
+        text.append(f"{reused} pair(s) of solve reruns left out: their seed was the search's or the "
+                    "verification's, or an older run's, so they repeat a trial rather than test "
+                    "the claim; rerun with new seeds (replicates.first_seed)")
     return "\n".join(text)

@@ -44,13 +44,13 @@ def predictions_html(lines: Sequence[Line]) -> str:
     solve = ("" if not any(isinstance(x, SolveLedgerLine) for x in lines) else
              " A <code>scalesweep solve</code> answer is a line too: its recipe's paired epochs "
              "ratio to the baseline arm (not epochs), observed in the experiment's runs other "
-             "than the verification's, each seed once and none the verification ran "
+             "than the verification's, each seed once and none the search or the verification ran "
              "(docs/solve.md).")
     reused = sum(x.reused for x in lines if isinstance(x, SolveLedgerLine))
     if reused:
-        solve += (f" {reused} pair(s) of solve reruns were left out: their seed was the "
-                  "verification's, or an older run's, so they repeat a trial rather than test "
-                  "the claim.")
+        solve += (f" {reused} pair(s) of solve reruns were left out: their seed was the search's "
+                  "or the verification's, or an older run's, so they repeat a trial rather than "
+                  "test the claim.")
     return f"""<h2>Predictions against measurements</h2>
 <p>Each <code>scalesweep predict</code> recorded on this experiment's parent runs, per lr rule:
 the predicted epochs to target at world size M (median and interval), and the median the

@@ -4,10 +4,10 @@ parent runs (a rerun of the verification's ``verify.yaml`` with new seeds logs o
 run, the pairs are what that study's own analysis gives (its trials' crossings against their
 own targets, paired by seed with the baseline arm, as its arms' ``epochs_ratio`` pairs them);
 all the runs' pairs are pooled into one median. The verification's own trials never count:
-they chose the recipe and set its interval. Nor does a pair whose seed the verification ran, or
-an older run already gave a pair: the same seed is the same initialisation and data order, a
-repeat of that trial rather than a new test of the claim. Reads only (the orchestrator writes
-the outcome).
+they chose the recipe and set its interval. Nor does a pair whose seed the search picked the
+recipe on or the verification ran, or an older run already gave a pair: the same seed is the
+same initialisation and data order, a repeat of that trial rather than a new test of the claim.
+Reads only (the orchestrator writes the outcome).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class _Pairs:
     ratios: list[Observation] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
     parents: list[str] = field(default_factory=list)
-    #: pairs left out: their seed was the verification's, or an older run's pair already
+    #: pairs left out: their seed was the search's or the verification's, or an older run's
     reused: int = 0
 
 
@@ -42,6 +42,7 @@ def _pairs(record: Mapping[str, Any], studies: Mapping[str, Sequence[StudyTrial]
     arm, base = str(record[ARM_PARAM]), str(record[BASELINE_ARM_PARAM])
     verification = str(record["parent_run_id"])
     seen = {t.summary.seed for t in studies.get(verification, ()) if t.summary.arm in (arm, base)}
+    seen |= {int(s) for s in record.get("search_seeds", ())}  # the pairs the recipe was picked on
     out = _Pairs()
     for parent, trials in studies.items():
         if parent == verification:
@@ -63,8 +64,8 @@ def solve_outcome(record: Mapping[str, Any], studies: Mapping[str, Sequence[Stud
                   ) -> SolveOutcome | None:
     """The recipe's pairs in every parent run but the verification's (``studies``: parent run
     id -> its trials, as :func:`~scalesweep.dashboards.convergence_table.study_trials` reads
-    them, oldest run first), each seed once: one the verification ran, or an older run paired
-    already, is left out. Pooled; None (pending) where no pair is left."""
+    them, oldest run first), each seed once: one the search or the verification ran, or an
+    older run paired already, is left out. Pooled; None (pending) where no pair is left."""
     p = _pairs(record, studies)
     return SolveOutcome.pooled(p.ratios, p.run_ids, p.parents)
 

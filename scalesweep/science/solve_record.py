@@ -35,7 +35,7 @@ def solve_metric_key(world_size: int, what: str) -> str:
 
 def solve_record(answer: Mapping[str, Any], *, prediction_id: str, created: str, experiment: str,
                  parent_run_id: str, baseline_arm: str, confidence: float,
-                 trial_run_ids: Sequence[str]) -> dict[str, Any] | None:
+                 trial_run_ids: Sequence[str], search_seeds: Sequence[int] = ()) -> dict[str, Any] | None:
     """The JSON recorded for a solve's answer (launch/solve.py's ``answer``); None when it
     claims nothing that can be checked: no verified recipe, or a ratio interval without a
     lower end (an open upper end is a claim: "at least this much slower")."""
@@ -56,6 +56,8 @@ def solve_record(answer: Mapping[str, Any], *, prediction_id: str, created: str,
         "ratio_ci": [float(ci[0]), None if ci[1] is None else float(ci[1])],
         "confidence": confidence, "decision": answer.get("decision"),
         "source_trial_run_ids": sorted(trial_run_ids),
+        # the seeds the search picked the recipe on: a later pair at one of them is no test
+        "search_seeds": sorted(int(s) for s in search_seeds),
     }  # fmt: skip
 
 

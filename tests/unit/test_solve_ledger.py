@@ -270,23 +270,24 @@ def test_the_verification_own_trials_never_count(store: Store) -> None:
 
 def test_a_seed_counts_once_and_never_one_the_verification_ran(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A rerun of verify.yaml with the verification's seeds repeats its trials (the same
-    initialisation and data order): its pairs would confirm the claim whatever the recipe does.
-    Here the verification's seeds 5-7 (ratio 1.5 each) come back in the first rerun beside a new
-    seed 30 (1.0), and seed 30 again in the second: counted each time, the median of the five
-    pairs is 1.5, a hit of the claim [1.4, 1.6]; each seed once and none of the verification's,
-    it is 1.0 (one pair), a miss."""
+    """A rerun of verify.yaml with the search's or the verification's seeds repeats their trials
+    (the same initialisation and data order): its pairs would confirm the claim whatever the
+    recipe does. Here the search's seed 1 and the verification's seeds 5-7 (ratio 1.5 each) come
+    back in the first rerun beside a new seed 30 (1.0), and seed 30 again in the second: counted
+    each time, the median of the six pairs is 1.5, a hit of the claim [1.4, 1.6]; each seed once
+    and none of the search's or the verification's, it is 1.0 (one pair), a miss."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
     verification = _log(client, "reused-solve", _verification((3.0,) * 3), verify=True)
-    _log(client, "reused-solve",
-         _arm(BASE, (5, 6, 7, 30), (2.0,) * 4) + _arm(RECIPE, (5, 6, 7, 30), (3.0, 3.0, 3.0, 2.0)))
+    _log(client, "reused-solve", _arm(BASE, (1, 5, 6, 7, 30), (2.0,) * 5)
+         + _arm(RECIPE, (1, 5, 6, 7, 30), (3.0, 3.0, 3.0, 3.0, 2.0)))
     _log(client, "reused-solve", _arm(BASE, (30,), (2.0,)) + _arm(RECIPE, (30,), (2.0,)))
-    assert record_solve(uri, _answer([1.4, 1.6], 1.5), _verified(uri, verification), now=T0) is not None
+    verified = _verified(uri, verification)
+    assert record_solve(uri, _answer([1.4, 1.6], 1.5), verified, now=T0, search_seeds=[0, 1, 2])
     assert main(["predict", "--ledger", "--json", "--no-record", "--tracking-uri", uri]) == 0
     (line,) = json.loads(capsys.readouterr().out)
     assert (line["result"], line["observed"], line["observed_seeds"], line["reused_seeds"]) == \
-        ("miss", pytest.approx(1.0), 1, 4)
+        ("miss", pytest.approx(1.0), 1, 5)
 
 
 def test_each_run_pairs_as_its_own_study_analysis_does(store: Store) -> None:
@@ -352,8 +353,8 @@ def test_the_text_says_how_many_pairs_were_left_out_for_their_seed() -> None:
     assert "left out" not in render_ledger([line])
     reused = dataclasses.replace(line, reused=4)
     text = render_ledger([reused])
-    assert "4 pair(s) of solve reruns left out: their seed was the verification's, or an older " \
-           "run's, so they repeat a trial rather than test the claim" in text
+    assert "4 pair(s) of solve reruns left out: their seed was the search's or the verification's, " \
+           "or an older run's, so they repeat a trial rather than test the claim" in text
     assert "left out" not in predictions_html([line])  # the report's section says it too
     assert "4 pair(s) of solve reruns were left out" in predictions_html([reused])
 

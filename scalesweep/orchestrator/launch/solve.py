@@ -282,7 +282,7 @@ def _passes(ctx: _Solve, journal: list[Finished], used_names: list[str], record:
     if finished_before:
         print("this solve had already finished: its answer, as it was (recorded then)")
     elif record and verification is not None:  # a claim `predict --ledger` checks on later runs
-        _record(ctx.uri, result.answer, verification)
+        _record(ctx.uri, result.answer, verification, [r.seed for r in sp.baseline_rows])
     return result
 
 
@@ -382,10 +382,10 @@ def _verify_or_resume(ctx: _Solve, picks: list[tuple[float, int]], prior: Any | 
                    ctx.parent, ctx.address, ctx.uri, ctx.verbose), False
 
 
-def _record(tracking_uri: str, ans: dict[str, Any], verification: Outcome) -> None:
+def _record(tracking_uri: str, ans: dict[str, Any], verification: Outcome, search_seeds: list[int]) -> None:
     from scalesweep.orchestrator.tracking.predictions import record_solve
 
-    pid = record_solve(tracking_uri, ans, verification)
+    pid = record_solve(tracking_uri, ans, verification, search_seeds=search_seeds)
     if pid is not None:
         print(f"recorded: predictions/{pid}.json on the verification's parent run "
               f"{verification.parent_run_id}; `scalesweep predict --ledger --experiment "

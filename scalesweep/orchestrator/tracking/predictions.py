@@ -69,7 +69,7 @@ class Verification(Protocol):
 
 
 def record_solve(tracking_uri: str, answer: Mapping[str, Any], verification: Verification,
-                 now: datetime | None = None) -> str | None:
+                 now: datetime | None = None, search_seeds: Sequence[int] = ()) -> str | None:
     """Log a solve's verified recipe as a prediction (``predictions/<id>.json``, kind "solve")
     and its numbers as metrics on the verification's parent run, where the ledger's search of
     parent runs finds it; returns the id, or None where the answer claims nothing that can be
@@ -83,7 +83,7 @@ def record_solve(tracking_uri: str, answer: Mapping[str, Any], verification: Ver
     record = solve_record(answer, prediction_id=pid, created=now.isoformat(),
                           experiment=verification.experiment,
                           parent_run_id=verification.parent_run_id, baseline_arm=arm.baseline_arm,
-                          confidence=arm.confidence, trial_run_ids=ids)
+                          confidence=arm.confidence, trial_run_ids=ids, search_seeds=search_seeds)
     if record is None:
         return None
     client = MlflowClient(tracking_uri)
