@@ -165,6 +165,11 @@ def test_solve_stopped_then_resumed_finds_the_known_best_lr_within_one_grid_step
     assert candidates and all(SOLVE_RATIO_METRIC in r.data.metrics for r in candidates)
     # every candidate's score is what its evals say: its last one, never made up
     assert all(math.isfinite(r.data.metrics[SOLVE_RATIO_METRIC]) for r in candidates)
+    # the verification ran seeds the search never ran (a candidate was picked on its own seed)
+    searched = {int(r.data.params["seed"]) for r in every}
+    verified = {int(r.data.params["seed"]) for r in runs
+                if r.data.tags.get("mlflow.parentRunId") == verify[0].info.run_id}
+    assert searched and verified and not searched & verified, (searched, verified)
     # the verification's report, made at the end as `run` makes a study's, shows the search
     report = (tmp_path / "reports" / "solve-quadratic-solve" / "report.html").read_text()
     assert "Solve: the search this study verifies" in report
