@@ -37,6 +37,9 @@ class _Pairs:
     #: pairs left out: their seed was the search's or the verification's, or an older run's
     reused: int = 0
 
+    def outcome(self) -> SolveOutcome | None:
+        return SolveOutcome.pooled(self.ratios, self.run_ids, self.parents)
+
 
 def _pairs(record: Mapping[str, Any], studies: Mapping[str, Sequence[StudyTrial]]) -> _Pairs:
     arm, base = str(record[ARM_PARAM]), str(record[BASELINE_ARM_PARAM])
@@ -66,8 +69,7 @@ def solve_outcome(record: Mapping[str, Any], studies: Mapping[str, Sequence[Stud
     id -> its trials, as :func:`~scalesweep.dashboards.convergence_table.study_trials` reads
     them, oldest run first), each seed once: one the search or the verification ran, or an
     older run paired already, is left out. Pooled; None (pending) where no pair is left."""
-    p = _pairs(record, studies)
-    return SolveOutcome.pooled(p.ratios, p.run_ids, p.parents)
+    return _pairs(record, studies).outcome()
 
 
 def solve_lines(experiment: str, records: Sequence[Mapping[str, Any]],
@@ -76,6 +78,5 @@ def solve_lines(experiment: str, records: Sequence[Mapping[str, Any]],
     lines = []
     for r in (r for r in records if is_solve(r)):
         p = _pairs(r, studies)
-        lines.append(SolveLedgerLine.of(r, experiment, SolveOutcome.pooled(p.ratios, p.run_ids, p.parents),
-                                        reused=p.reused))
+        lines.append(SolveLedgerLine.of(r, experiment, p.outcome(), reused=p.reused))
     return lines
