@@ -111,8 +111,8 @@ class SolveLedgerLine:
     ci: tuple[float, float]
     confidence: float
     outcome: SolveOutcome | None
-    #: pairs the other runs held but the ledger left out: their seed was the verification's,
-    #: or an older run's pair already (scalesweep/dashboards/solve_ledger.py)
+    #: pairs the other runs held but the ledger left out: their seed was the search's or the
+    #: verification's, or an older run's pair already (scalesweep/dashboards/solve_ledger.py)
     reused: int = 0
 
     @classmethod

@@ -8,7 +8,6 @@ The API's unit tests are in tests/unit/test_api.py."""
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from mlflow.tracking import MlflowClient
 
 import scalesweep
 from tests.conftest import RayHead
-from tests.support.helpers import SWEEPS, cli, cli_env
+from tests.support.helpers import SWEEPS, cli, cli_env, same_value
 from tests.support.helpers import scalesweep as run_cli
 from tests.unit.test_api import _walkthrough
 
@@ -134,12 +133,6 @@ SUMMARY_FIELDS = ("world_size", "scaling_rule", "warmup_rule", "global_batch", "
                   "best_dev_loss", "speedup_vs_baseline", "train_seconds")
 
 
-def _same_or_both_none(a: float | None, b: float | None) -> bool:
-    if a is None or b is None or (isinstance(b, float) and math.isnan(b)):
-        return a is None and (b is None or math.isnan(b))
-    return math.isclose(a, b, rel_tol=1e-9)
-
-
 @pytest.mark.slow
 def test_the_runs_summary_mlflow_runs_and_report_agree(
         walkthrough: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
@@ -179,8 +172,8 @@ def test_the_runs_summary_mlflow_runs_and_report_agree(
         upe = int(data.params["updates_per_epoch"])
         assert all(v == pytest.approx(s / upe) for s, v in epochs.items())
         ours = summary[info.run_name]["epochs_to_target"]
-        assert _same_or_both_none(ours, data.metrics.get("epochs_to_target"))
-        assert _same_or_both_none(ours, report[info.run_name]["epochs_to_target"])
+        assert same_value(ours, data.metrics.get("epochs_to_target"))
+        assert same_value(ours, report[info.run_name]["epochs_to_target"])
     assert any(t["epochs_to_target"] is not None for t in summary.values())
     artifacts = [a.path for a in client.list_artifacts(parent.info.run_id, "report")]
     assert "report/report.html" in artifacts

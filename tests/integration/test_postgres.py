@@ -18,7 +18,6 @@ No password may be printed, logged in a run's params or tags, or written in the 
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -42,6 +41,7 @@ from tests.support.helpers import (
     cli_env,
     free_port,
     race_to_make_experiment,
+    same_value,
     scalesweep,
     wait_for,
 )
@@ -168,24 +168,12 @@ def _tables(experiment: str, uri: str) -> tuple[list[dict[str, Any]], list[dict[
     return trials, arms
 
 
-def _missing(x: object) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
-
-
-def _same(a: object, b: object) -> bool:
-    if _missing(a) or _missing(b):  # JSON's null, a table's NaN
-        return _missing(a) and _missing(b)
-    if isinstance(a, float) and isinstance(b, float):
-        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9)
-    return a == b
-
-
 def _assert_same_tables(got: tuple[list[dict[str, Any]], list[dict[str, Any]]],
                         want: tuple[list[dict[str, Any]], list[dict[str, Any]]]) -> None:
     for ours, theirs in zip(got, want, strict=True):
         assert len(ours) == len(theirs), (ours, theirs)
         for row, ref in zip(ours, theirs, strict=True):
-            assert all(_same(row[k], ref[k]) for k in ref), (row, ref)
+            assert all(same_value(row[k], ref[k]) for k in ref), (row, ref)
 
 
 def _own_tables(cwd: Path, experiment: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import signal
@@ -48,6 +49,19 @@ def bounded_run(cmd: Sequence[str], *, timeout: float, **kwargs: Any) -> subproc
         proc.communicate()
         raise
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def same_value(a: object, b: object) -> bool:
+    """Equal as one study's tables and another's hold a value: missing on both sides (JSON's
+    null, a table's NaN), floats to rounding (rel 1e-9), anything else exactly."""
+    def missing(x: object) -> bool:
+        return x is None or (isinstance(x, float) and math.isnan(x))
+
+    if missing(a) or missing(b):
+        return missing(a) and missing(b)
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9)
+    return a == b
 
 
 def scalesweep(*args: str, cwd: Path, timeout: float = 600, **env: str
