@@ -109,8 +109,10 @@ def load(path: str | Path, set: Mapping[str, Any] | None = None) -> Study:
 
 def overrides_of(values: Mapping[str, Any] | None) -> list[str]:
     """``set``'s mapping as the CLI's ``KEY=VALUE`` strings, each value as one line of YAML that
-    reads back as itself."""
+    reads back as itself (a str that looks like a number, ``"1e-3"``, quoted)."""
     import yaml
+
+    from scalesweep.orchestrator.spec.files import dump_yaml
 
     if values is None:
         return []
@@ -128,8 +130,8 @@ def overrides_of(values: Mapping[str, Any] | None) -> list[str]:
             problems.append(Problem(f"set[{key!r}]", value, "must be a finite number"))
             continue
         try:
-            text = yaml.safe_dump(value, default_flow_style=True, width=math.inf,
-                                  allow_unicode=True, sort_keys=False)
+            text = dump_yaml(value, default_flow_style=True, width=math.inf,
+                             allow_unicode=True, sort_keys=False)
         except yaml.YAMLError:
             problems.append(Problem(f"set[{key!r}]", value, "must be a plain YAML value: None, "
                                     "bool, int, float, str, or lists and mappings of them"))

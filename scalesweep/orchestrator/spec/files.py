@@ -1,8 +1,14 @@
-"""Reading user files safely: size cap, strict UTF-8, YAML without object construction."""
+"""Reading user files safely: size cap, strict UTF-8, YAML without object construction, and
+numbers as people write them.
+
+Every YAML the user gives (a sweep file, a recipe, a ``--set`` value, the API's ``set=``) goes
+through one loader, ``_Loader``; what we write for it to read back goes through ``_Dumper``,
+which shares its resolver."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +23,51 @@ MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_VALUES = 100_000
 
 
+FLOAT_TAG = "tag:yaml.org,2002:float"
+#: YAML 1.2's float (a dot or an exponent, so that integers stay integers) with YAML 1.1's
+#: extras kept (``1_000.5``, base 60): YAML 1.1, PyYAML's, reads ``1e-3`` (no dot) and
+#: ``1.5e3`` (no exponent sign) as strings, so ``lr: 1e-3`` would fail as "not a number"
+FLOAT_12 = re.compile(r"""^(?:
+    [-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?    # 1.5  1.  1.5e3  1_000.5
+  | [-+]?[0-9][0-9_]*[eE][-+]?[0-9]+                  # 1e-3  2E-2  1e+4
+  | [-+]?\.[0-9][0-9_]*(?:[eE][-+]?[0-9]+)?           # .5  -.5  .5e-3
+  | [-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*       # 190:20:30.15 (YAML 1.1's base 60)
+  | [-+]?\.(?:inf|Inf|INF)
+  | \.(?:nan|NaN|NAN)
+)$""", re.VERBOSE)
+_FLOAT_FIRST = "-+0123456789."
+
+Resolvers = dict[str | None, list[tuple[str, re.Pattern[str]]]]
+
+
+def _with_float_12(resolvers: Resolvers) -> Resolvers:
+    """``resolvers`` (a SafeLoader's or SafeDumper's) with its float rule replaced by
+    ``FLOAT_12``, first for its characters so that no other rule sees a float before it."""
+    out = {ch: [(tag, rx) for tag, rx in rules if tag != FLOAT_TAG]
+           for ch, rules in resolvers.items()}
+    for ch in _FLOAT_FIRST:
+        out[ch] = [(FLOAT_TAG, FLOAT_12), *out.get(ch, [])]
+    return out
+
+
 class DuplicateKeyError(yaml.MarkedYAMLError):
     pass
 
 
+class _Dumper(yaml.SafeDumper):
+    """``SafeDumper`` with the loader's float rule: a string that would read back as a number
+    (``"1e-3"``) is written quoted, so that what we write reads back as itself."""
+
+    yaml_implicit_resolvers = _with_float_12(yaml.SafeDumper.yaml_implicit_resolvers)
+
+
 class _Loader(yaml.SafeLoader):
     """``SafeLoader`` (no object construction) that refuses a key given twice in one mapping:
-    PyYAML would silently keep the last, e.g. dropping a whole ``axes:`` block."""
+    PyYAML would silently keep the last, e.g. dropping a whole ``axes:`` block. Floats as
+    YAML 1.2 reads them (``FLOAT_12``); booleans, nulls and integers as YAML 1.1 (``on``/``off``
+    stay booleans)."""
+
+    yaml_implicit_resolvers = _with_float_12(yaml.SafeLoader.yaml_implicit_resolvers)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
@@ -38,6 +82,17 @@ class _Loader(yaml.SafeLoader):
                                         f"{first})", key_node.start_mark)
             seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(text: str) -> Any:
+    """One YAML value given inline (a ``--set`` value), read as a file is: the same floats and
+    checks. Raises ``yaml.YAMLError``."""
+    return yaml.load(text, Loader=_Loader)
+
+
+def dump_yaml(data: Any, **options: Any) -> str:
+    """``data`` as YAML that ``_Loader`` reads back as ``data``; ``options`` as ``yaml.dump``'s."""
+    return str(yaml.dump(data, Dumper=_Dumper, **options))
 
 
 def _count_values(data: Any, limit: int) -> int:
@@ -73,7 +128,7 @@ def read_text(path: str | Path) -> str:
 
 
 def load_mapping(path: str | Path) -> dict[str, Any]:
-    """A YAML or JSON file whose top level is a mapping. ``yaml.safe_load`` only: a
+    """A YAML or JSON file whose top level is a mapping. YAML through ``_Loader``, safe: a
     ``!!python/object`` tag is an error, never an object."""
     src = str(path)
     text = read_text(path)

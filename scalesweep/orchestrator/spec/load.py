@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from scalesweep.mlflow_names import DEV_PREFIX
 from scalesweep.orchestrator.spec import reference_job, replicates, train_loop
 from scalesweep.orchestrator.spec.errors import InputError, Problem, join_path
-from scalesweep.orchestrator.spec.files import load_mapping
+from scalesweep.orchestrator.spec.files import load_mapping, parse_yaml
 from scalesweep.orchestrator.spec.recipes import (
     Recipe,
     ResolvedBatch,
@@ -114,7 +114,7 @@ class Sweep:
 
 
 def parse_overrides(items: Sequence[str]) -> list[tuple[str, Any]]:
-    """``--set a.b=VALUE`` -> (path, YAML value)."""
+    """``--set a.b=VALUE`` -> (path, YAML value), read as the sweep file is (``1e-3`` a float)."""
     out: list[tuple[str, Any]] = []
     problems: list[Problem] = []
     for item in items:
@@ -123,7 +123,7 @@ def parse_overrides(items: Sequence[str]) -> list[tuple[str, Any]]:
             problems.append(Problem("--set", item, "must be KEY=VALUE with a dotted key"))
             continue
         try:
-            value = yaml.safe_load(raw) if raw.strip() else None
+            value = parse_yaml(raw) if raw.strip() else None
         except yaml.YAMLError as exc:
             what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             problems.append(Problem(f"--set {key}", raw, f"value is not valid YAML ({what})"))
