@@ -24,8 +24,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import yaml
-
 from benchmarks._common import (
     ROOT,
     Column,
@@ -41,6 +39,7 @@ from benchmarks._common import (
     trial_spans,
     write_yaml,
 )
+from scalesweep.orchestrator.spec.files import load_mapping
 
 NAME = "adaptive_cost"
 SWEEP = ROOT / "sweeps" / "wenet_4v16.yaml"
@@ -53,7 +52,7 @@ def variant(source: Path, out: Path, name: str, seeds: int | None = None,
     (never both), under its own experiment name; the recipe made absolute."""
     from scalesweep.orchestrator.spec.load import recipe_candidates
 
-    data = yaml.safe_load(source.read_text())
+    data = load_mapping(source)
     data["name"] = name
     data.pop("replicates", None)
     data.setdefault("axes", {}).pop("seed", None)

@@ -27,8 +27,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from benchmarks._common import (
     ROOT,
     Column,
@@ -42,6 +40,7 @@ from benchmarks._common import (
     sqlite_uri,
     write_yaml,
 )
+from scalesweep.orchestrator.spec.files import load_mapping
 from scalesweep.science.solve import GRID_STEP
 
 NAME = "solve_grid"
@@ -133,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     with sandbox(NAME) as tmp:
         uri = sqlite_uri(tmp / "mlflow.db")
         if args.quick:
-            data = yaml.safe_load(sweep.read_text())
+            data = load_mapping(sweep)
             data["axes"].pop("seed", None)
             sweep = write_yaml(tmp / sweep.name, {**data, "replicates": QUICK_REPLICATES})
         results: dict[str, tuple[dict[str, Any], float, list[dict[str, Any]]]] = {}

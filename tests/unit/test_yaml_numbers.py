@@ -100,3 +100,13 @@ def test_the_api_s_set_takes_numbers_and_keeps_strings_strings() -> None:
 def test_what_we_write_reads_back_as_itself(value: Any) -> None:
     # verify.yaml (solve), predict --verify's sweep and the API's set= are written this way
     assert parse_yaml(dump_yaml(value)) == value
+
+
+def test_a_sweep_we_write_reads_back_as_itself(tmp_path: Path) -> None:
+    # predict --verify's sweep (solve's verify.yaml is written by the same dump_yaml)
+    from scalesweep.orchestrator.plan.verify_sweep import write_spec
+    from scalesweep.orchestrator.spec.files import load_mapping
+
+    data = {"name": "1e3", "description": "2E-2", "optimizer": {"type": "adam", "lr": 1e-3}}
+    write_spec(data, tmp_path / "verify.yaml")
+    assert load_mapping(tmp_path / "verify.yaml") == data

@@ -26,8 +26,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from scalesweep.mlflow_names import (
     ROLE_TAG,
     SOLVE_SEARCH_TAG,
@@ -70,6 +68,7 @@ from scalesweep.orchestrator.launch.solve_state import (
 from scalesweep.orchestrator.plan.cluster import local_cluster
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.plan.solve_plan import SolvePlan, plan_solve, verification_spec
+from scalesweep.orchestrator.spec.files import dump_yaml
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep, metric_mode
 from scalesweep.orchestrator.tracking.machine import machine_tags
 from scalesweep.orchestrator.tracking.summary import points
@@ -457,7 +456,7 @@ def _verify(path: Path, overrides: list[str], sp: SolvePlan, picks: list[tuple[f
         return None
     data = verification_spec(path, overrides, sp, picks, experiment, parent)
     verify_file = sweep_dir / "verify.yaml"
-    verify_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    verify_file.write_text(dump_yaml(data, sort_keys=False), encoding="utf-8")
     print(f"verifying {len(picks)} candidate(s) with adaptive seeds: {verify_file}", flush=True)
     # verify.yaml names the search (its parent gets SOLVE_SEARCH_TAG, as a rerun's will); this
     # run is the solve's own verification

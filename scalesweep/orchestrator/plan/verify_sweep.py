@@ -20,10 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from scalesweep.orchestrator.spec.errors import InputError
-from scalesweep.orchestrator.spec.files import load_mapping
+from scalesweep.orchestrator.spec.files import dump_yaml, load_mapping
 from scalesweep.orchestrator.spec.load import apply_overrides, load_sweep, parse_overrides, recipe_candidates
 
 #: adaptive seeds where the study had none: three to start, more only where undecided
@@ -130,4 +128,4 @@ def _inside(entry: Any, axes: dict[str, Any]) -> bool:
 
 def write_spec(data: dict[str, Any], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    out.write_text(dump_yaml(data, sort_keys=False), encoding="utf-8")
