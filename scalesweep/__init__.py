@@ -39,7 +39,21 @@ _LAZY = {"InputError": "scalesweep.api", "Result": "scalesweep.api", "Study": "s
          "load": "scalesweep.api", "predict": "scalesweep.api", "results": "scalesweep.api"}
 
 
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml's); a source tree that was never
+    installed has no metadata, and says so rather than failing."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("scalesweep")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # on first use: the metadata lookup costs tens of milliseconds
+        globals()[name] = _version()
+        return globals()[name]
     if name == "workloads":
         return importlib.import_module("scalesweep.workloads")
     module = _LAZY.get(name)
@@ -51,4 +65,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*globals(), *__all__, "__version__"})

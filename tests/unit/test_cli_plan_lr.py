@@ -161,8 +161,8 @@ def test_lr_wenet_recipe_is_the_wenet_formula(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_lr_csv_flag_and_row_count(tmp_path: Path) -> None:
-    out = lr_cli([WENET, "--updates", "7", "--csv"], tmp_path)
+def test_lr_prints_csv_one_row_per_update(tmp_path: Path) -> None:
+    out = lr_cli([WENET, "--updates", "7"], tmp_path)
     assert out.splitlines()[0] == "update,lr"
     assert len(out.splitlines()) == 8
 

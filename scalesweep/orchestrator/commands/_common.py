@@ -18,13 +18,54 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("sweep")
-    p.add_argument("--address", help="Ray cluster (auto, ray://host:10001, http://head:8265)")
-    p.add_argument("--tracking-uri", help=f"MLflow tracking URI (default {DEFAULT_TRACKING_URI})")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--summary-json", metavar="PATH")
-    p.add_argument("--verbose", "-v", action="store_true")
+    sweep_arg(p)
+    p.add_argument("--address", help="Ray cluster (auto, ray://host:10001, http://head:8265); "
+                   "default: a local Ray started for this sweep")
+    tracking_uri_arg(p)
+    set_arg(p)
+    summary_json_arg(p)
+    verbose_arg(p)
     no_report_arg(p)
+
+
+# --- arguments several commands take, with one help text each ------------------------------------
+
+
+def sweep_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("sweep", metavar="SWEEP.yaml",
+                   help="the sweep file (docs/sweep-file.md), e.g. sweeps/smoke.yaml")
+
+
+def set_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a dotted path of the sweep file with a YAML value, e.g. "
+                   "--set optimizer.lr=1e-3 --set axes.world_size=[4]; repeatable")
+
+
+def tracking_uri_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tracking-uri", metavar="URI",
+                   help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else "
+                   f"{DEFAULT_TRACKING_URI} in the current directory)")
+
+
+def summary_json_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--summary-json", metavar="PATH",
+                   help="also write one JSON object per trial here (docs/design.md §4.4); "
+                   "default: none")
+
+
+def verbose_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="also show Ray's own logs from the trials' processes")
+
+
+def study_args(p: argparse.ArgumentParser, *, required: bool) -> None:
+    """``--experiment NAME | --run-id ID``: which study to read from MLflow."""
+    which = p.add_mutually_exclusive_group(required=required)
+    which.add_argument("--experiment", metavar="NAME",
+                       help="the study's MLflow experiment (its `name`); its latest sweep")
+    which.add_argument("--run-id", metavar="PARENT_ID",
+                       help="one sweep of a study: its parent run's id (printed by run)")
 
 
 def no_report_arg(p: argparse.ArgumentParser) -> None:

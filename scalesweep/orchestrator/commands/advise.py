@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import argparse
 
-from scalesweep.orchestrator.commands._common import EXIT_OK, Subparsers, tracking_uri
+from scalesweep.orchestrator.commands._common import (
+    EXIT_OK,
+    Subparsers,
+    study_args,
+    tracking_uri,
+    tracking_uri_arg,
+)
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 
 
 def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser("advise", help="critical batch (fit of updates to target vs batch), "
                        "noise scale, and the lr and warmup rules to use at a world size")
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--experiment")
-    which.add_argument("--run-id")
+    study_args(p, required=True)
     p.add_argument("--world-size", type=int, help="recommend for this world size "
                    "(default: the largest in the study)")
-    p.add_argument("--tracking-uri")
+    tracking_uri_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:

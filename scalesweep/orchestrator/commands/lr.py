@@ -1,4 +1,5 @@
-"""``scalesweep lr``: a scheduler's lr (and momentum) at every update, as CSV or a plot."""
+"""``scalesweep lr``: a scheduler's lr (and momentum) at every update, as CSV on stdout and,
+with ``--plot``, a plot."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser("lr", help="print a scheduler's lr (and momentum) at every update")
     p.add_argument("schedule", help="WeNet YAML, DeepSpeed JSON, {optimizer, scheduler}, or a "
                    "sweep file (its settings before the axes; plots per epoch at its world sizes)")
-    p.add_argument("--updates", type=int, required=True)
-    p.add_argument("--csv", action="store_true", help="CSV on stdout (the default)")
+    p.add_argument("--updates", type=int, required=True, metavar="N",
+                   help="print updates 1..N, one CSV row each, on stdout")
     p.add_argument("--plot", metavar="PNG", help="draw lr (and momentum) to this file")
     p.add_argument("--world-size", type=int, nargs="+", default=[],
                    help="with --dataset-size: also plot lr against epoch at these world sizes")

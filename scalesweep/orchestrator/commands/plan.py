@@ -7,7 +7,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from scalesweep.orchestrator.commands._common import EXIT_OK, Subparsers
+from scalesweep.orchestrator.commands._common import EXIT_OK, Subparsers, set_arg, sweep_arg
 
 if TYPE_CHECKING:
     from scalesweep.orchestrator.plan.rows import Plan
@@ -16,11 +16,11 @@ if TYPE_CHECKING:
 
 def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser("plan", help="validate a sweep file and show one row per trial")
-    p.add_argument("sweep")
+    sweep_arg(p)
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a dotted path of the sweep file with a YAML value")
-    p.add_argument("--address", help="plan for this Ray cluster's resources")
+    set_arg(p)
+    p.add_argument("--address", help="plan for this Ray cluster's resources (default: this "
+                   "machine's)")
     p.add_argument("--verbose", "-v", action="store_true",
                    help="also list the recipe sections scalesweep ignores")
 

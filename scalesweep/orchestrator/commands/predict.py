@@ -11,7 +11,13 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from scalesweep.orchestrator.commands._common import EXIT_OK, Subparsers, tracking_uri
+from scalesweep.orchestrator.commands._common import (
+    EXIT_OK,
+    Subparsers,
+    study_args,
+    tracking_uri,
+    tracking_uri_arg,
+)
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 
 if TYPE_CHECKING:
@@ -21,10 +27,9 @@ if TYPE_CHECKING:
 def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser("predict", help="epochs to target at a world size the study did not "
                        "run, per lr rule, with an interval; recorded on the study's parent run")
-    which = p.add_mutually_exclusive_group()
-    which.add_argument("--experiment")
-    which.add_argument("--run-id")
-    p.add_argument("--world-size", type=int, help="predict for this world size")
+    study_args(p, required=False)  # --ledger lists every experiment's without one
+    p.add_argument("--world-size", type=int, help="predict for this world size (needed but "
+                   "with --ledger)")
     p.add_argument("--json", action="store_true", help="one JSON object per lr rule, a list")
     p.add_argument("--no-record", action="store_true",
                    help="do not record the prediction (or, with --ledger, the outcomes) in MLflow")
@@ -32,7 +37,7 @@ def add_parser(sub: Subparsers) -> None:
                    "(of --experiment, else of all experiments) against what was measured")
     p.add_argument("--verify", metavar="OUT.yaml",
                    help="also write the smallest sweep that checks the prediction at M")
-    p.add_argument("--tracking-uri")
+    tracking_uri_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:

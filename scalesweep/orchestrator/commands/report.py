@@ -5,17 +5,21 @@ from __future__ import annotations
 import argparse
 import os
 
-from scalesweep.orchestrator.commands._common import EXIT_OK, Subparsers, tracking_uri
+from scalesweep.orchestrator.commands._common import (
+    EXIT_OK,
+    Subparsers,
+    study_args,
+    tracking_uri,
+    tracking_uri_arg,
+)
 
 
 def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser("report", help="tables and figures of a study, from MLflow")
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--experiment")
-    which.add_argument("--run-id")
-    p.add_argument("--tracking-uri")
-    p.add_argument("--out", default=None,
-                   help="directory (default reports/<experiment>, or reports/<run id> with --run-id)")
+    study_args(p, required=True)
+    tracking_uri_arg(p)
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="directory (default: reports/<experiment>, or reports/<run id> with --run-id)")
 
 
 def run(args: argparse.Namespace) -> int:

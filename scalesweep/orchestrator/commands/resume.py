@@ -6,7 +6,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from scalesweep.orchestrator.commands._common import Subparsers, finish, no_report_arg, tracking_uri
+from scalesweep.orchestrator.commands._common import (
+    Subparsers,
+    finish,
+    no_report_arg,
+    summary_json_arg,
+    tracking_uri,
+    tracking_uri_arg,
+)
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 
 
@@ -15,9 +22,9 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("sweep", metavar="SWEEP_NAME_OR_DIR",
                    help="a sweep directory or name; or a solve's state directory, its experiment "
                    "(<study>-solve) or its search's parent run id")
-    p.add_argument("--address")
-    p.add_argument("--tracking-uri")
-    p.add_argument("--summary-json")
+    p.add_argument("--address", help="Ray cluster, as for run (default: a local Ray)")
+    tracking_uri_arg(p)
+    summary_json_arg(p)
     p.add_argument("--retry-failed", action="store_true",
                    help="run the trials that failed again, from their last whole checkpoint")
     p.add_argument("--json", action="store_true",

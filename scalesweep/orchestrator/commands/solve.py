@@ -16,7 +16,11 @@ from scalesweep.orchestrator.commands._common import (
     EXIT_OK,
     Subparsers,
     conclude,
+    set_arg,
+    sweep_arg,
     tracking_uri,
+    tracking_uri_arg,
+    verbose_arg,
 )
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 
@@ -27,7 +31,7 @@ if TYPE_CHECKING:
 def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser("solve", help="find lr and warmup at a new world size (Optuna TPE through "
                        "Ray Tune), then prove the answer with seeds")
-    p.add_argument("sweep")
+    sweep_arg(p)
     p.add_argument("--world-size", type=int, required=True, help="the world size M to solve for")
     p.add_argument("--budget", type=float, metavar="TRIAL_EPOCHS",
                    help="trial-epochs for the baseline seeds, the search and the verification's "
@@ -47,9 +51,9 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--no-record", action="store_true", help="do not record the verified recipe "
                    "as a prediction in MLflow (predict --ledger scores it against later runs)")
     p.add_argument("--address", help="Ray cluster (auto, http://head:8265); default a local Ray")
-    p.add_argument("--tracking-uri")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--verbose", "-v", action="store_true")
+    tracking_uri_arg(p)
+    set_arg(p)
+    verbose_arg(p)
 
 
 def _range(flag: str, text: str | None) -> tuple[float, float] | None:

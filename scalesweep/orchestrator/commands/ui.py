@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from scalesweep.orchestrator.commands._common import Subparsers, tracking_uri
+from scalesweep.orchestrator.commands._common import Subparsers, tracking_uri, tracking_uri_arg
 
 
 def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser("ui", help="the MLflow UI on the default store, on 127.0.0.1")
-    p.add_argument("--tracking-uri")
-    p.add_argument("--port", type=int, default=5000)
+    tracking_uri_arg(p)
+    p.add_argument("--port", type=int, default=5000, help="the port the UI listens on")
 
 
 def run(args: argparse.Namespace) -> int:
