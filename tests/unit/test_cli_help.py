@@ -1,5 +1,6 @@
 """The CLI's help is as complete as docs/commands.md: every command, option and positional has
-help text and shows its default; a bare ``scalesweep`` lists the commands; ``--version``."""
+help text and shows its default; a bare ``scalesweep`` lists the commands; ``--version``;
+``ui --host`` refuses what cannot be bound and warns before exposing MLflow."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ import argparse
 import subprocess
 from collections.abc import Iterator
 from importlib import metadata
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 import scalesweep
 from scalesweep.orchestrator import cli
+from scalesweep.orchestrator.commands import ui
+from scalesweep.orchestrator.tracking import ui as tracking_ui
 from tests.support.helpers import SCALESWEEP
 
 
@@ -101,3 +106,53 @@ def test_version_without_package_metadata_says_unknown(monkeypatch: pytest.Monke
 def test_lr_has_no_csv_flag_that_does_nothing() -> None:
     # CSV is what lr always prints; a --csv that changed nothing was removed
     assert not any("--csv" in a.option_strings for _, a in actions())
+
+
+# --- ui --host --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0", "::1", "::", "localhost",
+                                  "mlflow.example.org", "10.0.0.5"])
+def test_ui_host_takes_an_address_or_a_host_name(host: str) -> None:
+    assert ui.host_problem(host) is None
+
+
+@pytest.mark.parametrize("host", ["", "http://0.0.0.0", "0.0.0.0:5000", "my host", "a..b",
+                                  "-x.org", "host/path"])
+def test_ui_host_refuses_what_cannot_be_bound(host: str, capsys: pytest.CaptureFixture[str]
+                                              ) -> None:
+    problem = ui.host_problem(host)
+    assert problem is not None and (problem.path, problem.value) == ("--host", host)
+    # through the CLI: exit 2 naming the field, the value and the rule; nothing served
+    assert cli.main(["ui", f"--host={host}"]) == cli.EXIT_INPUT
+    err = capsys.readouterr().err
+    assert "--host" in err and repr(host) in err and "IP address or a host name" in err
+
+
+@pytest.mark.parametrize(("host", "exposed"), [("127.0.0.1", False), ("127.0.0.2", False),
+                                               ("localhost", False), ("::1", False),
+                                               ("0.0.0.0", True), ("::", True),
+                                               ("192.168.1.5", True), ("mlflow.example.org", True)])
+def test_ui_warns_when_the_host_is_not_loopback(host: str, exposed: bool) -> None:
+    warning = ui.exposure_warning(host, 5000)
+    assert (warning is not None) == exposed
+    if warning is not None:
+        assert warning.startswith(f"warning: --host {host}:") and "no login" in warning
+
+
+def test_ui_serves_on_the_host_given_and_warns_first(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # serve stands in for MLflow's server (a unit test starts none): the host it would bind
+    bound: list[Any] = []
+
+    def serve(uri: str, port: int) -> int:
+        bound.append((tracking_ui.HOST, port, capsys.readouterr().err))
+        return 0
+
+    monkeypatch.setattr(tracking_ui, "serve", serve)
+    assert cli.main(["ui", "--host", "0.0.0.0", "--port", "5055",
+                     "--tracking-uri", f"sqlite:///{Path('unused.db').resolve()}"]) == 0
+    ((host, port, err),) = bound
+    assert (host, port) == ("0.0.0.0", 5055) and "every network interface" in err
+    assert tracking_ui.HOST == ui.DEFAULT_HOST  # restored for whoever serves next
+    assert cli.main(["ui"]) == 0 and bound[1][:2] == ("127.0.0.1", 5000) and bound[1][2] == ""
