@@ -107,9 +107,6 @@ TARGET_LEVELS_PARAM = "target_levels"
 #: parent params: the confidence every interval of the study is read at (the adaptive
 #: design's per-look one; the nominal one for a fixed number of seeds), and the design
 DECISION_CONFIDENCE_PARAM = "decision_confidence"
-#: parent param: the per-look confidence each level is read at under Holm's step-down, by how
-#: many levels are still undecided (JSON list; index m - 1 for m levels left)
-LEVEL_CONFIDENCES_PARAM = "level_confidences"
 REPLICATES_PARAM = "replicates"
 #: parent param: the study's rules as one JSON record (scalesweep.science.stats.rules.StudyRules),
 #: the one source every display reads back; the params above stay for the MLflow UI's columns

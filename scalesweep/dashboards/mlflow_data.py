@@ -24,7 +24,6 @@ from scalesweep.mlflow_names import (
     DECISION_CONFIDENCE_PARAM,
     DEV_PREFIX,
     EQUIVALENCE_MARGIN_PARAM,
-    LEVEL_CONFIDENCES_PARAM,
     PARENT_TAG,
     PROJECTION_PARAM,
     REPLICATES_PARAM,
@@ -134,15 +133,23 @@ def _legacy_rules(params: dict[str, str]) -> StudyRules:
     mode = params.get(TARGET_MODE_PARAM, "min")
     if mode not in ("min", "max"):
         raise ValueError(f"parent param target_mode must be min or max, but got {mode=}")
-    levels, family = params.get(TARGET_LEVELS_PARAM), params.get(LEVEL_CONFIDENCES_PARAM)
+    levels = params.get(TARGET_LEVELS_PARAM)
+    levels_read = (DEFAULT_LEVELS if levels in (None, "", "None")
+                   else tuple(float(x) for x in json.loads(levels)))
     return StudyRules(
         confidence=float(params.get(DECISION_CONFIDENCE_PARAM, CONFIDENCE)),
         margin=float(params.get(EQUIVALENCE_MARGIN_PARAM, DEFAULT_MARGIN)),
-        levels=(DEFAULT_LEVELS if levels in (None, "", "None")
-                else tuple(float(x) for x in json.loads(levels))),
+        levels=levels_read,
         mode=cast(Literal["min", "max"], mode), smoothing=float(params.get(TARGET_SMOOTHING_PARAM, 0.0)),
-        family=None if family in (None, "", "None") else tuple(float(x) for x in json.loads(family)),
+        headline_level=_headline_level(params, levels_read),
         max_seeds=_replicates_max(params.get(REPLICATES_PARAM)))
+
+
+def _headline_level(params: dict[str, str], levels: tuple[float, ...]) -> float | None:
+    raw = params.get("target_relative_to_baseline")
+    if raw in (None, "", "None", "null"):
+        return None
+    return float(raw) if float(raw) in levels else None
 
 
 def _replicates_max(raw: str | None) -> int | None:

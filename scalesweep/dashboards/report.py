@@ -42,7 +42,7 @@ from scalesweep.science.stats.arms import (
     ratios,
 )
 from scalesweep.science.stats.decisions import band
-from scalesweep.science.stats.replicates import CONFIDENCE, METHOD, MedianInterval
+from scalesweep.science.stats.replicates import CONFIDENCE, METHOD, PAIRED_METHOD, MedianInterval
 
 __all__ = ["PROJECTED", "ReportPaths", "build_report", "convergence_table"]
 
@@ -322,15 +322,18 @@ ratio's interval (trial / baseline; &gt; 1 needs more epochs): <b>slower</b> whe
 above 1, <b>faster</b> below 1, <b>equivalent</b> when it lies wholly{inside}, else <b>not
 resolved</b>; the verdict says the same decision with the interval it rests on. The same is
 done at every level of time to quality (each pair's target its cross-fitted baseline best ×
-(1 + level)), the levels of an arm adjusted as a family by Holm's step-down: "decided at
-levels" (a level decided only before that adjustment is marked exploratory) and the first
-figure. Targets: the best of the baseline's first-look seeds other than the pair's own,
-read within the horizon / (1 + margin) (docs/design.md §4, "Target"). Intervals: {e(METHOD)};
-each read at {study.rules.confidence:.4g} per look, so that the design's error over its
-planned looks is at most {1 - CONFIDENCE:.0%} (two-sided), with the exact coverage the seed
-count allows (3 seeds: 75 %, 5: 93.75 %); a seed that never reached counts as +infinity,
-never dropped ("≤ x" where the crossing lies before the first evaluation; a ratio drawn as an
-arrow is a bound). A rerun on another CPU is another random draw
+(1 + level)): the headline's level takes the headline's decision, and the others are one
+family, tested from the loosest level to the tightest and stopped at the first not decided
+as the loosest was: "decided at levels" (a level decided by its own interval past that stop
+is marked exploratory) and the first figure. Targets: the best of the baseline's first-look
+seeds other than the pair's own, read within the horizon / (1 + margin) (docs/design.md §4,
+"Target"). Each arm's median: {e(METHOD)}. Ratios and decisions: {e(PAIRED_METHOD)};
+read at {study.rules.confidence:.4g} before the design's last look and
+{study.rules.last_confidence or study.rules.confidence:.4g} at it, so that the design's error
+over its planned looks is at most {1 - CONFIDENCE:.0%} (two-sided), with the exact coverage
+the seed count allows; a seed that never reached is never dropped (its pair at least the
+horizon over the baseline's crossing, unbounded above; "≤ x" where the crossing lies before
+the first evaluation; a ratio drawn as an arrow is a bound). A rerun on another CPU is another random draw
 (floating-point rounding differs): compare decisions, not digits.</p>
 {warnings}
 {arms_html(arms)}

@@ -92,14 +92,10 @@ def test_a_fixed_sweep_is_one_round_at_the_nominal_confidence() -> None:
     assert adaptive.design(plan).error == pytest.approx(2 / 32)
 
 
-def test_the_levels_are_read_at_holms_confidences_for_the_design() -> None:
+def test_a_fixed_design_reads_every_level_at_its_own_confidence() -> None:
     plan = _plan("axes.seed=[0,1,2,3,4,5,6,7,8,9]")
-    family = plan.rules.family
-    assert family is not None
-    assert len(family) == len(plan.sweep.spec.target.levels) == 5
-    # m levels open: each at the design's per-look confidence for error 0.1 / m
-    assert family == tuple(sequential.design((10,), 1 - 0.1 / m).per_look for m in range(1, 6))
-    assert family[0] == 0.9 and list(family) == sorted(set(family))
+    # one look of 10 seeds: 90 % throughout, and the headline's level (0.1) named
+    assert (plan.rules.confidence, plan.rules.last_confidence, plan.rules.headline_level) == (0.9, None, 0.1)
 
 
 @pytest.mark.parametrize(("sets", "field", "rule"), [

@@ -73,16 +73,16 @@ def test_a_uniformly_slower_arm_is_slower_at_the_target_and_every_level() -> Non
     assert [lv["target"] for lv in levels] == pytest.approx([best * 1.5, best * 2.0, best * 3.0])
     assert other["axes"] == {"world_size": 4} and arms["base"]["axes"] == {}
     text = levels_text(_summaries([1.3, 1.32, 1.28, 1.31, 1.29])["other"])
-    assert text == "slower at every level (intersection-union)"
+    assert text == "slower at every level"
 
 
 def test_the_same_curves_are_equivalent() -> None:
     other = _arms([1.0, 1.02, 0.98, 1.01, 0.99])["other"]
     assert other["decision"] == "equivalent"
     assert {lv["decision"] for lv in other["ratio_by_target"]} == {"equivalent"}
-    # the interval is read off the eval brackets, so it is never a point even for equal curves
     lo, hi = other["epochs_ratio_vs_baseline_ci"]
-    assert 1 / 1.1 <= lo < 1.0 < hi <= 1.1
+    assert 1 / 1.1 <= lo <= 1.0 <= hi <= 1.1
+    assert other["direction_vs_baseline"] == "within"  # read off the decision
 
 
 def test_mixed_seeds_are_not_resolved_and_say_so() -> None:
@@ -132,9 +132,9 @@ def test_the_run_table_shows_decisions_levels_and_the_margin() -> None:
     text = format_arms(list(_summaries([1.3, 1.32, 1.28, 1.31, 1.29]).values()))
     header, base, other = text.splitlines()[:3]
     assert "decision" in header and "decided at levels" in header
-    assert "baseline" in base and "slower" in other and "slower at every level (intersection-union)" in other
+    assert "baseline" in base and "slower" in other and "slower at every level" in other
     assert "equivalent = the ratio's interval inside [0.909, 1.1]" in text
-    assert "other: slower per epoch than the baseline (21-41 % slower; 5 seeds)" in text
+    assert "other: slower per epoch than the baseline (29-31 % slower; 5 seeds)" in text
 
 
 def test_conditioning_flags_a_target_on_the_plateau() -> None:
@@ -188,38 +188,37 @@ def test_the_baseline_arm_carries_the_conditioning_warning_into_the_table() -> N
     assert "level 0.5 is well conditioned" in text
 
 
-def test_holm_steps_down_until_a_step_decides_nothing() -> None:
-    # hypothesis i is decided at confidence c when c <= its own limit: the p-value view
-    limits = [0.99, 0.985, 0.95, 0.85]
+def test_the_levels_are_a_fixed_sequence_from_the_loosest() -> None:
+    levels = [0.1, 0.25, 0.5, 1.0, 2.0]
+    # the headline's level (0.1) takes the headline's decision; the others run 2, 1, 0.5, 0.25
+    # and stop at the first not decided as the loosest was
+    marginal: list[L.Decision] = ["slower", "slower", "not resolved", "slower", "slower"]
+    assert L.fixed_sequence(levels, marginal, 0.1, "not resolved") == [
+        "not resolved", "not resolved", "not resolved", "slower", "slower"]
+    # a level decided otherwise than the loosest stops the sequence too
+    mixed: list[L.Decision] = ["slower", "equivalent", "slower", "slower", "slower"]
+    assert L.fixed_sequence(levels, mixed, 0.1, "slower") == [
+        "slower", "not resolved", "slower", "slower", "slower"]
+    # the loosest undecided: nothing past it, however the others read alone
+    first_open: list[L.Decision] = ["slower"] * 4 + ["not resolved"]
+    assert L.fixed_sequence(levels, first_open, None, None) == ["not resolved"] * 5
 
-    def decide_at(i: int, c: float) -> L.Decision:
-        return "slower" if c <= limits[i] else "not resolved"
 
-    # m = 4: 0.975 decides 0 and 1; then 2 open: 0.95 decides 2; then 1 open: 0.90 does not
-    assert L.holm(decide_at, 4, [0.90, 0.95, 0.9667, 0.975]) == ["slower", "slower", "slower",
-                                                                  "not resolved"]
-    # had the first step decided nothing, nothing is decided, whatever later steps would say
-    assert L.holm(decide_at, 4, [0.90, 0.95, 0.9667, 0.999]) == ["not resolved"] * 4
-
-
-def test_a_level_decided_only_before_adjustment_is_exploratory() -> None:
-    # 5 seeds all slower at every level: 93.75 % coverage decides each level alone, but not a
-    # family of 3 read at 1 - 0.1/3 = 96.7 %
+def test_a_level_past_the_sequences_stop_is_exploratory() -> None:
+    # 5 seeds all slower at levels 0.5 and 1, but the loosest level (2) read at a confidence
+    # 5 pairs cannot reach: the sequence stops there, the others are exploratory only
     trials = _trials("base", BASE, 1.5) + _trials("other", [1.3, 1.32, 1.28, 1.31, 1.29], 1.5)
-    rules = StudyRules(levels=(0.5, 1.0, 2.0), margin=0.10, family=(0.90, 0.95, 1 - 0.1 / 3))
+    rules = StudyRules(levels=(0.5, 1.0, 2.0), margin=0.10)
     other = summarize_arms(trials, {"base": "base", "other": "base"}, rules)[1]
-    assert [lv.decision for lv in other.levels] == ["not resolved"] * 3
-    assert [lv.marginal for lv in other.levels] == ["slower"] * 3
-    assert all(lv.exploratory for lv in other.levels)
-    assert other.as_json()["ratio_by_target"][0]["exploratory_decision"] == "slower"
-    # all three slower each at its own confidence: the intersection-union claim stands at α
+    assert [lv.decision for lv in other.levels] == ["slower"] * 3
     assert other.every_level == "slower" and other.as_json()["decision_at_every_level"] == "slower"
-    assert levels_text(other) == "slower at every level (intersection-union)"
-    # one level open: no such claim, and the others are exploratory only
-    last = dataclasses.replace(other.levels[2], marginal="not resolved")
-    partial = dataclasses.replace(other, levels=(*other.levels[:2], last))
-    assert partial.every_level is None
-    assert levels_text(partial) == "none (exploratory, unadjusted: slower at 0.5, 1)"
+    assert levels_text(other) == "slower at every level"
+    last = dataclasses.replace(other.levels[2], decision="not resolved", marginal="not resolved")
+    open_ = [dataclasses.replace(lv, decision="not resolved") for lv in other.levels[:2]]
+    stopped = dataclasses.replace(other, levels=(*open_, last))
+    assert stopped.every_level is None
+    assert levels_text(stopped) == "none (exploratory, past the family's stop: slower at 0.5, 1)"
+    assert stopped.as_json()["ratio_by_target"][0]["exploratory_decision"] == "slower"
 
 
 def test_an_equivalent_arm_says_equivalent_in_every_field() -> None:
@@ -270,11 +269,22 @@ def test_the_conditioning_check_does_not_move_with_eval_spacing(shift: float) ->
 
 def test_no_more_seeds_are_advised_than_the_design_plans() -> None:
     trials = _trials("base", BASE, 1.5) + _trials("other", [1.3, 0.8, 1.28, 1.31, 1.29], 1.5)
-    free = summarize_arms(trials, {"base": "base", "other": "base"}, RULES)[1]
-    assert free.seeds_needed is not None and free.seeds_needed > 6
-    capped = summarize_arms(trials, {"base": "base", "other": "base"}, StudyRules(levels=(), max_seeds=6))[1]
-    assert capped.seeds_needed is None and capped.as_json()["seeds_needed"] is None
-    assert "past the design's replicates.max of 6: it ends undecided" in capped.verdict()
+    pairs = {"base": "base", "other": "base"}
+    # a fixed design advises no more seeds: another block is a new study
+    fixed = summarize_arms(trials, pairs, RULES)[1]
+    assert fixed.decision == "not resolved" and fixed.seeds_needed is None
+    assert "a fixed design ends here" in fixed.verdict()
+    # an adaptive one says when pairs like these would decide, within its most seeds
+    free = summarize_arms(trials, pairs, StudyRules(levels=(), max_seeds=20))[1]
+    assert free.seeds_needed is not None and 5 < free.seeds_needed <= 20
+    assert f"would decide at ~{free.seeds_needed} seeds" in free.verdict()
+    spent = summarize_arms(trials, pairs, StudyRules(levels=(), max_seeds=5))[1]
+    assert spent.seeds_needed is None and spent.as_json()["seeds_needed"] is None
+    assert "the design's most seeds (5) are spent: it ends undecided" in spent.verdict()
+    # a decided arm needs no more seeds
+    decided = summarize_arms(_trials("base", BASE, 1.5) + _trials("other", [1.3] * 5, 1.5), pairs,
+                             StudyRules(levels=(), max_seeds=20))[1]
+    assert decided.decision == "slower" and decided.seeds_needed is None
 
 
 @pytest.mark.parametrize(("raw", "expected"), [

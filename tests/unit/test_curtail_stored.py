@@ -1,6 +1,6 @@
 """Curtailment on the stored curves of a full run of the shipped study (sweeps/wenet_4v16.yaml,
 the block of seeds 10-19; tests/data/wenet_4v16_curves.json, made by scripts/stored_curves.py):
-every decision (headline, each level Holm-adjusted and marginal, at every adaptive look) is the
+every decision (headline, each level in the family and alone, at every adaptive look) is the
 same with the trials cut where the rule stops them, and the Tune stopper stops each trial where
 the rule says."""
 
@@ -77,17 +77,20 @@ def test_every_decision_is_the_same_with_and_without_curtailment(stored: Stored)
     assert {n for n, i in stops.items() if i is None} == {r.name for r in rows if r.name in bases}
     full = decisions(plan, curves, rows)
     assert decisions(plan, short, rows) == full
+    # the run was made when the first look was at 5 seeds: the two arms decided there then
+    # ran 5 seeds, too few for today's first look at 6; the 10-seed arm is decided
     assert {a: d[0] for a, d in full.items()} == {
-        "ws4-warmup300-none": "baseline", "ws16-warmup300-none": "slower",
-        "ws16-warmup19-none": "slower", "ws16-warmup75-linear": "not resolved"}
+        "ws4-warmup300-none": "baseline", "ws16-warmup300-none": "not resolved",
+        "ws16-warmup19-none": "not resolved", "ws16-warmup75-linear": "slower"}
     # and at each adaptive look (seeds 10..10+n-1 of the arms that ran them)
     for n in range(5, 11):
         look = [r for r in rows if r.seed < 10 + n]
         assert decisions(plan, short, look) == decisions(plan, curves, look), n
     trained = [(short[r.name][-1]["epoch"], r.epochs) for r in rows]
     saved = curtail.saving(trained)
-    assert (saved.full, saved.curtailed, saved.n_curtailed) == (120.0, 110.75, 20)
-    assert saved.text().endswith("110.8 trial-epochs trained against 120 run to the end (9.25 saved, 8%)")
+    # (the targets are frozen at today's first look, 6 seeds)
+    assert (saved.full, saved.curtailed, saved.n_curtailed) == (120.0, 110.625, 20)
+    assert saved.text().endswith("110.6 trial-epochs trained against 120 run to the end (9.375 saved, 8%)")
 
 
 def test_the_stopper_stops_each_trial_where_the_rule_does(stored: Stored) -> None:

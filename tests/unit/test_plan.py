@@ -45,9 +45,9 @@ def test_the_quick_start_study_is_four_arms_of_adaptive_seeds() -> None:
         arms.setdefault(row.arm, []).append(row.trial.seed)
     assert sorted(arms) == ["ws16-warmup19-none", "ws16-warmup300-none", "ws16-warmup75-linear",
                             "ws4-warmup300-none"]
-    # every seed that may run is planned; the first round is seeds 0-4 of every arm
+    # every seed that may run is planned; the first round is seeds 0-5 of every arm
     assert all(sorted(seeds) == list(range(10)) for seeds in arms.values())
-    assert sorted({r.trial.seed for r in adaptive.first_round(plan)}) == [0, 1, 2, 3, 4]
+    assert sorted({r.trial.seed for r in adaptive.first_round(plan)}) == [0, 1, 2, 3, 4, 5]
 
 
 def test_identical_trials_are_merged_and_excludes_apply() -> None:

@@ -1,6 +1,6 @@
 """Seeds as replicates (scalesweep.science.stats.replicates): medians with censoring, order-statistic
-intervals off the brackets, paired ratios, resolved or not — on hand-made observations whose
-answers follow from the definitions."""
+intervals off the brackets, paired ratios and their signed-rank (Hodges-Lehmann) intervals,
+resolved or not — on hand-made observations whose answers follow from the definitions."""
 
 from __future__ import annotations
 
@@ -14,14 +14,15 @@ from scalesweep.science.stats.replicates import (
     Observation,
     binom_cdf,
     compare,
+    log_ratio_bounds,
     median_interval,
     observe,
     order_statistic_rank,
     paired_ratios,
     ratio,
     seeds_needed,
-    sign_test_rejects,
 )
+from scalesweep.science.stats.signed_rank import UNBOUNDED
 
 
 def value(x: float, spacing: float = 0.5) -> Observation:
@@ -130,8 +131,13 @@ def test_the_issue_example_with_three_seeds_is_not_resolved() -> None:
     linear = {0: value(7.33), 1: value(6.89), 2: value(9.84)}
     c = compare(linear, base)
     assert c.direction == "unresolved"
-    assert c.ratios.median.value == pytest.approx(9.84 / 9.45)
-    assert c.ratios.ci is not None and c.ratios.ci[0] < 1.0 < c.ratios.ci[1]
+    logs = sorted(math.log(a / b) for a, b in ((7.33, 6.6), (6.89, 7.67), (9.84, 9.45)))
+    walsh = sorted((x + y) / 2 for i, x in enumerate(logs) for y in logs[i:])
+    # the Hodges-Lehmann estimate: the median of the 6 Walsh averages, on the ratio scale
+    assert c.ratios.median.value == pytest.approx(math.exp((walsh[2] + walsh[3]) / 2))
+    # 3 pairs: only [W(1), W(6)] = [min, max] exists, covering 1 - 2/8 = 75 %
+    assert c.ratios.ci == pytest.approx((math.exp(logs[0]), math.exp(logs[-1])))
+    assert c.ratios.coverage == 0.75
 
 
 def test_three_seeds_that_agree_still_cannot_resolve_at_90_percent() -> None:
@@ -139,8 +145,10 @@ def test_three_seeds_that_agree_still_cannot_resolve_at_90_percent() -> None:
     never = {s: NEVER for s in range(3)}
     c = compare(never, base)
     assert c.n_above == 3 and c.direction == "unresolved"  # [min, max] of 3: only 75 %
-    assert c.ratios.median.text() == "≥ 2.5"  # 20 / 8: never reached by the last eval
-    assert c.seeds_needed == 5  # 5 seeds that all agree: 93.75 %
+    # never reached by the last eval: at the horizon, 20 / 8, and unbounded above
+    assert c.ratios.median.text() == "≥ 2.5" and c.ratios.ci == (2.5, INF)
+    assert c.seeds_needed is None  # a fixed design advises no more seeds
+    assert compare(never, base, max_seeds=10).seeds_needed == 5  # 5 that agree: 93.75 %
     assert compare(never, base, confidence=0.7).direction == "above"
 
 
@@ -150,17 +158,28 @@ def test_five_seeds_that_agree_resolve() -> None:
     fast = {s: value(3.0 + s) for s in range(5)}
     assert compare(slow, base).direction == "above"
     assert compare(fast, base).direction == "below"
-    assert compare(fast, base).seeds_needed is None
+    assert compare(fast, base, max_seeds=10).seeds_needed is None  # decided
 
 
-def test_a_bracket_straddling_one_counts_against_resolution() -> None:
-    # seed 4's ratio is 1.02 but its brackets allow anything in [0.94, 1.09]
+def test_magnitudes_decide_where_signs_alone_cannot() -> None:
+    # 7 pairs: 6 clearly slower (x1.3) and one a little faster (x0.98). The sign test's
+    # widest interval at 7 pairs needs all 7 on one side for 90 %; the signed rank weighs
+    # the stray pair by its small size: its interval [W(4), W(25)] excludes 1
+    base = {s: value(8.0 + 0.1 * s) for s in range(7)}
+    trial = {s: value((8.0 + 0.1 * s) * (0.98 if s == 3 else 1.3)) for s in range(7)}
+    c = compare(trial, base)
+    assert c.direction == "above" and c.n_above == 6 and c.n_below == 1
+    assert c.ratios.coverage is not None and c.ratios.coverage >= 0.9
+    assert c.ratios.ci is not None and 1.0 < c.ratios.ci[0] < 1.3
+
+
+def test_a_pair_is_read_at_its_interpolated_crossing() -> None:
+    # seed 4's crossings lie in the same eval bracket, yet interpolated 8.2 / 8.0 > 1
     base = {s: value(8.0) for s in range(5)}
     trial = {0: value(12.0), 1: value(12.0), 2: value(12.0), 3: value(12.0), 4: value(8.2)}
     c = compare(trial, base)
-    assert c.n_above == 4 and c.direction == "unresolved"
-    assert c.seeds_needed is not None and c.seeds_needed > 5
-    assert c.n_tied == 1  # seed 4: both crossings measured, the eval grid leaves it open
+    assert c.n_above == 5 and c.direction == "above"
+    assert c.n_tied == 1  # seed 4: both crossings measured, their eval brackets straddle 1
 
 
 def test_only_measured_crossings_that_straddle_one_are_grid_ties() -> None:
@@ -169,12 +188,29 @@ def test_only_measured_crossings_that_straddle_one_are_grid_ties() -> None:
     c = compare(trial, base)
     # 0: tied within the grid; 1: clearly above; 2: both never (no information, not the
     # grid's fault); 3: both at the first eval (a bound, no estimate)
-    assert (c.n_above, c.n_below, c.n_tied) == (1, 0, 1)
+    assert (c.n_above, c.n_below, c.n_tied) == (2, 0, 1)
 
 
-def test_seeds_needed_follows_the_sign_test() -> None:
-    assert sign_test_rejects(5, 5) and not sign_test_rejects(4, 4)
-    assert seeds_needed(3, 0, 3) == 5
-    assert seeds_needed(2, 1, 3) is not None and seeds_needed(2, 1, 3) > 10  # 2 of 3
-    assert seeds_needed(1, 1, 3) is None  # no direction
-    assert seeds_needed(0, 0, 3) is None
+def test_censored_pairs_enter_clipped_and_an_arm_that_never_reached_is_unbounded_above() -> None:
+    first = observe("at_first_eval", before=0.0, at=0.5)
+    # the arm never reached: at least the horizon over the baseline's crossing, no upper bound
+    assert log_ratio_bounds(NEVER, value(5.0)) == (pytest.approx(math.log(20.0 / 5.0)), UNBOUNDED)
+    # the baseline never reached: the arm's crossing over the horizon, for both ends
+    assert log_ratio_bounds(value(5.0), NEVER) == pytest.approx((math.log(5.0 / 20.0),) * 2)
+    # both never, or both at the first eval: no information at all
+    assert log_ratio_bounds(NEVER, NEVER) == (-UNBOUNDED, UNBOUNDED)
+    assert log_ratio_bounds(first, first) == (-UNBOUNDED, UNBOUNDED)
+    # the baseline met the target at its first eval: at most that eval, unbounded above
+    assert log_ratio_bounds(value(5.0), first) == (pytest.approx(math.log(10.0)), UNBOUNDED)
+    assert log_ratio_bounds(first, value(5.0)) == pytest.approx((math.log(0.1),) * 2)
+
+
+def test_seeds_needed_projects_the_pairs_within_the_design() -> None:
+    lows = [math.log(1.3)] * 3
+    # 3 pairs that agree: 5 would reach 93.75 % at 90 %
+    assert seeds_needed(lows, lows, 10, lambda n: 0.9) == 5
+    # pairs split evenly never decide
+    assert seeds_needed([0.1, -0.1], [0.1, -0.1], 10, lambda n: 0.9) is None
+    assert seeds_needed([], [], 10, lambda n: 0.9) is None
+    # never past the design's most seeds
+    assert seeds_needed(lows, lows, 4, lambda n: 0.9) is None

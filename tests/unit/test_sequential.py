@@ -1,18 +1,22 @@
 """The adaptive-seeds rule (scalesweep.science.stats.sequential): its exact error over the
-looks, and simulated studies (seeded, 1000 each): A/A keeps the nominal rate of false
-directions, planted ratios of 1.2 and 1.05 at CV 5 % give their decision rates and seeds."""
+looks (against a brute force over every ordering and sign, and against its simulation), and
+simulated studies (seeded, 1000 each): A/A keeps the nominal rate of false directions,
+planted ratios of 1.2 and 1.05 at CV 5 % give their decision rates and seeds."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 
 from scalesweep.science.stats import sequential as sq
+from scalesweep.science.stats import signed_rank as sr
 from scalesweep.science.stats.decisions import Decision, decide_pairs
-from scalesweep.science.stats.replicates import binom_cdf, observe
+from scalesweep.science.stats.replicates import observe
 
 STUDIES = 1000
 #: Monte Carlo slack for a rate of 10 % over STUDIES studies: three standard errors
@@ -21,33 +25,59 @@ SLACK = 3 * math.sqrt(0.1 * 0.9 / STUDIES)
 
 def test_one_look_is_the_fixed_design() -> None:
     d = sq.design((5,))
-    assert d.per_look == 0.9 and not d.adaptive
-    assert d.error == pytest.approx(2 / 32)  # 5 of 5 on one side: 2 * (1/2)^5
-    assert sq.boundary(5, 0.9) == 5 and sq.boundary(4, 0.9) is None
+    assert d.per_look == 0.9 and not d.adaptive and d.confidence_at(5) == 0.9
+    assert d.error == pytest.approx(2 / 32)  # all 15 Walsh averages on one side: 2 * (1/2)^5
+    assert sq.boundary(5, 0.9) == 15 and sq.boundary(4, 0.9) is None
 
 
-def test_one_sided_error_by_hand() -> None:
-    # looks at 2 and 4 seeds; at 0.375 the intervals are [x(1), x(2)] (coverage 0.5) and
-    # [x(2), x(3)] (coverage 1 - 2 * 5/16 = 0.375), so the boundaries are 2 of 2 and 3 of 4:
-    # P(2 of 2) + P(1 of 2, then 2 of the next 2)
-    per_look = 0.375
-    assert sq.boundary(2, per_look) == 2 and sq.boundary(4, per_look) == 3
-    assert sq.one_sided_error((2, 4), per_look) == pytest.approx(1 / 4 + 1 / 2 * 1 / 4)
+def _brute_force_error(looks: tuple[int, ...], confidence: dict[int, float]) -> float:
+    """Every ordering of the pairs' magnitudes and every sign pattern, equally likely: the
+    share in which some look's W+ (computed from ranks, not from the insertion walk) reaches
+    the look's boundary or its mirror."""
+    n = looks[-1]
+    hit = total = 0
+    for order in itertools.permutations(range(1, n + 1)):  # the magnitudes in arrival order
+        for signs in itertools.product((1, -1), repeat=n):
+            total += 1
+            for m in looks:
+                edge = sq.boundary(m, confidence[m])
+                ranks = {v: r for r, v in enumerate(sorted(order[:m]), start=1)}
+                w = sum(ranks[v] for v, sg in zip(order[:m], signs, strict=False) if sg > 0)
+                if edge is not None and (w >= edge or w <= m * (m + 1) // 2 - edge):
+                    hit += 1
+                    break
+    return hit / total
+
+
+def test_the_exact_error_is_the_brute_force_one() -> None:
+    # looks at 3 and 5 pairs, 75 % then 87.5 %: boundaries W+ >= 6 of 6 and >= 14 of 15
+    looks, conf = (3, 5), {3: 0.75, 5: 0.875}
+    assert (sq.boundary(3, 0.75), sq.boundary(5, 0.875)) == (6, 14)
+    assert sq.error(looks, 0.75, 0.875) == pytest.approx(_brute_force_error(looks, conf))
+
+
+def test_the_simulated_error_agrees_with_the_exact_one() -> None:
+    looks = (5, 6, 7, 8, 9, 10)
+    err, se = sq._simulated_error(looks, 0.95, 0.92)
+    assert abs(err - sq._exact_error(looks, 0.95, 0.92)) <= 3 * se
 
 
 def test_the_adaptive_design_keeps_its_error_and_the_naive_one_does_not() -> None:
-    looks = sq.adaptive_looks(3, 12)
+    looks = sq.adaptive_looks(6, 10, 4)
     d = sq.design(looks)
-    assert d.adaptive and d.error <= 0.10 and d.per_look > 0.9
+    assert looks == (6, 10) and d.adaptive and d.error <= 0.10
+    # the first look reads its widest interval (6 pairs that all agree), the last one nearly 90 %
+    assert sq.boundary(6, d.per_look) == 21 and d.confidence_at(10) < d.per_look
     # every look at the fixed-sample 90 % interval would exceed the nominal rate
-    assert 2 * sq.one_sided_error(looks, 0.9) > 0.10
-    # and it is the lowest per-look confidence that keeps it: the next lower candidate fails
-    lower = max(c for n in looks for k in range(1, (n + 1) // 2 + 1)
-                if (c := 1 - 2 * binom_cdf(k - 1, n)) < d.per_look)
-    assert 2 * sq.one_sided_error(looks, lower) > 0.10
+    assert sq.error(looks, 0.9, 0.9) > 0.10
+    # and the last look's is the lowest that keeps it: the next lower coverage of 10 pairs fails
+    last = d.confidence_at(10)
+    lower = max(c for k in range(1, 28) if (c := sr.coverage(10, k)) < last)
+    assert sq.error(looks, d.per_look, lower) > 0.10
 
 
-@pytest.mark.parametrize(("lo", "hi", "step"), [(2, 5, 1), (3, 10, 1), (5, 12, 1), (4, 12, 2), (3, 20, 3)])
+@pytest.mark.parametrize(("lo", "hi", "step"), [(2, 5, 1), (3, 10, 1), (5, 12, 1), (4, 12, 2), (6, 10, 4),
+                                                (6, 20, 7)])
 def test_every_design_keeps_the_nominal_error(lo: int, hi: int, step: int) -> None:
     d = sq.design(sq.adaptive_looks(lo, hi, step))
     assert d.error <= 0.10 and d.looks[-1] == hi
@@ -63,8 +93,8 @@ def test_looks_and_bad_designs() -> None:
         sq.design((5, 5))
 
 
-def _study(rng: random.Random, ratio: float, cv: float, looks: tuple[int, ...], per_look: float,
-           margin: float) -> tuple[Decision, int]:
+def _study(rng: random.Random, ratio: float, cv: float, looks: tuple[int, ...],
+           per_look: Callable[[int], float], margin: float) -> tuple[Decision, int]:
     """One simulated study: the seed shifts both arms alike (same init, same data order), each
     arm adds its own noise of ``cv``; the arm stops at the first look that decides it."""
     n_max = looks[-1]
@@ -81,15 +111,14 @@ def _study(rng: random.Random, ratio: float, cv: float, looks: tuple[int, ...], 
     return decision, n_max
 
 
-def _simulate(ratio: float, margin: float, looks: tuple[int, ...], per_look: float | None = None
-              ) -> tuple[Counter[str], float]:
+def _simulate(ratio: float, margin: float, looks: tuple[int, ...]) -> tuple[Counter[str], float]:
     rng = random.Random(20261125)
     d = sq.design(looks)
-    runs = [_study(rng, ratio, 0.05, looks, per_look or d.per_look, margin) for _ in range(STUDIES)]
+    runs = [_study(rng, ratio, 0.05, looks, d.confidence_at, margin) for _ in range(STUDIES)]
     return Counter(r[0] for r in runs), sum(r[1] for r in runs) / STUDIES
 
 
-LOOKS = sq.adaptive_looks(3, 12)
+LOOKS = sq.adaptive_looks(6, 10, 4)
 
 
 def test_aa_false_directions_stay_at_the_nominal_rate() -> None:
@@ -103,10 +132,10 @@ def test_aa_false_directions_stay_at_the_nominal_rate() -> None:
     assert counts["equivalent"] / STUDIES > 0.6 and seeds < 10
 
 
-def test_planted_ratio_of_1_2_is_called_slower_with_about_five_seeds() -> None:
+def test_planted_ratio_of_1_2_is_called_slower_mostly_at_the_first_look() -> None:
     counts, seeds = _simulate(1.2, 0.10, LOOKS)
     assert counts["slower"] / STUDIES >= 0.95 and counts["faster"] == counts["equivalent"] == 0
-    assert seeds < 6
+    assert seeds < 7
 
 
 def test_planted_ratio_of_1_05_is_never_called_faster() -> None:
@@ -114,7 +143,7 @@ def test_planted_ratio_of_1_05_is_never_called_faster() -> None:
     assert counts["faster"] == 0
     # inside the margin: equivalent or slower, each a real share; the rest run to max
     assert counts["equivalent"] / STUDIES > 0.2 and counts["slower"] / STUDIES > 0.2
-    assert 6 < seeds < 12
+    assert 6 < seeds < 10
 
 
 def test_a_ratio_at_the_margin_is_rarely_called_equivalent() -> None:

@@ -6,6 +6,7 @@ values."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,6 @@ from scalesweep.orchestrator.plan.rows import Plan, make_plan
 from scalesweep.orchestrator.spec.load import load_sweep
 from scalesweep.orchestrator.tracking.sweep_runs import parent_params
 from scalesweep.orchestrator.tracking.tracker import _param_str
-from scalesweep.science.stats.replicates import CONFIDENCE
 from scalesweep.science.stats.rules import StudyRules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,10 +40,10 @@ def test_the_plan_makes_the_rules_once_from_the_sweep(name: str, sets: list[str]
     rules, target, rep = plan.rules, plan.sweep.spec.target, plan.sweep.spec.replicates
     assert plan.rules is rules  # made once per plan
     design = adaptive.design(plan)
-    assert rules.confidence == design.per_look
-    # Holm: with m levels open, each at the design's per-look confidence for error 0.1 / m
-    assert rules.family == tuple(adaptive.design(plan, 1 - (1 - CONFIDENCE) / m).per_look
-                                 for m in range(1, len(target.levels) + 1))
+    assert rules.confidence == design.per_look and rules.last_confidence == design.last
+    # the headline's level takes the headline's decision; the other levels are one family
+    headline = target.relative_to_baseline
+    assert rules.headline_level == (headline if headline in target.levels else None)
     assert (rules.margin, rules.levels, rules.smoothing) == (
         target.equivalence_margin, tuple(target.levels), target.smoothing)
     assert rules.max_seeds == (None if rep is None else rep.max)
@@ -63,7 +63,8 @@ def test_the_param_reads_back_into_the_same_record(name: str, sets: list[str]) -
 
 @pytest.mark.parametrize(("raw", "says"), [
     ("{", "not JSON"),
-    ('{"margin": 0.1}', "exactly confidence, margin, levels, mode, smoothing, family, max_seeds"),
+    ('{"margin": 0.1}', "exactly confidence, last_confidence, margin, levels, mode, smoothing, "
+                        "headline_level, max_seeds"),
     ('{"confidence": 0.9, "margin": 0.1, "levels": [], "mode": "up", "smoothing": 0, '
      '"family": null, "max_seeds": null}', "study_rules.mode='up': must be min or max"),
 ])
@@ -85,13 +86,16 @@ def _log_parent(tmp_path: Path, params: dict[str, str]) -> str:
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["study_rules", "separate params"])
 def test_a_study_read_back_from_mlflow_judges_by_the_plans_rules(tmp_path: Path, legacy: bool) -> None:
-    plan = _plan("wenet_4v16.yaml", [])  # adaptive: per-look confidence, Holm's family, max
+    plan = _plan("wenet_4v16.yaml", [])  # adaptive: the looks' confidences, the headline level, max
     params = {k: _param_str(v) for k, v in parent_params(plan).items() if v is not None}
     if legacy:  # a study logged before the one record
         del params[STUDY_RULES_PARAM]
     else:  # the record is the one source: a separate param that says otherwise is not read
         params[EQUIVALENCE_MARGIN_PARAM] = "0.5"
     study = load_study(_log_parent(tmp_path, params), experiment="rules")
-    assert study.rules == plan.rules
-    assert (study.rules.confidence, study.rules.family, study.rules.margin) == (
-        plan.rules.confidence, plan.rules.family, plan.rules.margin)
+    if legacy:  # separate params never carried the last look's confidence
+        assert study.rules == replace(plan.rules, last_confidence=None)
+    else:
+        assert study.rules == plan.rules
+    assert (study.rules.confidence, study.rules.margin, study.rules.headline_level) == (
+        plan.rules.confidence, plan.rules.margin, 0.1)

@@ -1,7 +1,7 @@
 """A sweep's :class:`~scalesweep.science.stats.rules.StudyRules`, made once at plan time
 (``Plan.rules``): the looks of its seed design (:mod:`scalesweep.orchestrator.plan.adaptive`
 decides the rounds from them), the per-look confidence that keeps the design's error rate,
-Holm's confidences over the levels, and the target's settings. Only the sweep decides them,
+and the target's settings. Only the sweep decides them,
 never a trial's result."""
 
 from __future__ import annotations
@@ -29,18 +29,13 @@ def design(sweep: Sweep, confidence: float = CONFIDENCE) -> sequential.Design:
     return sequential.design(seen, confidence)
 
 
-def level_confidences(sweep: Sweep) -> tuple[float, ...]:
-    """Holm's step-down over the levels of an arm: with m levels still undecided each is read
-    at the per-look confidence of the design at error (1 − confidence) / m (index m − 1)."""
-    n = len(sweep.spec.target.levels)
-    return tuple(design(sweep, 1.0 - (1.0 - CONFIDENCE) / m).per_look for m in range(1, n + 1))
-
-
 def study_rules(sweep: Sweep) -> StudyRules:
     """The rules this sweep's arms are judged by; the headline target is the data's, filled in
     when the arms are summarised."""
     target, rep = sweep.spec.target, sweep.spec.replicates
-    return StudyRules(confidence=design(sweep).per_look, margin=target.equivalence_margin,
+    headline, d = target.relative_to_baseline, design(sweep)
+    return StudyRules(confidence=d.per_look, last_confidence=d.last, margin=target.equivalence_margin,
                       levels=tuple(target.levels), mode=metric_mode(sweep),
-                      smoothing=target.smoothing, family=level_confidences(sweep),
+                      smoothing=target.smoothing,
+                      headline_level=headline if headline in target.levels else None,
                       max_seeds=None if rep is None else rep.max)

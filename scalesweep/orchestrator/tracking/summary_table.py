@@ -12,7 +12,7 @@ from scalesweep.science.stats.arms import (
     ratios,
 )
 from scalesweep.science.stats.decisions import band
-from scalesweep.science.stats.replicates import METHOD
+from scalesweep.science.stats.replicates import METHOD, PAIRED_METHOD
 from scalesweep.science.stats.trial_summary import TrialSummary
 
 HEADER = ("trial", "status", "epochs→target", "updates→target", "speedup", "best dev_loss", "train s")
@@ -85,12 +85,13 @@ def format_arms(arms: Sequence[ArmSummary]) -> str:
              interval_text(ratios(a.epochs_ratio)), a.answer, levels_text(a)]
             for a in arms]
     margin = arms[0].margin
-    note = (f"intervals: {METHOD}; coverage {coverage:.4g} at these seeds, each read at "
-            f"{per_look:.4g} per look for the design's 90 % (docs/design.md §4)" if coverage else
+    note = (f"intervals: {METHOD}; ratios: {PAIRED_METHOD}; coverage {coverage:.4g} at these seeds, "
+            f"read at {per_look:.4g} for the design's 90 % (docs/design.md §4)" if coverage else
             "intervals: n/a with one seed per arm")
     note += ("; equivalent = the ratio's interval inside [{:.3g}, {:.3g}] ".format(*band(margin))
-             + f"(target.equivalence_margin {margin:g}); levels: targets best × (1 + level), decided as a "
-             "family (Holm)")
+             + f"(target.equivalence_margin {margin:g}); levels: targets best × (1 + level), the "
+             "headline's level at the headline's decision, the others one family (a fixed sequence "
+             "from the loosest)")
     warnings = [w for a in arms if (w := conditioning_text(a))]
     warnings += [note for a in arms if a.is_baseline for note in a.notes]
     verdicts = "\n".join(f"  {a.arm}: {a.verdict()}" for a in arms if not a.is_baseline)

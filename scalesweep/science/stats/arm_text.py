@@ -24,10 +24,10 @@ def levels_text(arm: ArmSummary) -> str:
 
     every = arm.every_level
     if every is not None:
-        return f"{every} at every level (intersection-union)"
+        return f"{every} at every level"
     decided, exploratory = arm.decided_levels(), arm.decided_levels(exploratory=True)
     out = text(decided) or "none"
-    return out + (f" (exploratory, unadjusted: {text(exploratory)})" if exploratory else "")
+    return out + (f" (exploratory, past the family's stop: {text(exploratory)})" if exploratory else "")
 
 
 def conditioning_text(arm: ArmSummary) -> str | None:

@@ -20,7 +20,7 @@ from scalesweep.science.stats.convergence import (
     EvalPoint,
     Located,
 )
-from scalesweep.science.stats.decisions import BASELINE, DEFAULT_MARGIN, Decision, change_text, decide
+from scalesweep.science.stats.decisions import BASELINE, DEFAULT_MARGIN, Decision, change_text, decide_pairs
 from scalesweep.science.stats.levels import (
     Conditioning,
     LevelRatio,
@@ -32,7 +32,7 @@ from scalesweep.science.stats.levels import (
 )
 from scalesweep.science.stats.replicates import (
     CONFIDENCE,
-    METHOD,
+    PAIRED_METHOD,
     Comparison,
     MedianInterval,
     Observation,
@@ -43,6 +43,9 @@ from scalesweep.science.stats.replicates import (
 )
 from scalesweep.science.stats.rules import StudyRules
 
+#: arms.json's direction_vs_baseline, read off the decision (never off the interval alone)
+_DIRECTION = {"slower": "above", "faster": "below", "equivalent": "within", "not resolved": "unresolved",
+              BASELINE: None}
 #: the clocks each arm reports a median on
 ARM_CLOCKS: tuple[Axis, ...] = ("epochs", "updates", "samples", "seconds")
 
@@ -110,10 +113,11 @@ class ArmSummary:
 
     @property
     def seeds_needed(self) -> int | None:
-        """About how many seeds would decide the arm, within the design (None past its max)."""
+        """For an arm not resolved in an adaptive design, about how many seeds would decide it
+        within the design's most; None otherwise (decided, a fixed design, or past its max:
+        a look beyond the plan would void the design's error rate)."""
         c = self.epochs_ratio
-        needed = None if c is None else c.seeds_needed
-        return None if needed is None or (self.max_seeds is not None and needed > self.max_seeds) else needed
+        return None if c is None or self.decision != "not resolved" else c.seeds_needed
 
     @property
     def is_baseline(self) -> bool:
@@ -144,17 +148,15 @@ class ArmSummary:
             return f"equivalent within {self.margin * 100:g} % ({change_text(mi.ci)}; {seeds})"
         if self.decision in ("slower", "faster"):
             return f"{self.decision} per epoch than the baseline ({change_text(mi.ci)}; {seeds})"
-        side = max(c.n_above, c.n_below)
-        if c.seeds_needed is not None and self.seeds_needed is None:
-            needed = (f"~{c.seeds_needed} seeds would be needed, past the design's replicates.max "
-                      f"of {self.max_seeds}: it ends undecided (a look beyond the plan would void "
-                      "its error rate)")
-        elif c.seeds_needed is None:
-            needed = "no majority of seeds lies clearly on one side of the baseline"
-        elif side == n:
-            needed = f"~{c.seeds_needed} seeds would resolve it if they keep agreeing"
+        if self.max_seeds is None:
+            needed = "a fixed design ends here (another block of seeds is a new study)"
+        elif n >= self.max_seeds:
+            needed = f"the design's most seeds ({self.max_seeds}) are spent: it ends undecided"
+        elif self.seeds_needed is None:
+            needed = (f"pairs like these would not decide within the design's most seeds "
+                      f"({self.max_seeds})")
         else:
-            needed = f"~{c.seeds_needed} seeds would resolve it if they keep splitting {side} of {n}"
+            needed = f"pairs like these would decide at ~{self.seeds_needed} seeds"
         tied = ""
         if c.n_tied:
             tied = (f"; {c.n_tied} of {n} seed{'s' if n != 1 else ''} crossed within the same evals "
@@ -181,14 +183,14 @@ class ArmSummary:
         c = self.epochs_ratio
         # resolved means decided: the one decision, not the interval's side of 1 on its own
         out["resolved_vs_baseline"] = self.decision is not None and self.decision != "not resolved"
-        out["direction_vs_baseline"] = None if c is None else c.direction
+        out["direction_vs_baseline"] = None if c is None else _DIRECTION[self.answer]
         out["seeds_needed"] = self.seeds_needed
         out["n_tied_within_evals"] = 0 if c is None else c.n_tied
         out["verdict"] = self.verdict()
         out["decision"] = self.answer
         out[EQUIVALENCE_MARGIN_PARAM] = self.margin
         out["confidence"] = self.confidence
-        out["method"] = METHOD
+        out["method"] = PAIRED_METHOD
         out["ratio_by_target"] = [lv.as_json() for lv in self.levels]
         out["decision_at_every_level"] = self.every_level
         if (cond := self.conditioning) is not None:
@@ -204,19 +206,19 @@ class ArmSummary:
 
     @property
     def every_level(self) -> Decision | None:
-        """The decision every level holds at its own per-look confidence, when they all agree
-        (and there are two or more): an intersection-union claim, valid at the design's error
-        rate as it stands (docs/design.md §4, "Ratios at every level"); None otherwise."""
-        marginal = {lv.marginal for lv in self.levels}
-        if len(self.levels) < 2 or len(marginal) != 1:
+        """The decision every level holds once the levels are one family, when there are two
+        or more and all of them are decided alike (docs/design.md §4, "Ratios at every
+        level"); None otherwise."""
+        decided = {lv.decision for lv in self.levels}
+        if len(self.levels) < 2 or len(decided) != 1:
             return None
-        (only,) = marginal
+        (only,) = decided
         return None if only == "not resolved" else only
 
     def decided_levels(self, exploratory: bool = False) -> dict[str, list[float]]:
-        """decision -> the levels it holds at once the levels are a family (not resolved left
-        out); ``exploratory``: those decided only before that adjustment, at their marginal
-        decision."""
+        """decision -> the levels it holds once the levels are a family (not resolved left
+        out); ``exploratory``: those decided by their own interval past where the family's
+        sequence stopped, at that decision."""
         out: dict[str, list[float]] = {}
         for lv in self.levels:
             if exploratory and lv.exploratory:
@@ -282,20 +284,19 @@ def _arm(arm: str, mine: Sequence[SeedCrossing], by_arm: Mapping[str, Sequence[S
     epochs_ratio = speedup = decision = None
     levels: tuple[LevelRatio, ...] = ()
     if base is not None and base != arm and base in by_arm:
-        epochs_ratio = compare(_observations(mine, "epochs"), _observations(by_arm[base], "epochs"),
-                               rules.confidence)
+        decision, epochs_ratio = decide_pairs(
+            _observations(mine, "epochs"), _observations(by_arm[base], "epochs"), rules.confidence_for,
+            rules.margin, rules.max_seeds)
         speedup = compare(_observations(by_arm[base], "updates"), _observations(mine, "updates"),
-                          rules.confidence)
-        mi = epochs_ratio.ratios
-        decision = decide(mi.ci, mi.coverage is not None and mi.coverage >= rules.confidence, rules.margin)
-        levels = tuple(_levels(mine, by_arm[base], rules))
+                          rules.confidence_for)
+        levels = tuple(_levels(mine, by_arm[base], rules, decision))
     cond, suggested = _condition(mine, rules) if base == arm and rules.target is not None else (None, None)
     return ArmSummary(
         arm=arm, baseline_arm=base, n_seeds=len(mine),
         n_reached=sum(loc.kind == "interpolated" for loc in located),
         n_at_first_eval=sum(loc.kind == "at_first_eval" for loc in located),
-        medians={c: median_interval(list(_observations(mine, c).values()), rules.confidence)
-                 for c in ARM_CLOCKS},
+        medians={c: median_interval(obs, rules.confidence_for(len(obs)))
+                 for c in ARM_CLOCKS for obs in [list(_observations(mine, c).values())]},
         epochs_ratio=epochs_ratio, speedup=speedup, decision=decision, margin=rules.margin,
         levels=levels, conditioning=cond, suggested_level=suggested, axes=dict(axes),
         notes=rules.notes if base == arm else (), max_seeds=rules.max_seeds,
@@ -327,8 +328,8 @@ def _pooled_best(base: Sequence[SeedCrossing], rules: StudyRules) -> float | Non
     return baseline_best(list(_curves(base).values()), rules.mode, rules.smoothing)
 
 
-def _levels(mine: Sequence[SeedCrossing], base: Sequence[SeedCrossing],
-            rules: StudyRules) -> list[LevelRatio]:
+def _levels(mine: Sequence[SeedCrossing], base: Sequence[SeedCrossing], rules: StudyRules,
+            headline: Decision) -> list[LevelRatio]:
     """The ratio at every level, each seed's pair against its own (cross-fitted) best; trials
     logged before bests were cross-fitted share the baseline's mean-curve best."""
     if not rules.levels:
@@ -338,5 +339,5 @@ def _levels(mine: Sequence[SeedCrossing], base: Sequence[SeedCrossing],
         shared = baseline_best(list(_curves(base).values()), rules.mode, rules.smoothing)
         bests = dict.fromkeys(bests, shared)
     return ratio_by_level(_curves(mine), _curves(base), bests=bests, mode=rules.mode,
-                          smoothing=rules.smoothing, levels=rules.levels, per_look=rules.confidence,
-                          margin=rules.margin, family=rules.family)
+                          smoothing=rules.smoothing, levels=rules.levels, per_look=rules.confidence_for,
+                          margin=rules.margin, headline_level=rules.headline_level, headline=headline)

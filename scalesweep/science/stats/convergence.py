@@ -96,14 +96,10 @@ def smooth(values: Sequence[float], alpha: float) -> list[float]:
     return out
 
 
-def first_crossing(
-    curve: Sequence[EvalPoint], target: float, mode: Mode = "min", smoothing: float = 0.0
-) -> Crossing | None:
-    """First point where the smoothed metric reaches ``target``, interpolated; None if never.
-
-    Interpolation is linear in the metric between the last eval before the crossing and the
-    first eval at/after it (see the module docstring); an empty curve never reaches.
-    """
+def _scan(curve: Sequence[EvalPoint], target: float, mode: Mode, smoothing: float
+          ) -> tuple[int, float] | None:
+    """The index of the first eval whose smoothed value reaches ``target`` and the fraction of
+    the way from the eval before it at which the line between them crosses; None if never."""
     _check_mode(mode)
     if not math.isfinite(target):
         raise ValueError(f"target must be finite, but got {target=}")
@@ -113,17 +109,31 @@ def first_crossing(
                 f"curve must be ordered by update, but got update {cur.update} after {prev.update}"
             )
     values = smooth([p.value for p in curve], smoothing)
-    for i, (point, value) in enumerate(zip(curve, values, strict=True)):
+    for i, value in enumerate(values):
         if not _reaches(value, target, mode):
             continue
         if i == 0:
-            return _crossing_at(point, point, 1.0)
+            return 0, 1.0
         before = values[i - 1]
         # before misses and value meets, so before != value and frac lies in (0, 1]; after a
         # non-finite eval there is no line to interpolate on, so take the meeting eval itself.
-        frac = (before - target) / (before - value) if math.isfinite(before) else 1.0
-        return _crossing_at(curve[i - 1], point, frac)
+        return i, (before - target) / (before - value) if math.isfinite(before) else 1.0
     return None
+
+
+def first_crossing(
+    curve: Sequence[EvalPoint], target: float, mode: Mode = "min", smoothing: float = 0.0
+) -> Crossing | None:
+    """First point where the smoothed metric reaches ``target``, interpolated; None if never.
+
+    Interpolation is linear in the metric between the last eval before the crossing and the
+    first eval at/after it (see the module docstring); an empty curve never reaches.
+    """
+    found = _scan(curve, target, mode, smoothing)
+    if found is None:
+        return None
+    i, frac = found
+    return _crossing_at(curve[max(i - 1, 0)], curve[i], frac)
 
 
 @dataclass(frozen=True)
@@ -168,14 +178,13 @@ def _clock(point: EvalPoint, axis: Axis) -> float:
 def locate(curve: Sequence[EvalPoint], target: float, mode: Mode = "min", smoothing: float = 0.0
            ) -> Located:
     """:func:`first_crossing` with its bracket: interpolated, at the first eval, or never."""
-    crossing = first_crossing(curve, target, mode, smoothing)
-    if crossing is None:
+    found = _scan(curve, target, mode, smoothing)
+    if found is None:
         return Located("never", None, curve[-1] if curve else None, None)
-    values = smooth([p.value for p in curve], smoothing)
-    i = next(i for i, v in enumerate(values) if _reaches(v, target, mode))
+    i, frac = found
     if i == 0:
         return Located("at_first_eval", None, None, curve[0])
-    return Located("interpolated", crossing, curve[i - 1], curve[i])
+    return Located("interpolated", _crossing_at(curve[i - 1], curve[i], frac), curve[i - 1], curve[i])
 
 
 def _crossing_at(a: EvalPoint, b: EvalPoint, frac: float) -> Crossing:

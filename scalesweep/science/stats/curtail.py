@@ -4,7 +4,7 @@ takes part in (issue 33). Pure: no torch, no Ray, no MLflow.
 A trial of an arm enters every decision through one number per level: its seed's paired
 epochs ratio against the same seed of the baseline arm, as a bracket [lo, hi]
 (:func:`scalesweep.science.stats.replicates.ratio`). Every decision (the headline's, each
-level's, Holm-adjusted or not, at any per-look confidence, and the adaptive looks that follow
+level's, in the family or alone, at any confidence, and the adaptive looks that follow
 from them) reads the seeds' brackets only through order statistics compared with 1/(1+d), 1
 and 1+d (:mod:`scalesweep.science.stats.decisions`), and the counts of brackets wholly above
 or below 1. So a trial's bracket may change without changing a decision as long as each of its

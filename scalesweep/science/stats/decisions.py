@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping
 from typing import Literal
 
-from scalesweep.science.stats.replicates import Comparison, Observation, compare
+from scalesweep.science.stats.replicates import Comparison, Confidence, Observation, compare
 
 Decision = Literal["faster", "slower", "equivalent", "not resolved"]
 #: what arms.json says of the baseline arm itself, in the same field
@@ -62,12 +62,13 @@ def decide(ci: tuple[float, float] | None, resolved_at_confidence: bool, margin:
 
 
 def decide_pairs(trial: Mapping[int, Observation], baseline: Mapping[int, Observation],
-                 per_look: float, margin: float) -> tuple[Decision, Comparison]:
+                 per_look: Confidence, margin: float, max_seeds: int | None = None
+                 ) -> tuple[Decision, Comparison]:
     """The decision for one arm against the baseline from their seeds' observations (paired
-    by seed), its interval read at the design's per-look confidence."""
-    comparison = compare(trial, baseline, per_look)
+    by seed), its interval read at the design's confidence for that many pairs."""
+    comparison = compare(trial, baseline, per_look, max_seeds)
     ci, coverage = comparison.ratios.ci, comparison.ratios.coverage
-    return decide(ci, coverage is not None and coverage >= per_look, margin), comparison
+    return decide(ci, coverage is not None and coverage >= comparison.confidence, margin), comparison
 
 
 def change_text(ci: tuple[float, float] | None) -> str:

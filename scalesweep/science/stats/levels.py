@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scalesweep.science.stats.convergence import EvalPoint, Mode, best_value, locate, resolve_target, smooth
 from scalesweep.science.stats.decisions import DEFAULT_MARGIN, Decision, decide_pairs
-from scalesweep.science.stats.replicates import MedianInterval, Observation, finite_or_none
+from scalesweep.science.stats.replicates import Confidence, MedianInterval, Observation, finite_or_none
 
 #: the default of target.levels: near the plateau to early in training
 DEFAULT_LEVELS = (0.1, 0.25, 0.5, 1.0, 2.0)
@@ -70,9 +70,9 @@ def level_target(best: float, level: float, mode: Mode) -> float:
 
 @dataclass(frozen=True)
 class LevelRatio:
-    """One arm at one level: the paired epochs ratio over its seeds and the decision, adjusted
-    for the arm's levels as a family (Holm); ``marginal``: the decision at the per-look
-    confidence alone, which a level decided only before adjustment shows as exploratory."""
+    """One arm at one level: the paired epochs ratio over its seeds and the decision, the
+    levels taken as one family (:func:`fixed_sequence`); ``marginal``: the decision of this
+    level's interval alone, which a level left undecided by the family shows as exploratory."""
 
     level: float
     target: float | None
@@ -86,7 +86,7 @@ class LevelRatio:
 
     @property
     def exploratory(self) -> bool:
-        """Decided at the per-look confidence, not once the arm's levels are a family."""
+        """Decided by its own interval, but past where the family's sequence stopped."""
         return self.decision == "not resolved" and self.marginal != "not resolved"
 
     def as_json(self) -> dict[str, Any]:
@@ -124,52 +124,49 @@ def _epochs(curves: Curves, targets: Mapping[int, float], mode: Mode, smoothing:
     return out
 
 
-def holm(decide_at: Callable[[int, float], Decision], m: int, confidences: Sequence[float]) -> list[Decision]:
-    """Holm's step-down over m hypotheses: with j still open, each is tested at
-    ``confidences[j - 1]``; those it decides are kept and the rest tested again at the next
-    (lower) confidence, until a step decides nothing. ``decide_at(i, confidence)``: hypothesis
-    i's decision at that confidence (wider intervals decide less, so the steps only add)."""
-    if len(confidences) < m:
-        raise ValueError(f"confidences must give one per family size up to {m=}, but got "
-                         f"{list(confidences)}")
-    out: list[Decision] = ["not resolved"] * m
-    open_ = set(range(m))
-    while open_:
-        at = confidences[len(open_) - 1]
-        found = {i: d for i in sorted(open_) if (d := decide_at(i, at)) != "not resolved"}
-        if not found:
+def fixed_sequence(levels: Sequence[float], marginal: Sequence[Decision], headline_level: float | None,
+                   headline: Decision | None) -> list[Decision]:
+    """The levels' decisions as one family (docs/design.md §4, "Ratios at every level").
+
+    The level that is the headline target takes the headline's decision, which is decided on
+    its own. The others are tested one after another from the loosest level to the tightest,
+    each at the design's per-look confidence (its full error rate), and the sequence stops at
+    the first level that is not decided the way the loosest one was: a claim is made at a level
+    only when it was made at every looser one. The first level where the claim is false is
+    then the only place an error can enter, and it is tested at the error rate, so the family
+    of levels keeps it (a fixed-sequence procedure; a level past the stop is shown as
+    exploratory). Unlike Holm over the levels it can decide at an adaptive design's first look.
+    """
+    out: list[Decision] = ["not resolved"] * len(levels)
+    claim: Decision | None = None
+    for i in sorted((i for i, x in enumerate(levels) if x != headline_level), key=lambda i: -levels[i]):
+        if marginal[i] == "not resolved" or (claim is not None and marginal[i] != claim):
             break
-        for i, d in found.items():
-            out[i] = d
-            open_.discard(i)
+        claim = out[i] = marginal[i]
+    for i, x in enumerate(levels):
+        if x == headline_level and headline is not None:
+            out[i] = headline
     return out
 
 
 def ratio_by_level(arm: Curves, baseline: Curves, *, bests: Mapping[int, float | None], mode: Mode,
-                   smoothing: float, levels: Sequence[float], per_look: float, margin: float,
-                   family: Sequence[float] | None = None) -> list[LevelRatio]:
-    """The arm's paired epochs ratio against the baseline arm at each level. Seed s's pair is
-    measured against ``bests[s]`` loosened by the level (a seed without a best is left out).
-    ``family``: Holm's per-look confidences by the number of levels still open (index m - 1);
-    None: each level at ``per_look`` alone."""
-    family = family or [per_look] * len(levels)
-    pairs = []
+                   smoothing: float, levels: Sequence[float], per_look: Confidence, margin: float,
+                   headline_level: float | None = None, headline: Decision | None = None
+                   ) -> list[LevelRatio]:
+    """The arm's paired epochs ratio against the baseline arm at each level, every interval at
+    ``per_look``. Seed s's pair is measured against ``bests[s]`` loosened by the level (a seed
+    without a best is left out). ``headline_level``: the level that is the headline target
+    (None for an absolute target), which takes the ``headline`` decision; the others are one
+    family (:func:`fixed_sequence`)."""
+    found = []
     for level in levels:
         targets = {s: level_target(b, level, mode) for s, b in bests.items() if b is not None}
-        pairs.append((_epochs(arm, targets, mode, smoothing), _epochs(baseline, targets, mode, smoothing),
-                      targets))
-
-    def decide_at(i: int, confidence: float) -> Decision:
-        return decide_pairs(pairs[i][0], pairs[i][1], confidence, margin)[0]
-
-    adjusted = holm(decide_at, len(levels), family)
-    out = []
-    for i, level in enumerate(levels):
-        arm_obs, base_obs, targets = pairs[i]
-        marginal, comparison = decide_pairs(arm_obs, base_obs, per_look, margin)
-        shown = _headline(targets)
-        out.append(LevelRatio(level, shown, comparison.ratios if targets else None, adjusted[i], marginal))
-    return out
+        marginal, comparison = decide_pairs(_epochs(arm, targets, mode, smoothing),
+                                            _epochs(baseline, targets, mode, smoothing), per_look, margin)
+        found.append((targets, marginal, comparison))
+    decided = fixed_sequence(levels, [m for _, m, _ in found], headline_level, headline)
+    return [LevelRatio(level, _headline(t), c.ratios if t else None, decided[i], m)
+            for i, (level, (t, m, c)) in enumerate(zip(levels, found, strict=True))]
 
 
 def _headline(targets: Mapping[int, float]) -> float | None:

@@ -10,18 +10,20 @@ An *observation* is one seed's steps to target on one clock, known only to lie i
 * never met (right-censored): ``[last eval, +inf)``, the estimate +inf. A seed that never
   reached is never dropped: it counts as +inf in every median.
 
-Method (named in the report and docs/design.md): distribution-free order statistics, the
-interval that the sign test inverts. With n seeds the interval for the median is
-``[x_(k), x_(n-k+1)]``, whose coverage is ``1 - 2 P(Binomial(n, 1/2) <= k-1)`` whatever the
-distribution; its ends are read off the brackets (the k-th smallest ``lo``, the k-th largest
-``hi``), so an interval is never narrower than the evaluations allow, and censored seeds take
-part exactly as far as their brackets say. Nothing is assumed about the shape of the seed
-distribution, which 3-5 seeds cannot check. The price: with 3 seeds the widest interval,
-[min, max], covers the median only 75 % of the time; 5 seeds that all agree give 93.75 %.
+Each arm's median on a clock (its seeds on their own): distribution-free order statistics.
+With n seeds the interval for the median is ``[x_(k), x_(n-k+1)]``, whose coverage is
+``1 - 2 P(Binomial(n, 1/2) <= k-1)`` whatever the distribution; its ends are read off the
+brackets (the k-th smallest ``lo``, the k-th largest ``hi``), so censored seeds take part
+exactly as far as their brackets say. With 3 seeds the widest interval, [min, max], covers the
+median only 75 % of the time; 5 give 93.75 %.
 
-"Resolved" means the paired ratio's interval excludes 1 at the nominal confidence (default
-90 %, two-sided), i.e. the sign test rejects "no difference" at 10 %; seeds where the direction
-is unclear from the brackets count against it.
+Paired comparisons (an arm against its baseline arm, seed by seed), which every decision
+reads: the Hodges–Lehmann interval of the pairs' log ratios, the one the Wilcoxon signed-rank
+test inverts (:mod:`scalesweep.science.stats.signed_rank`). It reads how far each pair lies
+from 1, not only on which side, so it decides with fewer seeds than the sign test's order
+statistics did. An interpolated crossing enters as its estimate; a censored one as the end
+of its bracket that makes the interval widest (:func:`log_ratio_bounds`): a seed that never
+reached can only make its ratio larger, and is never dropped nor given a made-up number.
 """
 
 from __future__ import annotations
@@ -29,16 +31,19 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from scalesweep.science.stats import signed_rank
 
 INF = math.inf
 #: nominal two-sided coverage of every interval, and the confidence behind "resolved"
 CONFIDENCE = 0.90
-METHOD = "order-statistic (sign-test) interval for the median, brackets kept, never = +inf"
-#: the seed counts "seeds needed" looks at
-MAX_SEEDS_ADVISED = 100
+METHOD = "order-statistic interval for each arm's median, brackets kept, never = +inf"
+#: the method of every paired ratio and decision (arms.json's ``method``)
+PAIRED_METHOD = ("Wilcoxon signed-rank (Hodges-Lehmann) interval of the paired log epochs ratios: "
+                 "crossings interpolated between evals, a censored one at its bracket's end")
 
 CrossingKind = Literal["interpolated", "at_first_eval", "never"]
 EstimateKind = Literal["value", "at_most", "at_least", "range", "never", "unknown"]
@@ -205,62 +210,120 @@ Direction = Literal["below", "above", "unresolved"]
 
 @dataclass(frozen=True)
 class Comparison:
-    """A paired ratio's median and interval, and whether it excludes 1 at ``confidence``."""
+    """A paired ratio's Hodges–Lehmann estimate and interval (``ratios``: its ``median`` is
+    the estimate), and whether the interval excludes 1 at ``confidence``."""
 
     ratios: MedianInterval
     confidence: float
     #: "below": the ratio's interval lies under 1; "above": over 1; else "unresolved"
     direction: Direction
-    n_below: int  # seeds whose bracket lies wholly under 1
-    n_above: int
-    #: seeds whose two crossings were both measured (between evals, not censored) and still
-    #: straddle 1: the eval grid, not the seed, leaves their direction open
+    n_below: int  # pairs whose highest ratio lies under 1
+    n_above: int  # pairs whose lowest ratio lies over 1
+    #: seeds whose two crossings were both measured (between evals, not censored) and whose
+    #: eval brackets still straddle 1: only the interpolation inside the evals tells them apart
     n_tied: int
-    #: for an unresolved comparison, about how many seeds would resolve it if the seeds kept
-    #: splitting as they do now; None when they show no direction at all
+    #: for an unresolved comparison of an adaptive design, the fewest seeds (up to the design's
+    #: most) at which pairs like these would decide; None otherwise
     seeds_needed: int | None
 
 
+def _log(x: float) -> float:
+    if x == 0.0:
+        return -signed_rank.UNBOUNDED
+    return signed_rank.UNBOUNDED if x == INF else math.log(x)
+
+
+def _censoring(o: Observation) -> str | None:
+    """"never", "at_first_eval", or None for an interpolated crossing."""
+    if o.est_lo == INF:
+        return "never"
+    return "at_first_eval" if o.est_lo != o.est_hi else None
+
+
+def _clipped(o: Observation) -> float:
+    """A crossing clipped to the evaluated span: interpolated, its estimate; met at the first
+    eval, that eval; never met, the last eval (the horizon)."""
+    if o.est_lo == o.est_hi:
+        return o.lo if o.est_lo == INF else o.est_lo
+    return o.hi
+
+
+def log_ratio_bounds(num: Observation, den: Observation) -> tuple[float, float]:
+    """The pair's log ratio ``num / den`` for the interval's lower and upper end.
+
+    Both are the log ratio of the two crossings clipped to the evaluated span (a seed that never
+    reached enters at the horizon, one met at the first eval at that eval): clipping moves a
+    pair towards 1 and never across it, and treats both sides alike, so two arms that are the
+    same keep exchangeable pairs. For the upper end, a ``num`` that never reached or a ``den``
+    met at its first eval is unbounded instead: a ratio that is only "at least" something is
+    never bounded above (an arm that never reached is never equivalent). Two crossings censored
+    alike (both never, or both at the first eval) say nothing: unbounded both ways."""
+    if _censoring(num) is not None and _censoring(num) == _censoring(den):
+        return -signed_rank.UNBOUNDED, signed_rank.UNBOUNDED
+    low = _log(_clipped(num)) - _log(_clipped(den))
+    unbounded_above = _censoring(num) == "never" or _censoring(den) == "at_first_eval"
+    return low, signed_rank.UNBOUNDED if unbounded_above else low
+
+
+def _ratio_interval(lows: Sequence[float], highs: Sequence[float], confidence: float) -> MedianInterval:
+    n = len(lows)
+    if n == 0:
+        return MedianInterval(0, Estimate(0.0, INF), None, None, None)
+    median = Estimate(signed_rank.to_ratio(signed_rank.hodges_lehmann(lows)),
+                      signed_rank.to_ratio(signed_rank.hodges_lehmann(highs)))
+    spread = (signed_rank.to_ratio(min(lows)), signed_rank.to_ratio(max(highs)))
+    found = signed_rank.interval(lows, highs, confidence)
+    if found is None:
+        return MedianInterval(n, median, None, None, spread)
+    (lo, hi), coverage = found
+    return MedianInterval(n, median, (signed_rank.to_ratio(lo), signed_rank.to_ratio(hi)), coverage, spread)
+
+
+def _direction(mi: MedianInterval, confidence: float) -> Direction:
+    if mi.ci is None or mi.coverage is None or mi.coverage < confidence:
+        return "unresolved"
+    return "below" if mi.ci[1] < 1.0 else "above" if mi.ci[0] > 1.0 else "unresolved"
+
+
+#: a confidence, or the confidence for an interval of n pairs (a design's looks differ)
+Confidence = float | Callable[[int], float]
+
+
 def compare(trial: Mapping[int, Observation], baseline: Mapping[int, Observation],
-            confidence: float = CONFIDENCE) -> Comparison:
-    """The paired ratio trial / baseline over seeds, resolved or not."""
-    pairs = list(paired_ratios(trial, baseline).values())
-    mi = median_interval(pairs, confidence)
-    below = sum(o.hi < 1.0 for o in pairs)
-    above = sum(o.lo > 1.0 for o in pairs)
-    tied = sum(_grid_tie(o) for o in pairs)
-    direction: Direction = "unresolved"
-    if mi.ci is not None and mi.coverage is not None and mi.coverage >= confidence:
-        if mi.ci[1] < 1.0:
-            direction = "below"
-        elif mi.ci[0] > 1.0:
-            direction = "above"
-    needed = None if direction != "unresolved" else seeds_needed(below, above, len(pairs), confidence)
-    return Comparison(mi, confidence, direction, below, above, tied, needed)
+            confidence: Confidence = CONFIDENCE, max_seeds: int | None = None) -> Comparison:
+    """The paired ratio trial / baseline over seeds (seeds only one side has are left out:
+    there is nothing to pair them with), resolved or not. ``max_seeds``: an adaptive design's
+    most seeds, up to which an unresolved comparison says how many would decide it."""
+    seeds = [s for s in sorted(trial) if s in baseline]
+    at = confidence if callable(confidence) else (lambda _n: confidence)
+    confidence = at(len(seeds))
+    bounds = [log_ratio_bounds(trial[s], baseline[s]) for s in seeds]
+    lows, highs = [b[0] for b in bounds], [b[1] for b in bounds]
+    mi = _ratio_interval(lows, highs, confidence)
+    direction = _direction(mi, confidence)
+    tied = sum(_grid_tie(ratio(trial[s], baseline[s])) for s in seeds)
+    needed = None
+    if direction == "unresolved" and max_seeds is not None:
+        needed = seeds_needed(lows, highs, max_seeds, at)
+    return Comparison(mi, confidence, direction, sum(h < 0.0 for h in highs), sum(lo > 0.0 for lo in lows),
+                      tied, needed)
 
 
 def _grid_tie(pair: Observation) -> bool:
     """Both crossings interpolated between evals (finite brackets, a point estimate), and the
-    ratio's bracket still holds 1: evals closer together could tell the two apart."""
+    ratio's bracket still holds 1."""
     return (0.0 < pair.lo <= 1.0 <= pair.hi < INF and pair.est_lo == pair.est_hi
             and 0.0 < pair.est_lo < INF)
 
 
-def sign_test_rejects(k: int, n: int, confidence: float = CONFIDENCE) -> bool:
-    """Whether k of n seeds on one side rejects "no difference" two-sided at 1 - confidence."""
-    return n > 0 and 2.0 * (1.0 - binom_cdf(k - 1, n)) <= 1.0 - confidence
-
-
-def seeds_needed(below: int, above: int, n: int, confidence: float = CONFIDENCE) -> int | None:
-    """The smallest seed count at which the sign test would reject if the seeds kept falling as
-    now (the majority side's share of n, seeds with an unclear direction counting against it);
-    None when there is no majority side, or it would take more than MAX_SEEDS_ADVISED."""
-    if n == 0 or below == above:
-        return None
-    share = max(below, above) / n
-    if share <= 0.5:
-        return None
-    for m in range(max(n, 1), MAX_SEEDS_ADVISED + 1):
-        if sign_test_rejects(math.ceil(share * m - 1e-9), m, confidence):
+def seeds_needed(lows: Sequence[float], highs: Sequence[float], max_seeds: int,
+                 confidence: Callable[[int], float]) -> int | None:
+    """The fewest seeds, up to ``max_seeds``, at which pairs drawn like these (each pair
+    repeated in turn) would give an interval that excludes 1; None when none would, or there
+    are no pairs. A projection to plan with, never a decision."""
+    n = len(lows)
+    for m in range(n + 1, max_seeds + 1) if n else ():
+        mi = _ratio_interval([lows[i % n] for i in range(m)], [highs[i % n] for i in range(m)], confidence(m))
+        if _direction(mi, confidence(m)) != "unresolved":
             return m
     return None

@@ -6,18 +6,20 @@ seeds are added, up to ``max``; an arm stops at the first look that decides it. 
 and stopping at the first answer would turn a 10 % error rate into far more if every look used
 the fixed-sample 90 % interval. So every look uses one wider interval, at the *per-look
 confidence* chosen here: the smallest one at which the probability that **any** look's interval
-excludes the true median is at most 1 − confidence.
+excludes the true centre is at most 1 − confidence.
 
-The interval at a look of n seeds is the order-statistic one of
-:mod:`scalesweep.science.stats.replicates`, [x_(k), x_(n−k+1)]; its lower end lies above a
-value c exactly when at least n − k + 1 of the n seeds lie above c. When c is the true median
-of the seeds' ratios, each seed lies above it with probability 1/2, independently, so the
-count above c is a binomial random walk over the looks, and the chance that it ever reaches
-the looks' boundaries is computed exactly here (a sum over the walk's paths, no simulation and
-no normal approximation): the exact group-sequential sign test. Two-sided, the two boundaries
-are disjoint events at a look and the design stops at the first, so the two-sided error is at
-most twice the one-sided one. Seeds whose bracket straddles c count on neither side, which
-only lowers the error. The same argument holds at each end of the equivalence band, so
+The interval at a look of n pairs is the Hodges–Lehmann one of
+:mod:`scalesweep.science.stats.signed_rank`; it excludes a value c exactly when the signed-rank
+statistic W+ of the pairs' log ratios minus c reaches the look's boundary (or its mirror). When
+c is the true centre, each pair's sign is a fair coin given the magnitudes, and a new pair's
+magnitude falls at a uniformly random rank among those before it. So the pairs, ordered by
+magnitude, form a random string of signs that grows by inserting one random sign at a random
+place, and W+ is the sum of the places that hold a "+". The chance that W+ ever reaches a
+look's boundary is summed exactly over every such string (2^max of them) up to
+:data:`EXACT_MAX` pairs, and beyond that estimated from :data:`PATHS` simulated paths with a
+fixed seed, the per-look confidence then chosen with two standard errors to spare. Pairs with
+a censored side only lower the error (their bounds widen the interval), and so does an arm
+stopped early as equivalent. The same argument holds at each end of the equivalence band, so
 "equivalent" keeps its level too (tested by simulation in tests/unit/test_sequential.py).
 
 With one look (a fixed number of seeds) the per-look confidence is the nominal one and
@@ -28,14 +30,24 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from scalesweep.science.stats.replicates import CONFIDENCE, binom_cdf, order_statistic_rank
+import numpy as np
+
+from scalesweep.science.stats.replicates import CONFIDENCE
+from scalesweep.science.stats.signed_rank import boundary, coverage, null_cdf, walsh_count
 
 #: the fewest seeds a look may have: one seed has no interval at all
 MIN_SEEDS = 2
-METHOD = ("exact group-sequential sign test: one per-look confidence for every look, chosen so "
-          "that the chance any look's interval excludes the truth is at most 1 - confidence")
+#: designs up to this many pairs are summed exactly (2^n sign strings); larger ones simulated
+EXACT_MAX = 16
+#: simulated paths for larger designs, and their seed (the same design always gets the same answer)
+PATHS = 200_000
+SEED = 20261128
+METHOD = ("exact group-sequential signed-rank test: one per-look confidence for every look, chosen "
+          "so that the chance any look's interval excludes the truth is at most 1 - confidence")
 
 
 @dataclass(frozen=True)
@@ -45,44 +57,114 @@ class Design:
     looks: tuple[int, ...]
     #: the nominal two-sided confidence of the whole design (1 − its error rate)
     confidence: float
-    #: the confidence every look's interval is read at (the nominal one for a single look)
+    #: the confidence every look but the last reads its interval at (the nominal one for a
+    #: single look)
     per_look: float
-    #: the exact two-sided probability, under "no difference", that some look decides a
-    #: direction; at most 1 − confidence
+    #: the two-sided probability, under "no difference", that some look decides a direction:
+    #: exact up to EXACT_MAX pairs, else simulated; at most 1 − confidence
     error: float
+    #: the confidence the last look reads its interval at (None: ``per_look``, as for a single look)
+    last: float | None = None
 
     @property
     def adaptive(self) -> bool:
         return len(self.looks) > 1
 
-
-def boundary(n: int, per_look: float) -> int | None:
-    """Seeds on one side of c needed at a look of n seeds for its interval to exclude c; None
-    when no interval of n seeds reaches ``per_look`` (too few seeds to decide anything)."""
-    k, coverage = order_statistic_rank(n, per_look)
-    return None if coverage < per_look else n - k + 1
+    def confidence_at(self, n: int) -> float:
+        """The confidence an interval of n pairs is read at: the last look's from its seeds on."""
+        return self.last if self.last is not None and n >= self.looks[-1] else self.per_look
 
 
-def _binomial_half(m: int) -> list[float]:
-    return [binom_cdf(i, m) - binom_cdf(i - 1, m) for i in range(m + 1)]
+def _edge(looks: tuple[int, ...], n: int, per_look: float, last: float | None) -> int | None:
+    """The look's boundary (None: not a look, or no interval of n pairs reaches its confidence)."""
+    if n not in looks:
+        return None
+    return boundary(n, last if last is not None and n == looks[-1] else per_look)
 
 
-def one_sided_error(looks: tuple[int, ...], per_look: float) -> float:
-    """P(the count of seeds above the true median ever reaches a look's boundary)."""
-    dist = [1.0]  # dist[s]: P(s seeds above so far, no boundary reached yet)
-    crossed, seen = 0.0, 0
-    for n in looks:
-        step = _binomial_half(n - seen)
-        grown = [0.0] * (len(dist) + len(step) - 1)
-        for s, p in enumerate(dist):
-            for j, q in enumerate(step):
-                grown[s + j] += p * q
-        dist, seen = grown, n
-        edge = boundary(n, per_look)
+@functools.lru_cache(maxsize=32)
+def _plus_sums(n: int) -> np.ndarray:
+    """W+ of every sign string of length n (bit i: the pair of rank i + 1 lies above c)."""
+    strings = np.arange(1 << n, dtype=np.int64)
+    sums = np.zeros(1 << n, dtype=np.int64)
+    for i in range(n):
+        sums += ((strings >> i) & 1) * (i + 1)
+    return sums
+
+
+def _exact_error(looks: tuple[int, ...], per_look: float, last: float | None = None) -> float:
+    """P(some look's interval excludes the true centre), summed over every sign string."""
+    mass = np.ones(1)
+    crossed = 0.0
+    for n in range(1, looks[-1] + 1):
+        strings = np.arange(1 << (n - 1), dtype=np.int64)
+        grown = np.zeros(1 << n)
+        share = mass / (2 * n)
+        for place in range(n):  # the new pair's rank, each equally likely, and its sign
+            spread = (strings & ((1 << place) - 1)) | ((strings >> place) << (place + 1))
+            grown[spread] += share
+            grown[spread | (1 << place)] += share
+        mass = grown
+        edge = _edge(looks, n, per_look, last)
         if edge is not None:
-            crossed += sum(dist[edge:])
-            dist = [p if s < edge else 0.0 for s, p in enumerate(dist)]
+            w = _plus_sums(n)
+            hit = (w >= edge) | (w <= walsh_count(n) - edge)
+            crossed += float(mass[hit].sum())
+            mass[hit] = 0.0
     return crossed
+
+
+@functools.lru_cache(maxsize=8)
+def _simulated_sums(looks: tuple[int, ...]) -> dict[int, np.ndarray]:
+    """W+ at each look over PATHS simulated paths of null pairs (magnitudes uniform, signs fair)."""
+    rng = np.random.default_rng(SEED)
+    most = looks[-1]
+    size = rng.random((PATHS, most))
+    plus = rng.random((PATHS, most)) < 0.5
+    w = np.zeros(PATHS, dtype=np.int64)
+    out = {}
+    for i in range(most):
+        new = size[:, i:i + 1]
+        # the new pair's rank, and the ranks it pushes up among the earlier "+" pairs
+        rank = 1 + (size[:, :i] < new).sum(axis=1)
+        pushed = ((size[:, :i] > new) & plus[:, :i]).sum(axis=1)
+        w += np.where(plus[:, i], rank, 0) + pushed
+        if i + 1 in looks:
+            out[i + 1] = w.copy()
+    return out
+
+
+def _simulated_error(looks: tuple[int, ...], per_look: float, last: float | None = None
+                     ) -> tuple[float, float]:
+    """The simulated error and its standard error."""
+    sums = _simulated_sums(looks)
+    alive = np.ones(PATHS, dtype=bool)
+    crossed = 0
+    for n in looks:
+        edge = _edge(looks, n, per_look, last)
+        if edge is None:
+            continue
+        hit = alive & ((sums[n] >= edge) | (sums[n] <= walsh_count(n) - edge))
+        crossed += int(hit.sum())
+        alive &= ~hit
+    p = crossed / PATHS
+    return p, math.sqrt(p * (1.0 - p) / PATHS)
+
+
+def error(looks: tuple[int, ...], per_look: float, last: float | None = None) -> float:
+    """The design's two-sided error: exact up to EXACT_MAX pairs, else simulated."""
+    check_looks(looks)
+    if looks[-1] <= EXACT_MAX:
+        return _exact_error(looks, per_look, last)
+    return _simulated_error(looks, per_look, last)[0]
+
+
+def _keeps(looks: tuple[int, ...], per_look: float, last: float | None, alpha: float) -> bool:
+    """Whether the design keeps its error within alpha (a simulated one with 2 SE to spare)."""
+    if looks[-1] <= EXACT_MAX:
+        return _exact_error(looks, per_look, last) <= alpha
+    err, se = _simulated_error(looks, per_look, last)
+    return err + 2.0 * se <= alpha
 
 
 def check_looks(looks: tuple[int, ...]) -> None:
@@ -90,25 +172,54 @@ def check_looks(looks: tuple[int, ...]) -> None:
         raise ValueError(f"looks must rise and start at {MIN_SEEDS} seeds or more, but got {looks}")
 
 
+def _coverages(ns: tuple[int, ...], floor: float) -> list[float]:
+    """Every coverage a signed-rank interval of these pair counts can have, from ``floor`` up:
+    the boundaries change only there."""
+    return sorted({c for n in ns for k in range(1, walsh_count(n) // 2 + 1) if (c := coverage(n, k)) >= floor}
+                  | {floor})
+
+
+def _first(candidates: list[float], keeps: Callable[[float], bool]) -> float | None:
+    """The lowest candidate that keeps the error (it only falls as the confidence rises: bisection)."""
+    if not candidates or not keeps(candidates[-1]):
+        return None
+    lo, hi = 0, len(candidates) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if keeps(candidates[mid]) else (mid + 1, hi)
+    return candidates[lo]
+
+
 @functools.cache  # pure: the plan, its rules, adaptive seeds and the report share one
 def design(looks: tuple[int, ...], confidence: float = CONFIDENCE) -> Design:
-    """The design whose looks each read their interval at one per-look confidence, the lowest
-    (so the most decisive) at which the two-sided error over all looks stays within
-    1 − ``confidence``."""
+    """The design of these looks at a two-sided error of 1 − ``confidence``.
+
+    The looks before the last read their interval at one *interim* confidence, the lowest of
+    at least 1 − α/3 at which they spend at most half the error rate α together; the last look
+    reads its own at the lowest confidence that keeps the whole design's error within α. Early
+    looks stop the arms whose seeds all agree by a wide margin; the last one keeps nearly the
+    power of a fixed design of as many seeds (the shape of Haybittle and Peto's designs, on the
+    exact distribution of the signed-rank statistic)."""
     check_looks(looks)
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), but got {confidence=}")
+    alpha = 1.0 - confidence
     if len(looks) == 1:
-        return Design(looks, confidence, confidence, 2.0 * one_sided_error(looks, confidence))
-    # the boundaries change only at the coverages an order-statistic interval can have
-    candidates = sorted({1.0 - 2.0 * binom_cdf(k - 1, n) for n in looks for k in range(1, (n + 1) // 2 + 1)}
-                        | {confidence})
-    for per_look in (c for c in candidates if c >= confidence):
-        error = 2.0 * one_sided_error(looks, per_look)
-        if error <= 1.0 - confidence:
-            return Design(looks, confidence, per_look, error)
-    # not even the widest intervals keep the error: nothing can be decided (never for n >= 2)
-    return Design(looks, confidence, 1.0 - 1e-12, 0.0)
+        return Design(looks, confidence, confidence, _fixed_error(looks[0], confidence))
+    interim = _first(_coverages(looks[:-1], 1.0 - alpha / 3.0),
+                     lambda c: _keeps(looks, c, 1.0 - 1e-12, alpha / 2.0))
+    if interim is None:  # the interim looks decide nothing: the last one alone is a fixed design
+        interim = 1.0 - 1e-12
+    last = _first(_coverages(looks[-1:], confidence), lambda c: _keeps(looks, interim, c, alpha))
+    if last is None:
+        return Design(looks, confidence, interim, 0.0, 1.0 - 1e-12)
+    return Design(looks, confidence, interim, error(looks, interim, last), last)
+
+
+def _fixed_error(n: int, confidence: float) -> float:
+    """A fixed design's exact error: twice the chance W+ reaches its one boundary."""
+    edge = boundary(n, confidence)
+    return 0.0 if edge is None else 2.0 * (1.0 - null_cdf(edge - 1, n))
 
 
 def adaptive_looks(min_seeds: int, max_seeds: int, step: int = 1) -> tuple[int, ...]:
