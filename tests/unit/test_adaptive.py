@@ -47,6 +47,16 @@ def test_the_plan_holds_every_seed_up_to_max_and_the_first_round_those_below_min
     d = adaptive.design(plan)
     assert d.looks == (3, 4, 5, 6) and d == sequential.design((3, 4, 5, 6))
     assert "adaptive seeds: every arm runs seeds 0-2 first" in format_plan(plan)
+    # no interval of 3-5 pairs reaches the interim confidence (>= 96.7 %): those looks only spend seeds
+    assert "warning: the looks at 3, 4, 5 seeds can never decide an arm" in format_plan(plan)
+
+
+def test_the_shipped_design_decides_at_both_looks() -> None:
+    plan = make_plan(load_sweep(ROOT / "sweeps" / "wenet_4v16.yaml", []))
+    text = format_plan(plan)
+    assert "looks [6, 10]" in text
+    assert "read at 0.9667 confidence before the last look and at 0.9 at it" in text
+    assert "can never decide" not in text
 
 
 def test_next_round_adds_seeds_to_undecided_arms_and_their_baseline_only(unseeded: Path) -> None:

@@ -82,9 +82,19 @@ def describe(plan: Plan) -> str | None:
         return (f"warning: adaptive seeds with at most {rep.max} seeds: no look can decide anything "
                 f"(even {rep.max} seeds that all agree fall short of {d.confidence:.0%} over "
                 f"{len(d.looks)} looks), so every arm runs all {rep.max}; raise replicates.max")
-    return (f"adaptive seeds: every arm runs seeds {rep.first_seed}-{rep.first_seed + rep.min - 1} "
-            f"first; arms not yet decided against their baseline (and the baseline) get more at "
-            f"looks {list(d.looks)}, up to {rep.max}; each interval read at {d.per_look:.4g} "
-            f"confidence so that, over these planned looks and with the targets frozen at the "
-            f"first look, stopping early keeps the error rate at most {1 - d.confidence:.0%} (exactly "
-            f"{d.error:.2%}; {sequential.METHOD}); the plan lists every trial that may run")
+    last = d.confidence_at(d.looks[-1])
+    reads = f"each interval read at {d.per_look:.4g} confidence"
+    if last != d.per_look:
+        reads += f" before the last look and at {last:.4g} at it"
+    idle = [n for n in d.looks if sequential.boundary(n, d.confidence_at(n)) is None]
+    out = (f"adaptive seeds: every arm runs seeds {rep.first_seed}-{rep.first_seed + rep.min - 1} "
+           f"first; arms not yet decided against their baseline (and the baseline) get more at "
+           f"looks {list(d.looks)}, up to {rep.max}; {reads}, so that, over these planned looks "
+           f"and with the targets frozen at the first look, stopping early keeps the error rate "
+           f"at most {1 - d.confidence:.0%} per arm (exactly {d.error:.2%}; {sequential.METHOD}); the "
+           "plan lists every trial that may run")
+    if idle:
+        out += (f"\nwarning: the looks at {', '.join(map(str, idle))} seeds can never decide an arm (no "
+                "interval of so few pairs reaches the look's confidence): they only spend seeds; "
+                "raise replicates.min")
+    return out

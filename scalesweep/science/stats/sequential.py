@@ -39,6 +39,8 @@ import numpy as np
 from scalesweep.science.stats.replicates import CONFIDENCE
 from scalesweep.science.stats.signed_rank import boundary, coverage, null_cdf, walsh_count
 
+__all__ = ["METHOD", "Design", "adaptive_looks", "boundary", "check_looks", "design", "error"]
+
 #: the fewest seeds a look may have: one seed has no interval at all
 MIN_SEEDS = 2
 #: designs up to this many pairs are summed exactly (2^n sign strings); larger ones simulated
@@ -46,8 +48,9 @@ EXACT_MAX = 16
 #: simulated paths for larger designs, and their seed (the same design always gets the same answer)
 PATHS = 200_000
 SEED = 20261128
-METHOD = ("exact group-sequential signed-rank test: one per-look confidence for every look, chosen "
-          "so that the chance any look's interval excludes the truth is at most 1 - confidence")
+METHOD = ("exact group-sequential signed-rank test: the looks before the last at one confidence, the "
+          "last at its own, chosen so that the chance any look's interval excludes the truth is at "
+          "most 1 - confidence")
 
 
 @dataclass(frozen=True)
