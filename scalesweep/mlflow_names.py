@@ -112,6 +112,9 @@ REPLICATES_PARAM = "replicates"
 #: the one source every display reads back; the params above stay for the MLflow UI's columns
 #: and for studies logged before it
 STUDY_RULES_PARAM = "study_rules"
+#: parent param: how the relative target was set (baseline seeds left out of it, and why), a
+#: JSON list of lines; logged at the end where there is any
+TARGET_NOTES_PARAM = "target_notes"
 #: parent params: the plateau check (JSON: metric, mode, last_share, min_improvement) and
 #: whether trials were curtailed (JSON bool); the report reads both back (docs/study.md)
 PLATEAU_PARAM = "plateau"

@@ -24,15 +24,20 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from scalesweep.dashboards.arms_table import arm_summaries
 from scalesweep.dashboards.convergence_table import StudyTrial, study_trials
 from scalesweep.dashboards.mlflow_data import Study, load_study
 from scalesweep.mlflow_names import STATUS_TAG
+from scalesweep.science.stats.arm_text import interval_text, median_text
+from scalesweep.science.stats.arms import ArmSummary
 from scalesweep.science.stats.batch_fit import Arm, Fit, Recommendation, judge, recommend
 
 BEST = "best per batch"
 #: the noise scale compared with B_crit is read over the last half of each trial's updates
 LATE_FRACTION = 0.5
 MERGED_AT_REFERENCE = ("fixed", "scaled")
+#: how decisions rank when recommending a measured arm: fewer epochs than the baseline first
+DECISION_RANK = {"faster": 0, "equivalent": 1, "not resolved": 2, "slower": 3}
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,9 @@ class Advice:
     world_size: int
     recommendation: Recommendation
     projection: tuple[str, float] | None  # (label, seconds per epoch at world_size)
+    #: the arms measured at world_size, against their baseline: best decision first, then the
+    #: lowest upper end of the paired epochs ratio's interval (docs/design.md §4, "Decisions")
+    decided: tuple[ArmSummary, ...] = ()
 
     @property
     def envelope(self) -> ArmFit:
@@ -76,7 +84,8 @@ def advise(study: Study, world_size: int | None = None,
     study's :func:`study_trials` if the caller has them already (the report does)."""
     if world_size is not None and world_size < 1:
         raise ValueError(f"world_size must be at least 1, but got {world_size=}")
-    trials = _trials(study_trials(study) if summaries is None else summaries)
+    listed = study_trials(study) if summaries is None else summaries
+    trials = _trials(listed)
     if trials.empty:
         raise ValueError(f"study {study.experiment_name!r} has no trials with a known, fixed "
                          "global batch (batch-ramp trials are left out of the batch fit)")
@@ -99,7 +108,21 @@ def advise(study: Study, world_size: int | None = None,
         samples_per_epoch=float((trials["updates_per_epoch"] * trials["global_batch"]).median()),
         arms=fits, noise_scale=noise, noise_points=points, noise_trials=n_trials,
         world_size=world_size, recommendation=recommend(arms, batch), projection=projection,
+        decided=ranked(arm_summaries(study, listed), world_size),
     )  # fmt: skip
+
+
+def ranked(summaries: Sequence[ArmSummary], world_size: int) -> tuple[ArmSummary, ...]:
+    """The arms at ``world_size`` compared with a baseline, by decision (faster, equivalent,
+    not resolved, slower), then by the upper end of their epochs ratio's interval (an arm
+    with no interval last)."""
+    def upper(a: ArmSummary) -> float:
+        ci = None if a.epochs_ratio is None else a.epochs_ratio.ratios.ci
+        return math.inf if ci is None else ci[1]
+
+    mine = [a for a in summaries if not a.is_baseline and a.epochs_ratio is not None
+            and _number(a.axes.get("world_size")) == world_size]
+    return tuple(sorted(mine, key=lambda a: (DECISION_RANK[a.answer], upper(a))))
 
 
 def load_advice(
@@ -282,6 +305,7 @@ def render(advice: Advice) -> str:
             lines.append(f"  B_crit ({BEST}) cannot be compared with it: the fit is not "
                          "trustworthy (see above)")
     lines.append("")
+    lines += _decided_lines(a)
     rec = a.recommendation
     where = (f"world size {a.world_size} (global batch {a.target_batch:g} = {a.world_size} x "
              f"{a.samples_per_batch_per_worker})")
@@ -301,3 +325,33 @@ def render(advice: Advice) -> str:
         lines.append(text)
         lines += [f"  (not considered: {reason})" for reason in rec.reasons]
     return "\n".join(lines)
+
+
+def _decided_lines(a: Advice) -> list[str]:
+    """The measured arms at the advised world size, ranked, and whether the first one is
+    resolved against the baseline and apart from the next."""
+    if not a.decided:
+        return []
+    lines = [f"arms measured at world size {a.world_size} against their baseline, best first (by "
+             "decision, then the epochs ratio interval's upper end):"]
+    for i, arm in enumerate(a.decided, start=1):
+        mi = None if arm.epochs_ratio is None else arm.epochs_ratio.ratios
+        lines.append(f"  {i}. {arm.arm}: {arm.answer}, epochs ratio {median_text(mi)} "
+                     f"{interval_text(mi)}")
+    pick = a.decided[0]
+    if pick.answer == "not resolved":
+        lines.append(f"  the first, {pick.arm}, is not resolved against the baseline: no measured arm "
+                     "is shown as fast as it")
+    if len(a.decided) > 1 and _overlap(pick, a.decided[1]):
+        lines.append(f"  {pick.arm} is not resolved against {a.decided[1].arm}: their intervals overlap, "
+                     "so the data do not tell which converges faster")
+    lines.append("")
+    return lines
+
+
+def _overlap(one: ArmSummary, other: ArmSummary) -> bool:
+    first = None if one.epochs_ratio is None else one.epochs_ratio.ratios.ci
+    second = None if other.epochs_ratio is None else other.epochs_ratio.ratios.ci
+    if first is None or second is None:
+        return True
+    return first[0] <= second[1] and second[0] <= first[1]

@@ -39,7 +39,7 @@ def arm_summaries(study: Study, trials: Sequence[StudyTrial]) -> list[ArmSummary
         base = t.run.get(BASELINE_ARM_PARAM)
         baseline_arm[t.summary.arm] = base if isinstance(base, str) and base else fallback
         axes.setdefault(t.summary.arm, _axes(t.run))
-    rules = replace(study.rules, target=_headline(study, trials))
+    rules = replace(study.rules, target=_headline(study, trials), notes=study.target_notes)
     return summarize_arms([t.summary for t in trials], baseline_arm, rules, axes)
 
 

@@ -36,6 +36,7 @@ from scalesweep.mlflow_names import (
     TARGET_METRIC,
     TARGET_METRIC_PARAM,
     TARGET_MODE_PARAM,
+    TARGET_NOTES_PARAM,
     TARGET_SMOOTHING_PARAM,
     TARGET_VALUE_PARAM,
     TRIAL_NAME_TAG,
@@ -96,6 +97,12 @@ class Study:
     def target_value(self) -> float | None:
         raw = self.parent_params.get(TARGET_VALUE_PARAM)
         return None if raw in (None, "", "None") else float(raw)
+
+    @property
+    def target_notes(self) -> tuple[str, ...]:
+        """How the relative target was set, as the driver logged it (none for older studies)."""
+        raw = self.parent_params.get(TARGET_NOTES_PARAM)
+        return () if raw in (None, "", "None") else tuple(str(n) for n in json.loads(str(raw)))
 
     @property
     def baseline_trial(self) -> str | None:

@@ -65,6 +65,13 @@ STUDY = [
 ]  # fmt: skip
 WENET = [T(4, "none", "fixed", 1280.0), T(16, "none", "fixed", 1000.0),
          T(16, "linear", "scaled", 400.0), T(16, "linear", "fixed", None)]  # fmt: skip
+# 6 seeds of each (updates at 16 workers x 4 = epochs against 4 workers'): linear/scaled within
+# 1 % of the baseline, linear with warmup 25 about 1 % slower, none/fixed about 30 % slower
+WENET_SEEDS = [T(4, "none", "fixed", 1280.0 * (1 + 0.02 * s), seed=s) for s in range(6)] + [
+    T(16, rule, warmup, 320.0 * (1 + 0.02 * s) * ratio * (1 + 0.004 * (s - 2.5)), seed=s)
+    for rule, warmup, ratio in (("linear", "scaled", 1.0), ("linear", "25", 1.008), ("none", "fixed", 1.3))
+    for s in range(6)
+]  # fmt: skip
 
 
 def _artifacts(client: MlflowClient) -> str | None:
@@ -90,6 +97,7 @@ def _log(client: MlflowClient, experiment: str, trials: list[T], *, noise: bool 
             "status": "completed" if t.updates else "diverged"})  # fmt: skip
         upe = DATASET // t.batch
         params = {"world_size": t.ws, "global_batch": t.batch, "scaling_rule": t.rule,
+                  "arm": f"ws{t.ws}-{t.warmup}-{t.rule}", "baseline_arm": "ws4-fixed-none",
                   "warmup_rule": t.warmup, "reference_global_batch": REFERENCE_WS * PER_WORKER,
                   "per_worker_batch": PER_WORKER, "accum_grad": 1, "updates_per_epoch": upe,
                   "seed": t.seed, "optimizer.lr": t.lr, "scheduler.type": "warmuplr",
@@ -120,6 +128,7 @@ def uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     client = MlflowClient(tracking_uri=uri)
     _log(client, "scaling", STUDY)
     _log(client, "wenet", WENET, noise=False)
+    _log(client, "wenet-seeds", WENET_SEEDS, noise=False)
     yield uri
 
 
@@ -210,3 +219,16 @@ def test_report_shows_the_advice(uri: str, tmp_path: Path) -> None:
     assert "<h2>Scaling advice</h2>" in page
     assert html.escape(text) in page
     assert "lr rule linear, warmup rule scaled" in page and "B_simple: 300 samples" in page
+
+
+def test_measured_arms_rank_by_decision_then_the_intervals_upper_end(uri: str) -> None:
+    advice = advise(load_study(uri, experiment="wenet-seeds"), world_size=16)
+    assert [(a.arm, a.answer) for a in advice.decided] == [
+        ("ws16-scaled-linear", "equivalent"), ("ws16-25-linear", "equivalent"),
+        ("ws16-fixed-none", "slower")]
+    text = render(advice)
+    assert "arms measured at world size 16 against their baseline, best first" in text
+    assert "  3. ws16-fixed-none: slower, epochs ratio 1.3 [1.29, 1.31]" in text
+    # the first two are both equivalent and their intervals overlap: said, not hidden
+    assert "ws16-scaled-linear is not resolved against ws16-25-linear: their intervals overlap" in text
+    assert "is not resolved against the baseline" not in text

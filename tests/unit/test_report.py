@@ -75,6 +75,7 @@ VALUE_COLUMNS = ["updates_to_target", "samples_to_target", "epochs_to_target",
                  "speedup_by_epochs", "best_dev_loss", "final_dev_loss"]  # fmt: skip
 
 
+NOTE = "warning: baseline seed 2 left out of the target: it diverged at epoch 1.5"
 PROJECTION = {"seconds_per_epoch": {"4": 407.17, "16": 121.7}, "label": "WeNet AISHELL (blog)"}
 # epochs_to_target x seconds per epoch at the trial's world size (from EXPECTED)
 EXPECTED_PROJECTED = {"ws4-warmup400-none": 2.5 * 407.17, "ws16-warmup100-linear": 2.25 * 121.7,
@@ -94,6 +95,7 @@ def _log_study(
         Param("target_metric", "dev_loss"), Param("target_value", str(TARGET)),
         Param("target_mode", "min"), Param("baseline_trial", TRIALS[0].name),
         *([Param("projection", json.dumps(PROJECTION))] if beyond else []),
+        *([Param("target_notes", json.dumps([NOTE]))] if beyond else []),
     ])  # fmt: skip
     for i, t in enumerate(TRIALS):
         run = client.create_run(exp_id, start_time=start + 1 + i, run_name=t.name, tags={
@@ -272,6 +274,9 @@ def test_build_report_writes_self_contained_files(store: Store, tmp_path: Path) 
     assert answer < page.index("<th>decision</th>") < page.index('alt="epochs_ratio_by_level"') < trials
     assert trials < page.index('alt="dev_loss_vs_epoch"')
     assert all("decision" in a and "ratio_by_target" in a for a in arms)
+    # how the target was set reaches the report from the parent run, as `run` printed it
+    (base,) = [a for a in arms if a["decision"] == "baseline"]
+    assert base["target_notes"] == [NOTE] and NOTE in page
     for png in paths.figures.values():
         assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     page = paths.html.read_text(encoding="utf-8")

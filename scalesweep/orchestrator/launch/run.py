@@ -321,7 +321,8 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
                       checks=end_lines(plan, curves, in_play, {**done, **callback.status}))
     try:
         close_runs(tracker, parent_id, trials, summaries, logged, done, callback.run_for,
-                   headline_target(plan, curves))
+                   headline_target(plan, curves),
+                   notes=[n for a in outcome.arms if a.is_baseline for n in a.notes])
     except Exception as exc:
         if not is_outage(exc):
             raise

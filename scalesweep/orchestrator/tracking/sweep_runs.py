@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from scalesweep.mlflow_names import (
     TARGET_LEVELS_PARAM,
     TARGET_METRIC_PARAM,
     TARGET_MODE_PARAM,
+    TARGET_NOTES_PARAM,
     TARGET_SMOOTHING_PARAM,
     TARGET_VALUE_PARAM,
 )
@@ -125,16 +126,19 @@ def spool_unsent(tracker: SweepTracker, sweep_dir: Path) -> None:
 def close_runs(tracker: SweepTracker, parent_id: str, trials: list[dict[str, Any]],
                summaries: Mapping[str, TrialSummary], logged: dict[str, set[str]],
                done: dict[str, str], run_for: Callable[[str], str | None],
-               headline: float | None = None) -> None:
+               headline: float | None = None, notes: Sequence[str] = ()) -> None:
     """Summary metrics, final tags and statuses: what the end of a sweep writes to MLflow.
     Fails fast (is_outage) where the server does not answer. ``run_for``: a trial's run, made
     with the evals that waited for it (SweepCallback.run_for); ``headline``: the study's one
-    target to show on the parent (each trial logs its own, cross-fitted)."""
+    target to show on the parent (each trial logs its own, cross-fitted); ``notes``: how that
+    target was set, for every display the store feeds (the report reads them back)."""
     with fail_fast():
         for t in trials:
             _log_trial_end(tracker, t, summaries[t["name"]], logged, done, run_for)
         if headline is not None and TARGET_VALUE_PARAM not in tracker.client.get_run(parent_id).data.params:
             tracker.log_params(parent_id, {TARGET_VALUE_PARAM: headline})
+        if notes and TARGET_NOTES_PARAM not in tracker.client.get_run(parent_id).data.params:
+            tracker.log_params(parent_id, {TARGET_NOTES_PARAM: json.dumps(list(notes))})
     if not tracker.flush_with_retry(deadline_s=tracking_grace_s()):
         raise ConnectionError("buffered metrics were not accepted")
     names = {str(t["mlflow_run_id"]): t["name"] for t in trials}
