@@ -66,11 +66,4 @@ def run(args: argparse.Namespace) -> int:
     warning = exposure_warning(args.host, args.port)
     if warning:
         print(warning, file=sys.stderr, flush=True)
-    # tracking/ui.py's serve binds its module's HOST (and links to it): set for this call
-    # until serve takes the host as an argument
-    bound = tracking_ui.HOST
-    tracking_ui.HOST = args.host
-    try:
-        return tracking_ui.serve(tracking_uri(args.tracking_uri), args.port)
-    finally:
-        tracking_ui.HOST = bound
+    return tracking_ui.serve(tracking_uri(args.tracking_uri), args.port, args.host)

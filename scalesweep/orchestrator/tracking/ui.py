@@ -239,9 +239,10 @@ def studies(uri: str) -> list[tuple[str, str]]:
     return [(e, exps[e]) for e in ids]
 
 
-def serve(uri: str, port: int) -> int:
-    """Run ``mlflow ui`` on 127.0.0.1 until Ctrl-C or SIGTERM, then stop its whole process tree."""
-    base = f"http://{HOST}:{port}"
+def serve(uri: str, port: int, host: str = HOST) -> int:
+    """Run ``mlflow ui`` on ``host`` (127.0.0.1 unless the user chose another) until Ctrl-C or
+    SIGTERM, then stop its whole process tree."""
+    base = f"http://{host}:{port}"
     print(f"MLflow UI at {base} (store {uri}); Ctrl-C stops it", flush=True)
     if not uri.startswith(("http://", "https://")):
         for eid, name in studies(uri):
@@ -249,7 +250,7 @@ def serve(uri: str, port: int) -> int:
             print(f"  {name}: {runs_url(base, eid, view)}\n    ({SHOWS[view]})", flush=True)
     # one worker: a personal UI needs no more, and it starts in half the time on a small machine
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
-           "--host", HOST, "--port", str(port), "--workers", "1"]
+           "--host", host, "--port", str(port), "--workers", "1"]
     # its own session, so that stopping it reaches the uvicorn workers it spawns
     proc = subprocess.Popen(cmd, env=os.environ.copy(), start_new_session=True)
 
