@@ -207,6 +207,9 @@ def design(looks: tuple[int, ...], confidence: float = CONFIDENCE) -> Design:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), but got {confidence=}")
     alpha = 1.0 - confidence
+    if all(boundary(n, confidence) is None for n in looks):
+        # not even the last look can reach the nominal confidence: nothing is ever decided
+        return Design(looks, confidence, confidence, 0.0)
     if len(looks) == 1:
         return Design(looks, confidence, confidence, _fixed_error(looks[0], confidence))
     interim = _first(_coverages(looks[:-1], 1.0 - alpha / 3.0),
