@@ -15,11 +15,19 @@ median inside the interval. Four ways, each its own row, since a user's case is 
 
 An extrapolation that `predict` refuses (more than ``MAX_FACTOR`` outside) is counted apart.
 Where the extrapolation rows cover less than ``WIDEN_BELOW``, their interval is widened: the
-half-width (log scale) times a factor, the smallest one at which the pooled extrapolations
-cover the nominal 90 %. It is fitted **leave-one-benchmark-out**: the factor applied to
-benchmark b is fitted on the other benchmarks' extrapolations only, so the coverage reported
-with it is out of sample. The same fit on every benchmark is the factor `predict` ships
-(``EXTRAPOLATION_FACTOR``). Beside the interpolation, MLPerf's own way to fill a batch size it
+half-width (log scale) times a factor, two ways side by side:
+
+* **constant** (what `predict` shipped before): one factor, the smallest at which the pooled
+  extrapolations cover the nominal 90 %;
+* **by step** (what `predict` ships, ``EXTRAPOLATION_SLOPE``): ``1 + slope * s``, s = log(M/N)
+  from the nearest batch predicted from, N, to the held-out one, M; the slope the smallest at
+  which the pooled extrapolations cover the nominal 90 %.
+
+Each is fitted **leave-one-benchmark-out**: what is applied to benchmark b is fitted on the
+other benchmarks' extrapolations only, so the coverage reported with it is out of sample. The
+same fit on every benchmark is what `predict` ships. Coverage is reported per kind and per step
+band (M/N under 1.6, 1.6-2.5 "about 2x", 2.5-3 between, 3 and over), since a pooled figure is
+carried by whichever steps are most common. Beside the interpolation, MLPerf's own way to fill a batch size it
 has no reference for: a straight line, in the raw batch, between the two neighbouring batch
 sizes (mlperf_logging/rcp_checker), here between their medians. That gives a point, no interval.
 
@@ -31,12 +39,20 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks._common import ROOT, Column, Report, Table, parse_args
+from scalesweep.science.stats.predict import (
+    EXTRAPOLATION_SLOPE,
+    MAX_FACTOR,
+    BatchPoint,
+    PredictionRefused,
+    predict,
+    widening,
+)
 
 NAME = "predict_backtest"
 DATA = ROOT / "benchmarks" / "data" / "mlperf_rcps"
@@ -52,6 +68,14 @@ KINDS = {
     DOWN_2: "extrapolation down, from the 2 nearest batches above",
 }
 EXTRAPOLATION = (UP_2, UP_ALL, DOWN_2)
+POOLED = "pooled"
+#: step bands by M/N (the held-out batch over the nearest it was predicted from): name, lower
+#: bound (inclusive), upper bound (inclusive for "about 2x", exclusive otherwise)
+BANDS = (("< 1.6x", 1.0, 1.6), ("1.6-2.5x (about 2x)", 1.6, 2.5), ("2.5-3x (between)", 2.5, 3.0),
+         (">= 3x", 3.0, math.inf))
+ABOUT_2X = BANDS[1][0]
+#: the coverage the "about 2x" band is held to (docs quote it, or say it is lower)
+ABOUT_2X_AIM = 0.85
 
 
 def load_rcps(path: Path) -> dict[int, list[float]]:
@@ -93,6 +117,17 @@ class HeldOut:
         return math.log(self.ci[1] / self.predicted)
 
     @property
+    def ratio(self) -> float:
+        """M/N (at least 1): the held-out batch against the nearest batch it was predicted from."""
+        near = min(self.used, key=lambda b: abs(math.log(self.batch / b)))
+        return max(self.batch, near) / min(self.batch, near)
+
+    @property
+    def step(self) -> float:
+        """s = log(M/N), the step `predict` widens by."""
+        return math.log(self.ratio)
+
+    @property
     def needs(self) -> float:
         """The factor on the half-width at which the interval would just hold the observed."""
         miss = abs(math.log(self.observed / self.predicted))
@@ -100,12 +135,23 @@ class HeldOut:
             return 0.0
         return miss / self.half_width if self.half_width > 0 else math.inf
 
+    @property
+    def slope_needs(self) -> float:
+        """The slope at which ``1 + slope * step`` on the half-width would just hold the
+        observed (0 where the bare interval holds it)."""
+        if self.needs <= 1.0:
+            return 0.0
+        return (self.needs - 1.0) / self.step if self.step > 0 else math.inf
+
     def widened(self, factor: float) -> tuple[float, float]:
         h = self.half_width * factor
         return self.predicted * math.exp(-h), self.predicted * math.exp(h)
 
     def hit_widened(self, factor: float) -> bool:
         return self.needs <= factor
+
+    def hit_sloped(self, slope: float) -> bool:
+        return self.slope_needs <= slope
 
 
 @dataclass(frozen=True)
@@ -138,8 +184,6 @@ def cases(batches: Sequence[int]) -> Iterator[tuple[str, int, tuple[int, ...]]]:
 
 
 def backtest(data_dir: Path = DATA, draws: int = 500) -> Backtest:
-    from scalesweep.science.stats.predict import BatchPoint, PredictionRefused, predict
-
     rows, refused = [], []
     for path in sorted(data_dir.glob("*/rcps_*.json")):
         name = path.stem.removeprefix("rcps_")
@@ -163,13 +207,24 @@ def backtest(data_dir: Path = DATA, draws: int = 500) -> Backtest:
     return Backtest(rows, refused)
 
 
-def fit_factor(needs: Sequence[float], confidence: float = CONFIDENCE) -> float:
-    """The smallest factor (at least 1: never narrower) on the half-width at which a share
-    ``confidence`` of these held-out batches is covered."""
+def _covering(needs: Sequence[float], confidence: float) -> float:
+    """The smallest of ``needs`` at or above which a share ``confidence`` of them is."""
     if not needs:
         raise ValueError("needs must hold one or more held-out batches, but is empty")
     ranked = sorted(needs)
-    return max(1.0, ranked[math.ceil(confidence * len(ranked)) - 1])
+    return ranked[math.ceil(confidence * len(ranked)) - 1]
+
+
+def fit_factor(needs: Sequence[float], confidence: float = CONFIDENCE) -> float:
+    """The smallest factor (at least 1: never narrower) on the half-width at which a share
+    ``confidence`` of these held-out batches is covered."""
+    return max(1.0, _covering(needs, confidence))
+
+
+def fit_slope(slope_needs: Sequence[float], confidence: float = CONFIDENCE) -> float:
+    """The smallest slope (at least 0: never narrower) of ``1 + slope * step`` at which a share
+    ``confidence`` of these held-out batches is covered."""
+    return max(0.0, _covering(slope_needs, confidence))
 
 
 def lobo_factors(rows: Sequence[HeldOut], confidence: float = CONFIDENCE) -> dict[str, float]:
@@ -180,8 +235,40 @@ def lobo_factors(rows: Sequence[HeldOut], confidence: float = CONFIDENCE) -> dic
 
 
 def full_factor(rows: Sequence[HeldOut], confidence: float = CONFIDENCE) -> float:
-    """The factor fitted on every benchmark's extrapolations: what `predict` ships."""
+    """The constant factor fitted on every benchmark's extrapolations (what `predict` shipped
+    before the step-dependent one)."""
     return fit_factor([r.needs for r in rows if r.kind in EXTRAPOLATION], confidence)
+
+
+def lobo_slopes(rows: Sequence[HeldOut], confidence: float = CONFIDENCE) -> dict[str, float]:
+    """Benchmark -> the slope fitted on the other benchmarks' extrapolations only."""
+    ext = [r for r in rows if r.kind in EXTRAPOLATION]
+    return {b: fit_slope([r.slope_needs for r in ext if r.benchmark != b], confidence)
+            for b in sorted({r.benchmark for r in rows})}
+
+
+def full_slope(rows: Sequence[HeldOut], confidence: float = CONFIDENCE) -> float:
+    """The slope fitted on every benchmark's extrapolations: what `predict` ships."""
+    return fit_slope([r.slope_needs for r in rows if r.kind in EXTRAPOLATION], confidence)
+
+
+def band_of(ratio: float) -> str:
+    """The step band of M/N."""
+    for name, lo, hi in BANDS:
+        if lo <= ratio < hi or (name == ABOUT_2X and ratio == hi):
+            return name
+    raise ValueError(f"M/N must be at least 1, but got {ratio!r}")
+
+
+def band_coverage(rows: Sequence[HeldOut], hit: Callable[[HeldOut], bool]) -> dict[str, tuple[int, int]]:
+    """Step band -> (hits, total) of ``rows`` by ``hit``, in the bands' order; a band with no
+    rows is left out."""
+    out: dict[str, tuple[int, int]] = {}
+    for name, _, _ in BANDS:
+        rows_in = [r for r in rows if band_of(r.ratio) == name]
+        if rows_in:
+            out[name] = (sum(hit(r) for r in rows_in), len(rows_in))
+    return out
 
 
 def needs_widening(bt: Backtest) -> bool:
@@ -202,11 +289,21 @@ def summary(rows: list[HeldOut]) -> dict[str, float]:
             "median_half_width": statistics.median(math.exp(r.half_width) - 1 for r in rows)}
 
 
+def _widened_figures(rows: Sequence[HeldOut], factors: Sequence[float],
+                     hits: Sequence[bool]) -> dict[str, Any]:
+    """Hits, coverage and median half-width (relative) of ``rows`` widened by ``factors``."""
+    n = sum(hits)
+    return {"hits": n, "coverage": n / len(rows), "median_half_width": statistics.median(
+        math.exp(r.half_width * f) - 1 for r, f in zip(rows, factors, strict=True))}
+
+
 def calibration(bt: Backtest) -> dict[str, dict[str, Any]]:
     """Per kind: hits/total (and refused) of the bare interval; for the extrapolation kinds,
-    where widened, the same with each benchmark's leave-one-benchmark-out factor."""
+    where widened, the same with each benchmark's leave-one-benchmark-out constant factor and,
+    beside it, its step-dependent factor (1 + slope * step)."""
     widen = needs_widening(bt)
     factors = lobo_factors(bt.rows) if widen else {}
+    slopes = lobo_slopes(bt.rows) if widen else {}
     out: dict[str, dict[str, Any]] = {}
     for kind in KINDS:
         rows = bt.of(kind)
@@ -216,17 +313,39 @@ def calibration(bt: Backtest) -> dict[str, dict[str, Any]]:
             "refused": sum(x.kind == kind for x in bt.refused),
             "median_abs_error": statistics.median(abs(r.error) for r in rows),
             "median_half_width": statistics.median(math.exp(r.half_width) - 1 for r in rows),
-            "widened": False, "hits_widened": None, "coverage_widened": None,
-            "factor_min": None, "factor_max": None, "median_half_width_widened": None,
+            "widened": False, "constant": None, "factor_min": None, "factor_max": None,
+            "step": None, "slope_min": None, "slope_max": None,
         }  # fmt: skip
         if widen and kind in EXTRAPOLATION:
-            used = [factors[r.benchmark] for r in rows]
-            hw = sum(r.hit_widened(f) for r, f in zip(rows, used, strict=True))
-            row.update(widened=True, hits_widened=hw, coverage_widened=hw / len(rows),
-                       factor_min=min(used), factor_max=max(used),
-                       median_half_width_widened=statistics.median(
-                           math.exp(r.half_width * f) - 1 for r, f in zip(rows, used, strict=True)))
+            const = [factors[r.benchmark] for r in rows]
+            slope = [slopes[r.benchmark] for r in rows]
+            by_step = [widening(r.step, b) for r, b in zip(rows, slope, strict=True)]
+            row.update(
+                widened=True, factor_min=min(const), factor_max=max(const),
+                slope_min=min(slope), slope_max=max(slope),
+                constant=_widened_figures(rows, const, [r.hit_widened(factors[r.benchmark]) for r in rows]),
+                step=_widened_figures(rows, by_step, [r.hit_sloped(slopes[r.benchmark]) for r in rows]))
         out[kind] = row
+    return out
+
+
+def by_band(rows: Sequence[HeldOut]) -> list[dict[str, Any]]:
+    """Per extrapolation kind and pooled, per step band: hits/total of the bare interval, of the
+    constant factor and of the step-dependent one (both leave-one-benchmark-out)."""
+    factors, slopes = lobo_factors(rows), lobo_slopes(rows)
+    hits: dict[str, Callable[[HeldOut], bool]] = {
+        "bare": lambda r: r.hit,
+        "constant": lambda r: r.hit_widened(factors[r.benchmark]),
+        "step": lambda r: r.hit_sloped(slopes[r.benchmark]),
+    }
+    out = []
+    for kind in (*EXTRAPOLATION, POOLED):
+        ext = [r for r in rows if r.kind in EXTRAPOLATION and kind in (r.kind, POOLED)]
+        counts = {way: band_coverage(ext, hit) for way, hit in hits.items()}
+        for band, (_, total) in counts["bare"].items():
+            out.append({"kind": kind, "band": band, "total": total,
+                        **{f"hits_{way}": c[band][0] for way, c in counts.items()},
+                        **{f"coverage_{way}": c[band][0] / total for way, c in counts.items()}})
     return out
 
 
@@ -234,38 +353,121 @@ def _pct(x: float | None) -> str:
     return "" if x is None else f"{x:.1%}"
 
 
-def main(argv: list[str] | None = None) -> None:
-    from scalesweep.science.stats.predict import EXTRAPOLATION_FACTOR, MAX_FACTOR
+def _of(hits: int, total: int) -> str:
+    return f"{hits}/{total} ({hits / total:.3f})"
 
+
+def _kind_table(cal: dict[str, dict[str, Any]], n_bench: int) -> Table:
+    def widened(c: dict[str, Any], way: str) -> str:
+        return _of(c[way]["hits"], c["total"]) if c["widened"] else ""
+
+    return Table(
+        f"coverage of the {CONFIDENCE:.0%} interval by kind of prediction, {n_bench} MLPerf "
+        "benchmarks; widened: the half-width times a constant factor, or 1 + slope * log(M/N), "
+        "each fitted leave-one-benchmark-out (out of sample)",
+        [Column("kind", "held out", "text"), Column("hits", "hits/total", "text"),
+         Column("coverage", "coverage", "number", ".3f"), Column("refused", "refused", "number", "d"),
+         Column("half", "median half-width", "text"), Column("err", "median abs error", "text"),
+         Column("hits_c", "constant: hits/total", "text"),
+         Column("factor", "constant: factor (per held-out benchmark)", "text"),
+         Column("half_c", "constant: median half-width", "text"),
+         Column("hits_s", "by step: hits/total", "text"),
+         Column("slope", "by step: slope (per held-out benchmark)", "text"),
+         Column("half_s", "by step: median half-width", "text")],
+        [{"kind": KINDS[k], "hits": f"{c['hits']}/{c['total']}", "coverage": c["coverage"],
+          "refused": c["refused"], "half": _pct(c["median_half_width"]),
+          "err": _pct(c["median_abs_error"]), "hits_c": widened(c, "constant"),
+          "factor": f"{c['factor_min']:.3g}-{c['factor_max']:.3g}" if c["widened"] else "",
+          "half_c": _pct(c["constant"]["median_half_width"]) if c["widened"] else "",
+          "hits_s": widened(c, "step"),
+          "slope": f"{c['slope_min']:.3g}-{c['slope_max']:.3g}" if c["widened"] else "",
+          "half_s": _pct(c["step"]["median_half_width"]) if c["widened"] else ""}
+         for k, c in cal.items()])
+
+
+def _band_table(bands: list[dict[str, Any]]) -> Table:
+    return Table(
+        f"extrapolation coverage of the {CONFIDENCE:.0%} interval by step, M/N (the held-out "
+        "batch over the nearest it was predicted from): bare, constant factor, factor by step "
+        "(both leave-one-benchmark-out)",
+        [Column("kind", "held out", "text"), Column("band", "M/N", "text"),
+         Column("bare", "bare", "text"), Column("constant", "constant factor", "text"),
+         Column("step", "by step", "text")],
+        [{"kind": KINDS.get(b["kind"], b["kind"]), "band": b["band"],
+          **{way: _of(b[f"hits_{way}"], b["total"]) for way in ("bare", "constant", "step")}}
+         for b in bands])
+
+
+def _fit_table(rows: list[HeldOut], n_bench: int) -> Table:
+    factors, slopes = lobo_factors(rows), lobo_slopes(rows)
+    return Table(
+        "the constant factor and the slope by step fitted without each benchmark "
+        "(leave-one-benchmark-out), and on all",
+        [Column("benchmark", "held-out benchmark", "text"),
+         Column("factor", "constant factor", "number", ".3f"),
+         Column("slope", "slope (1 + slope * log(M/N))", "number", ".3f")],
+        [*({"benchmark": b, "factor": factors[b], "slope": slopes[b]} for b in factors),
+         {"benchmark": f"(none: fitted on all {n_bench}; predict's EXTRAPOLATION_SLOPE = "
+                       f"{EXTRAPOLATION_SLOPE:g} is the slope rounded up)",
+          "factor": full_factor(rows), "slope": full_slope(rows)}])
+
+
+def _row_table(rows: list[HeldOut], cal: dict[str, dict[str, Any]]) -> Table:
+    factors, slopes = lobo_factors(rows), lobo_slopes(rows)
+
+    def widened(r: HeldOut) -> dict[str, str]:
+        if not cal[r.kind]["widened"]:
+            return {}
+        slope = slopes[r.benchmark]
+        return {"hit_c": "yes" if r.hit_widened(factors[r.benchmark]) else "no",
+                "ci_s": "[{:.4g}, {:.4g}]".format(*r.widened(widening(r.step, slope))),
+                "hit_s": "yes" if r.hit_sloped(slope) else "no"}
+
+    return Table(
+        "per held-out batch (values in the file's unit: epochs or samples)",
+        [Column("kind", "kind", "text"), Column("benchmark", "benchmark", "text"),
+         Column("batch", "batch", "number", "g"), Column("used", "from", "text"),
+         Column("ratio", "M/N", "text"),
+         Column("observed", "observed median", "number", ".4g"),
+         Column("predicted", "predicted", "number", ".4g"), Column("ci", "interval", "text"),
+         Column("hit", "hit", "text"), Column("hit_c", "constant factor: hit", "text"),
+         Column("ci_s", "by step: interval", "text"), Column("hit_s", "by step: hit", "text"),
+         Column("err", "error", "number", "+.3f"),
+         Column("nb", "neighbour line error", "number", "+.3f")],
+        [{"kind": r.kind, "benchmark": r.benchmark, "batch": r.batch,
+          "used": ", ".join(map(str, r.used)) if r.kind != INTERIOR else "all others",
+          "ratio": f"{r.ratio:.3g}" if r.kind != INTERIOR else "",
+          "observed": r.observed, "predicted": r.predicted,
+          "ci": f"[{r.ci[0]:.4g}, {r.ci[1]:.4g}]", "hit": "yes" if r.hit else "no",
+          **widened(r), "err": r.error, "nb": r.neighbours_error} for r in rows])
+
+
+def _two_x_note(rows: list[HeldOut]) -> str:
+    """The 4, 8 -> 16 shape exactly: up from the 2 nearest below, M/N = 2."""
+    two = [r for r in rows if r.kind == UP_2 and r.ratio == 2.0]
+    factors, slopes = lobo_factors(rows), lobo_slopes(rows)
+    n = len(two)
+    return (f"exactly 2x up from the 2 nearest batches below (as 4, 8 -> 16): bare "
+            f"{sum(r.hit for r in two)}/{n}, constant factor "
+            f"{sum(r.hit_widened(factors[r.benchmark]) for r in two)}/{n}, by step "
+            f"{sum(r.hit_sloped(slopes[r.benchmark]) for r in two)}/{n}")
+
+
+def main(argv: list[str] | None = None) -> None:
     args = parse_args(__doc__, argv)
     bt = backtest(draws=50 if args.quick else 500)
     rows = bt.rows
     s = summary(rows)
     cal = calibration(bt)
-    factors = lobo_factors(rows)
-    shipped_fit = full_factor(rows)
+    bands = by_band(rows)
+    shipped_fit = full_slope(rows)
     n_bench = len({r.benchmark for r in rows})
     report = Report(NAME, quick=args.quick, settings={
         "data": str(DATA.relative_to(ROOT)), "confidence": CONFIDENCE, "widen_below": WIDEN_BELOW,
-        "extrapolation_factor_shipped": EXTRAPOLATION_FACTOR})
-    report.tables.append(Table(
-        f"coverage of the {CONFIDENCE:.0%} interval by kind of prediction, {n_bench} MLPerf "
-        "benchmarks; widened: the half-width times the factor fitted leave-one-benchmark-out "
-        "(out of sample)",
-        [Column("kind", "held out", "text"), Column("hits", "hits/total", "text"),
-         Column("coverage", "coverage", "number", ".3f"), Column("refused", "refused", "number", "d"),
-         Column("half", "median half-width", "text"), Column("err", "median abs error", "text"),
-         Column("hits_w", "widened: hits/total", "text"),
-         Column("coverage_w", "widened: coverage (out of sample)", "number", ".3f"),
-         Column("factor", "widened: factor (per held-out benchmark)", "text"),
-         Column("half_w", "widened: median half-width", "text")],
-        [{"kind": KINDS[k], "hits": f"{c['hits']}/{c['total']}", "coverage": c["coverage"],
-          "refused": c["refused"], "half": _pct(c["median_half_width"]),
-          "err": _pct(c["median_abs_error"]),
-          "hits_w": f"{c['hits_widened']}/{c['total']}" if c["widened"] else "",
-          "coverage_w": c["coverage_widened"],
-          "factor": f"{c['factor_min']:.3g}-{c['factor_max']:.3g}" if c["widened"] else "",
-          "half_w": _pct(c["median_half_width_widened"])} for k, c in cal.items()]))
+        "extrapolation_slope_shipped": EXTRAPOLATION_SLOPE,
+        "bands": [[name, lo, hi if math.isfinite(hi) else None] for name, lo, hi in BANDS]})
+    report.tables.append(_kind_table(cal, n_bench))
+    report.tables.append(_band_table(bands))
     report.tables.append(Table(
         "interpolation: every interior batch size held out and predicted from the rest",
         [Column("what", "what", "text"), Column("value", "value", "number", ".3g")],
@@ -276,42 +478,30 @@ def main(argv: list[str] | None = None) -> None:
          {"what": "predict: max abs error", "value": s["max_abs_error"]},
          {"what": "MLPerf neighbour line: median abs error", "value": s["neighbours_median_abs_error"]},
          {"what": "MLPerf neighbour line: max abs error", "value": s["neighbours_max_abs_error"]}]))
-    report.tables.append(Table(
-        "the extrapolation factor fitted without each benchmark (leave-one-benchmark-out), and on all",
-        [Column("benchmark", "held-out benchmark", "text"), Column("factor", "factor", "number", ".3f")],
-        [*({"benchmark": b, "factor": f} for b, f in factors.items()),
-         {"benchmark": f"(none: fitted on all {n_bench}; predict's EXTRAPOLATION_FACTOR = "
-                       f"{EXTRAPOLATION_FACTOR:g} is this rounded up)", "factor": shipped_fit}]))
-    report.tables.append(Table(
-        "per held-out batch (values in the file's unit: epochs or samples)",
-        [Column("kind", "kind", "text"), Column("benchmark", "benchmark", "text"),
-         Column("batch", "batch", "number", "g"), Column("used", "from", "text"),
-         Column("observed", "observed median", "number", ".4g"),
-         Column("predicted", "predicted", "number", ".4g"), Column("ci", "interval", "text"),
-         Column("hit", "hit", "text"), Column("ci_w", "widened interval", "text"),
-         Column("hit_w", "widened hit", "text"), Column("err", "error", "number", "+.3f"),
-         Column("nb", "neighbour line error", "number", "+.3f")],
-        [{"kind": r.kind, "benchmark": r.benchmark, "batch": r.batch,
-          "used": ", ".join(map(str, r.used)) if r.kind != INTERIOR else "all others",
-          "observed": r.observed, "predicted": r.predicted,
-          "ci": f"[{r.ci[0]:.4g}, {r.ci[1]:.4g}]", "hit": "yes" if r.hit else "no",
-          **({"ci_w": "[{:.4g}, {:.4g}]".format(*r.widened(factors[r.benchmark])),
-              "hit_w": "yes" if r.hit_widened(factors[r.benchmark]) else "no"}
-             if cal[r.kind]["widened"] else {}),
-          "err": r.error, "nb": r.neighbours_error} for r in rows]))
+    report.tables.append(_fit_table(rows, n_bench))
+    report.tables.append(_row_table(rows, cal))
     report.target(f"interpolation: hit rate of the {CONFIDENCE:.0%} interval", s["hit_rate"], ">=", 0.85)
     for k in EXTRAPOLATION:
         c = cal[k]
-        value = c["coverage_widened"] if c["widened"] else c["coverage"]
-        report.target(f"{KINDS[k]}: coverage{' widened, out of sample' if c['widened'] else ''}",
+        value = c["step"]["coverage"] if c["widened"] else c["coverage"]
+        report.target(f"{KINDS[k]}: coverage{' widened by step, out of sample' if c['widened'] else ''}",
                       value, ">=", WIDEN_BELOW)
-    report.target("predict's EXTRAPOLATION_FACTOR less the fit on every benchmark",
-                  EXTRAPOLATION_FACTOR - shipped_fit, ">=", 0.0)
+    for b in bands:
+        if b["band"] == ABOUT_2X:
+            report.target(f"{KINDS.get(b['kind'], b['kind'])}, M/N {ABOUT_2X}: coverage widened by "
+                          "step, out of sample", b["coverage_step"], ">=", ABOUT_2X_AIM)
+    report.target("predict's EXTRAPOLATION_SLOPE less the fit on every benchmark",
+                  EXTRAPOLATION_SLOPE - shipped_fit, ">=", 0.0)
     report.notes.append(
         f"refused (more than the predictor's {MAX_FACTOR:g}x outside the batches it is given): "
         + (", ".join(f"{x.kind} {x.benchmark} {x.batch}" for x in bt.refused) or "none"))
-    report.raw = {"summary": s, "calibration": cal, "lobo_factors": factors,
-                  "full_factor": shipped_fit}
+    between = [f"{r.kind} {r.benchmark} {r.batch} ({r.ratio:.3g}x)" for r in rows
+               if r.kind in EXTRAPOLATION and band_of(r.ratio) == BANDS[2][0]]
+    report.notes.append(f"between the bands (M/N over 2.5, under 3): {', '.join(between) or 'none'}")
+    report.notes.append(_two_x_note(rows))
+    report.raw = {"summary": s, "calibration": cal, "by_band": bands,
+                  "lobo_factors": lobo_factors(rows), "full_factor": full_factor(rows),
+                  "lobo_slopes": lobo_slopes(rows), "full_slope": shipped_fit}
     report.finish(args.out)
 
 

@@ -173,9 +173,9 @@ def render(sp: StudyPrediction) -> str:
             continue
         lines.append(f"  {r.rule}: {p.median:.3g} epochs [{p.ci[0]:.3g}, {p.ci[1]:.3g}] "
                      f"({p.confidence:.0%}) at global batch {r.global_batch:g}, from {measured}"
-                     + (f"; interval widened {p.widened:g}x: outside the measured batches "
-                        "(the factor the MLPerf backtest's extrapolations need)"
-                        if p.widened > 1.0 else ""))
+                     + (f"; interval widened {p.widened:.3g}x: outside the measured batches "
+                        "(the factor grows with the step beyond them, as the MLPerf backtest's "
+                        "extrapolations need)" if p.widened > 1.0 else ""))
     b = sp.best_lr
     if b is None:
         lines.append(f"  best lr: {sp.best_lr_note}")

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from scalesweep.science.stats.predict import (
-    EXTRAPOLATION_FACTOR,
+    EXTRAPOLATION_SLOPE,
     MAX_FACTOR,
     NOISE_SCALE_RANGE,
     TWO_POINT_FIT_ERROR,
@@ -19,6 +19,7 @@ from scalesweep.science.stats.predict import (
     fit_line,
     predict,
     student_t,
+    widening,
 )
 
 
@@ -45,16 +46,47 @@ def test_seeds_that_agree_predict_the_law_exactly_with_only_the_two_point_floor(
     assert three.median == pytest.approx(law(512)) and three.ci == pytest.approx((law(512),) * 2)
 
 
-@pytest.mark.parametrize("batch", [1024.0, 32.0])
-def test_an_extrapolated_interval_is_widened_by_the_calibrated_factor(batch: float) -> None:
+@pytest.mark.parametrize(("batch", "step"), [(1024.0, math.log(4)), (32.0, math.log(2))])
+def test_an_extrapolated_interval_is_widened_by_the_calibrated_factor_of_its_step(
+        batch: float, step: float) -> None:
     p = predict(exact((64, 256)), batch)  # above the largest, below the smallest
-    half = TWO_POINT_FIT_ERROR * EXTRAPOLATION_FACTOR
-    assert EXTRAPOLATION_FACTOR > 1.0 and p.widened == EXTRAPOLATION_FACTOR
+    half = TWO_POINT_FIT_ERROR * widening(step)
+    assert EXTRAPOLATION_SLOPE > 0.0 and p.widened == pytest.approx(1.0 + EXTRAPOLATION_SLOPE * step)
     assert p.median == pytest.approx(law(batch))
     assert p.ci == pytest.approx((law(batch) * math.exp(-half), law(batch) * math.exp(half)))
     bare = predict(exact((64, 256)), batch, extrapolation_factor=1.0)
     assert bare.widened == 1.0 and bare.ci == pytest.approx(
         (law(batch) * math.exp(-TWO_POINT_FIT_ERROR), law(batch) * math.exp(TWO_POINT_FIT_ERROR)))
+
+
+def test_the_factor_grows_with_the_step_from_one_at_the_measured_edge() -> None:
+    steps = [0.0, math.log(1.2), math.log(2), math.log(4)]
+    factors = [widening(s) for s in steps]
+    assert factors[0] == 1.0 and factors == sorted(factors) and len(set(factors)) == 4
+    for bad in (-0.1, math.inf, math.nan):
+        with pytest.raises(ValueError, match="step must be finite and at least 0"):
+            widening(bad)
+
+
+def _relative_half_width(batch: float) -> float:
+    p = predict(exact((64, 256)), batch)
+    return math.log(p.ci[1] / p.median)
+
+
+def test_a_prediction_two_times_out_is_wider_than_one_a_fifth_out() -> None:
+    # the bare two-point interval is the same 12 % at every step: only the factor tells them apart
+    near, far = _relative_half_width(256 * 1.2), _relative_half_width(512)
+    assert near == pytest.approx(TWO_POINT_FIT_ERROR * widening(math.log(1.2)))
+    assert far == pytest.approx(TWO_POINT_FIT_ERROR * widening(math.log(2))) and far > near * 1.3
+    # and below the smallest, measured from it (the nearest), not from the largest
+    assert _relative_half_width(32) == pytest.approx(far)
+    # just outside the measured batches is hardly wider than at their edge: no jump
+    assert _relative_half_width(256 * 1.001) == pytest.approx(TWO_POINT_FIT_ERROR, rel=1e-2)
+
+
+def test_a_constant_factor_given_is_applied_whatever_the_step() -> None:
+    for batch in (256 * 1.2, 512.0):
+        assert predict(exact((64, 256)), batch, extrapolation_factor=1.5).widened == 1.5
 
 
 @pytest.mark.parametrize("batch", [64.0, 100.0, 256.0])
