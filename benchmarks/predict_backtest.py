@@ -453,6 +453,14 @@ def _two_x_note(rows: list[HeldOut]) -> str:
             f"{sum(r.hit_sloped(slopes[r.benchmark]) for r in two)}/{n}")
 
 
+def band_needs(rows: Sequence[HeldOut]) -> dict[str, float]:
+    """Step band -> the constant factor its extrapolations alone need (in sample): what the
+    widening's dependence on the step follows."""
+    ext = [r for r in rows if r.kind in EXTRAPOLATION]
+    return {name: fit_factor([r.needs for r in ext if band_of(r.ratio) == name])
+            for name, _, _ in BANDS if any(band_of(r.ratio) == name for r in ext)}
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(__doc__, argv)
     bt = backtest(draws=50 if args.quick else 500)
@@ -499,9 +507,13 @@ def main(argv: list[str] | None = None) -> None:
                if r.kind in EXTRAPOLATION and band_of(r.ratio) == BANDS[2][0]]
     report.notes.append(f"between the bands (M/N over 2.5, under 3): {', '.join(between) or 'none'}")
     report.notes.append(_two_x_note(rows))
+    report.notes.append("the constant factor each band's extrapolations need, fitted on that band "
+                        "alone (in sample): " + ", ".join(
+                            f"{name} {f:.3g}" for name, f in band_needs(rows).items()))
     report.raw = {"summary": s, "calibration": cal, "by_band": bands,
                   "lobo_factors": lobo_factors(rows), "full_factor": full_factor(rows),
-                  "lobo_slopes": lobo_slopes(rows), "full_slope": shipped_fit}
+                  "lobo_slopes": lobo_slopes(rows), "full_slope": shipped_fit,
+                  "band_needs": band_needs(rows)}
     report.finish(args.out)
 
 

@@ -27,6 +27,7 @@ from benchmarks.predict_backtest import (
     HeldOut,
     backtest,
     band_coverage,
+    band_needs,
     band_of,
     by_band,
     calibration,
@@ -119,8 +120,9 @@ def test_the_widened_coverage_is_out_of_sample_and_holds(bt: Backtest) -> None:
 def test_the_factor_the_extrapolations_need_grows_with_the_step(bt: Backtest) -> None:
     # the reason the widening is a function of the step: fitted in each band alone, it rises
     ext = [r for r in bt.rows if r.kind in EXTRAPOLATION]
-    need = {name: fit_factor([r.needs for r in ext if band_of(r.ratio) == name])
-            for name, _, _ in BANDS}
+    need = band_needs(bt.rows)
+    assert need == {name: fit_factor([r.needs for r in ext if band_of(r.ratio) == name])
+                    for name, _, _ in BANDS}
     assert need["< 1.6x"] < need[ABOUT_2X] < need[">= 3x"]
 
 
@@ -192,4 +194,5 @@ def test_the_shipped_results_are_what_the_backtest_computes(bt: Backtest) -> Non
     assert shipped["raw"]["lobo_factors"] == pytest.approx(lobo_factors(bt.rows))
     assert shipped["raw"]["lobo_slopes"] == pytest.approx(lobo_slopes(bt.rows))
     assert shipped["raw"]["full_factor"] == pytest.approx(full_factor(bt.rows))
+    assert shipped["raw"]["band_needs"] == pytest.approx(band_needs(bt.rows))
     assert shipped["settings"]["extrapolation_slope_shipped"] == EXTRAPOLATION_SLOPE
