@@ -28,6 +28,7 @@ from scalesweep.dashboards.arms_table import arm_summaries
 from scalesweep.dashboards.convergence_table import StudyTrial, study_trials
 from scalesweep.dashboards.mlflow_data import Study, load_study
 from scalesweep.mlflow_names import STATUS_TAG
+from scalesweep.science.solve import DECISION_RANK
 from scalesweep.science.stats.arm_text import interval_text, median_text
 from scalesweep.science.stats.arms import ArmSummary
 from scalesweep.science.stats.batch_fit import Arm, Fit, Recommendation, judge, recommend
@@ -36,8 +37,6 @@ BEST = "best per batch"
 #: the noise scale compared with B_crit is read over the last half of each trial's updates
 LATE_FRACTION = 0.5
 MERGED_AT_REFERENCE = ("fixed", "scaled")
-#: how decisions rank when recommending a measured arm: fewer epochs than the baseline first
-DECISION_RANK = {"faster": 0, "equivalent": 1, "not resolved": 2, "slower": 3}
 
 
 @dataclass(frozen=True)

@@ -150,6 +150,9 @@ def test_solve_stopped_then_resumed_finds_the_known_best_lr_within_one_grid_step
     assert search[0].data.tags[ROLE_TAG] == "solve"  # not a study: `report` passes it over
     assert verify[0].data.tags[SOLVE_SEARCH_TAG] == search[0].info.run_id
     assert verify[0].info.run_id == answer["verification_parent_run_id"]
+    # the pick is one of best_of verified candidates: each read at an error of 10 % / best_of
+    assert answer["best_of"] >= 1
+    assert answer["selection_confidence"] == pytest.approx(1 - 0.1 / answer["best_of"])
     assert search[0].info.status == "FINISHED"  # reopened by resume, then closed
     every = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == search[0].info.run_id]
     # a run the kill cut short is ended KILLED; its trial ran again from scratch

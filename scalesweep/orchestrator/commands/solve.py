@@ -99,6 +99,14 @@ _SAID = {"faster": "faster than the baseline per epoch",
          "not resolved": "not resolved against the baseline"}
 
 
+def _selection(answer: dict[str, Any]) -> str:
+    k = answer.get("best_of") or 1
+    if k <= 1:
+        return "the one candidate verified"
+    return (f"the best of {k} candidates verified on the same seeds, each read at an error of "
+            f"{1 - answer['selection_confidence']:.3g} (10 % / {k}) so that the pick's holds")
+
+
 def _num(x: float | None) -> str:
     return "inf" if x is None else f"{x:.3g}"
 
@@ -120,8 +128,8 @@ def render(answer: dict[str, Any]) -> str:
     head = (f"at {m} workers: lr x{answer['lr_factor']:g} (lr {answer['lr']:.4g}, peak "
             f"{answer['peak_lr']:.4g}), warmup {answer['warmup_steps']} updates: "
             f"{_SAID[answer['decision']]}: paired epochs ratio "
-            f"{'a bound' if median is None else f'median {median:.3g}'}, interval {shown} "
-            "(order-statistic interval over seeds, sign test)")
+            f"{'a bound' if median is None else f'estimate {median:.3g}'}, interval {shown} "
+            f"(signed-rank interval over seeds; {_selection(answer)})")
     if answer["decision"] not in ("faster", "equivalent"):
         head = ("no recipe in this space was equivalent or faster; the best was:\n  " + head)
     lines = [head]

@@ -1,27 +1,52 @@
 """The answer `scalesweep solve` prints (docs/solve.md, "The answer"): the verified candidate
 whose decision is best, its interval at every level, what the solve cost, and the recipe's
-settings in the recipe's own keys, ready to paste."""
+settings in the recipe's own keys, ready to paste.
+
+The answer is the best of K verified candidates, picked after seeing their intervals, so each
+candidate's interval is read again at the design for an error of α / K (Bonferroni): the
+chance that any of the K intervals misses its candidate's truth is then at most α, whichever
+is picked. The group-sequential design bounds the chance that any planned look's interval
+misses, whatever the rule that stopped the seeds, so the verification's own looks (decided at
+α) can be read at α / K afterwards."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from scalesweep.mlflow_names import ARM_PARAM
 from scalesweep.orchestrator.launch.run import Outcome
 from scalesweep.orchestrator.launch.solve_search import Spent
 from scalesweep.orchestrator.launch.solve_state import candidate_number, trial_epochs
+from scalesweep.orchestrator.plan import rules as plan_rules
 from scalesweep.orchestrator.plan.rows import PlanRow, row_for
 from scalesweep.orchestrator.plan.solve_plan import SolvePlan
 from scalesweep.orchestrator.spec.load import Sweep
 from scalesweep.science.solve import answer_order, at_edge
-from scalesweep.science.stats.arms import ArmSummary
+from scalesweep.science.stats import sequential
+from scalesweep.science.stats.arms import ArmSummary, summarize_arms
 from scalesweep.science.stats.levels import ratio_median_json
+from scalesweep.science.stats.replicates import CONFIDENCE
 
 
 def _arm_of(arms: list[ArmSummary], name: str) -> ArmSummary | None:
     return next((a for a in arms if a.arm == name), None)
+
+
+def selection_design(sweep: Sweep, k: int) -> sequential.Design:
+    """The verification's looks at an error of α / k: what each of k candidates is read at."""
+    return sequential.design(plan_rules.looks(sweep), 1.0 - (1.0 - CONFIDENCE) / max(k, 1))
+
+
+def _judged_for_selection(sweep: Sweep, verification: Outcome, k: int) -> list[ArmSummary]:
+    """The verification's arms judged again at the selection design (α / k)."""
+    d = selection_design(sweep, k)
+    base = plan_rules.study_rules(sweep)
+    rules = replace(base, confidence=d.per_look, last_confidence=d.last)
+    pairs = {s.arm: s.baseline_arm for s in verification.summaries}
+    return summarize_arms(verification.summaries, pairs, rules)
 
 
 def answer(sweep: Sweep, sp: SolvePlan, picks: list[tuple[float, int]], verification: Outcome | None,
@@ -36,10 +61,11 @@ def answer(sweep: Sweep, sp: SolvePlan, picks: list[tuple[float, int]], verifica
     verify_epochs = 0.0
     if verification is not None:
         verify_epochs = sum(float(t.get("epochs") or 0.0) for t in verification.trials)
+        judged = _judged_for_selection(sweep, verification, len(picks))
         for factor, warmup in picks:
             row = row_for(sweep, {**base.axes, "world_size": sp.world_size, "warmup_rule": warmup,
                                   "scaling_rule": factor}, cluster)
-            arm = _arm_of(verification.arms, row.arm)
+            arm = _arm_of(judged, row.arm)
             if arm is None or arm.epochs_ratio is None:
                 continue
             mi = arm.epochs_ratio.ratios
@@ -52,6 +78,9 @@ def answer(sweep: Sweep, sp: SolvePlan, picks: list[tuple[float, int]], verifica
         "trials_used": trials, "trial_epochs_used": round(search_epochs + verify_epochs, 3),
         "grid_trial_epochs": sp.grid_trial_epochs, "sampler": sp.sampler,
         "search_trial_epochs_used": round(spent.used, 3), "candidates_run": spent.finished,
+        "best_of": len(picks) if verification is not None else 0,
+        "selection_confidence": None if verification is None else
+        1.0 - (1.0 - CONFIDENCE) / max(len(picks), 1),
         "verification_parent_run_id": verification.parent_run_id if verification else None}
     if not verified:
         return out
