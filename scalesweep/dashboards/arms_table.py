@@ -12,7 +12,7 @@ import pandas as pd
 
 from scalesweep.dashboards.convergence_table import StudyTrial
 from scalesweep.dashboards.mlflow_data import Study
-from scalesweep.mlflow_names import BASELINE_ARM_PARAM
+from scalesweep.mlflow_names import BASELINE_ARM_PARAM, TARGET_NOTES_PARAM
 from scalesweep.science.stats.arms import ArmSummary, summarize_arms
 
 #: the axes each arm is described by in arms.json/arms.csv (those a trial logs as params)
@@ -65,7 +65,7 @@ def arms_frame(arms: Sequence[ArmSummary]) -> pd.DataFrame:
                     row[f"ratio_at_level_{lv['level']:g}"] = lv["ratio_median"]
                     row[f"ratio_lower_bound_at_level_{lv['level']:g}"] = lv["ratio_lower_bound"]
                     row[f"decision_at_level_{lv['level']:g}"] = lv["decision"]
-            elif key == "target_notes":
+            elif key == TARGET_NOTES_PARAM:
                 row[key] = "; ".join(value)
             elif isinstance(value, list):
                 row[f"{key}_lo"], row[f"{key}_hi"] = value

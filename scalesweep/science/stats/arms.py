@@ -14,7 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from scalesweep.mlflow_names import ARM_PARAM, BASELINE_ARM_PARAM, EQUIVALENCE_MARGIN_PARAM, SPEEDUP_METRIC
+from scalesweep.mlflow_names import (
+    ARM_PARAM,
+    BASELINE_ARM_PARAM,
+    EQUIVALENCE_MARGIN_PARAM,
+    SPEEDUP_METRIC,
+    TARGET_NOTES_PARAM,
+)
 from scalesweep.science.stats.convergence import (
     Axis,
     EvalPoint,
@@ -201,7 +207,7 @@ class ArmSummary:
                                    "threshold": cond.threshold, "ok": cond.ok,
                                    "suggested_level": self.suggested_level}
         if self.is_baseline:
-            out["target_notes"] = list(self.notes)
+            out[TARGET_NOTES_PARAM] = list(self.notes)
         return out
 
     @property
