@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -81,27 +82,20 @@ def test_interpolation_and_each_extrapolation_are_rows_of_their_own(bt: Backtest
     assert not cal[INTERIOR]["widened"] and all(cal[k]["widened"] for k in EXTRAPOLATION)
 
 
-def test_the_factor_for_a_benchmark_is_fitted_without_it(bt: Backtest) -> None:
-    before = lobo_factors(bt.rows)
-    held = "retinanet"  # six of its extrapolations miss: it pulls the others' factor up
-    # its extrapolations missing by far more: its own factor cannot move, the others' must
+@pytest.mark.parametrize(("lobo", "full"), [(lobo_factors, full_factor), (lobo_slopes, full_slope)],
+                         ids=["constant factor", "slope"])
+def test_a_benchmarks_widening_is_fitted_without_it(
+        bt: Backtest, lobo: Callable[[Sequence[HeldOut]], dict[str, float]],
+        full: Callable[[Sequence[HeldOut]], float]) -> None:
+    before = lobo(bt.rows)
+    held = "retinanet"  # six of its extrapolations miss: it pulls the others' widening up
+    # its extrapolations missing by far more: its own widening cannot move, the others' must
     worse = [dataclasses.replace(r, observed=r.predicted * 100) if r.benchmark == held
              and r.kind in EXTRAPOLATION else r for r in bt.rows]
-    after = lobo_factors(worse)
+    after = lobo(worse)
     assert after[held] == before[held]
     assert all(after[b] >= before[b] for b in before) and any(after[b] > before[b] for b in before)
-    assert full_factor(worse) > full_factor(bt.rows)
-
-
-def test_the_slope_for_a_benchmark_is_fitted_without_it(bt: Backtest) -> None:
-    before = lobo_slopes(bt.rows)
-    held = "retinanet"
-    worse = [dataclasses.replace(r, observed=r.predicted * 100) if r.benchmark == held
-             and r.kind in EXTRAPOLATION else r for r in bt.rows]
-    after = lobo_slopes(worse)
-    assert after[held] == before[held]
-    assert all(after[b] >= before[b] for b in before) and any(after[b] > before[b] for b in before)
-    assert full_slope(worse) > full_slope(bt.rows)
+    assert full(worse) > full(bt.rows)
 
 
 def test_the_widened_coverage_is_out_of_sample_and_holds(bt: Backtest) -> None:
