@@ -269,14 +269,14 @@ def _ratio_interval(lows: Sequence[float], highs: Sequence[float], confidence: f
     n = len(lows)
     if n == 0:
         return MedianInterval(0, Estimate(0.0, INF), None, None, None)
-    median = Estimate(signed_rank.to_ratio(signed_rank.hodges_lehmann(lows)),
-                      signed_rank.to_ratio(signed_rank.hodges_lehmann(highs)))
+    found = signed_rank.paired_interval(lows, highs, confidence)
+    median = Estimate(*map(signed_rank.to_ratio, found.estimate))
     spread = (signed_rank.to_ratio(min(lows)), signed_rank.to_ratio(max(highs)))
-    found = signed_rank.interval(lows, highs, confidence)
-    if found is None:
+    if found.interval is None:
         return MedianInterval(n, median, None, None, spread)
-    (lo, hi), coverage = found
-    return MedianInterval(n, median, (signed_rank.to_ratio(lo), signed_rank.to_ratio(hi)), coverage, spread)
+    lo, hi = found.interval
+    return MedianInterval(n, median, (signed_rank.to_ratio(lo), signed_rank.to_ratio(hi)), found.coverage,
+                          spread)
 
 
 def _direction(mi: MedianInterval, confidence: float) -> Direction:

@@ -30,6 +30,7 @@ import functools
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 #: the log ratio an unbounded side stands for: ranked past every real one (real log epochs
 #: ratios are a few units at most), and read back as 0 or +inf
@@ -107,21 +108,28 @@ def to_ratio(log_value: float) -> float:
     return math.exp(log_value)
 
 
-def hodges_lehmann(values: Sequence[float]) -> float:
-    """The median of the Walsh averages (the pseudo-median), on the log scale."""
-    return statistics.median(walsh_averages(values))
+@dataclass(frozen=True)
+class PairedInterval:
+    """The pairs' Hodges–Lehmann estimate and interval on the log scale, each read off the
+    pairs' lowest values (the lower) and highest values (the upper)."""
+
+    #: the median of the Walsh averages of the lowest values, and of the highest
+    estimate: tuple[float, float]
+    #: [W_(k) of the lowest, W_(N-k+1) of the highest]; None with fewer than 2 pairs: never invented
+    interval: tuple[float, float] | None
+    #: its exact coverage, below the confidence asked when there are too few pairs to reach it
+    coverage: float | None
 
 
-def interval(lows: Sequence[float], highs: Sequence[float], confidence: float
-             ) -> tuple[tuple[float, float], float] | None:
-    """The interval on the log scale from each pair's lowest and highest log ratio, and its
-    coverage (below ``confidence`` when there are too few pairs to reach it); None with fewer
-    than 2 pairs: never invented."""
+def paired_interval(lows: Sequence[float], highs: Sequence[float], confidence: float) -> PairedInterval:
+    """The estimate and interval of n >= 1 pairs, each pair's lowest and highest log ratio
+    given (the Walsh averages sorted once for both)."""
     n = len(lows)
-    if n != len(highs):
-        raise ValueError(f"lows and highs must pair up, but got {len(lows)} and {len(highs)}")
-    if n < 2:
-        return None
-    k, cov = interval_rank(n, confidence)
+    if n != len(highs) or n == 0:
+        raise ValueError(f"lows and highs must pair up, at least one, but got {len(lows)} and {len(highs)}")
     low_walsh, high_walsh = walsh_averages(lows), walsh_averages(highs)
-    return (low_walsh[k - 1], high_walsh[walsh_count(n) - k]), cov
+    estimate = (statistics.median(low_walsh), statistics.median(high_walsh))
+    if n < 2:
+        return PairedInterval(estimate, None, None)
+    k, cov = interval_rank(n, confidence)
+    return PairedInterval(estimate, (low_walsh[k - 1], high_walsh[walsh_count(n) - k]), cov)
