@@ -205,6 +205,16 @@ def test_censored_pairs_enter_clipped_and_an_arm_that_never_reached_is_unbounded
     assert log_ratio_bounds(first, value(5.0)) == pytest.approx((math.log(0.1),) * 2)
 
 
+def test_an_estimate_between_a_measured_and_a_half_unbounded_walsh_average_reads_never() -> None:
+    # one seed never reached, two were a little faster: the estimate's two middle Walsh
+    # averages are -0.02 and (U - 0.05) / 2, whose mean lies just under U / 4; it is an
+    # unbounded ratio (+inf), not a number too large for exp
+    arm = {0: NEVER, 1: value(4.75 * math.exp(-0.05), 0.01), 2: value(4.75 * math.exp(-0.02), 0.01)}
+    base = {s: value(4.75, 0.01) for s in range(3)}
+    c = compare(arm, base, 0.5)
+    assert c.ratios.median.hi == INF and 1.0 < c.ratios.median.lo < 20.0 / 4.75
+
+
 def test_seeds_needed_projects_the_pairs_within_the_design() -> None:
     lows = [math.log(1.3)] * 3
     # 3 pairs that agree: 5 would reach 93.75 % at 90 %

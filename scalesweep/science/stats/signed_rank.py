@@ -35,8 +35,9 @@ from dataclasses import dataclass
 #: the log ratio an unbounded side stands for: ranked past every real one (real log epochs
 #: ratios are a few units at most), and read back as 0 or +inf
 UNBOUNDED = 1e6
-#: a Walsh average this far out holds an unbounded value
-_INFINITE = UNBOUNDED / 4
+#: a value this far out holds an unbounded pair: an estimate can average a measured Walsh
+#: average with a half-unbounded one, (d + (U + d') / 2) / 2, just under U / 4
+_INFINITE = UNBOUNDED / 8
 
 
 @functools.lru_cache(maxsize=256)
