@@ -183,7 +183,8 @@ class StudyOutcome:
     shape: str
     arms: tuple[ArmOutcome, ...]
     rounds: int
-    #: the baseline's conditioning check at the headline target (None: not judged)
+    #: the conditioning check at the headline target, as the baseline arm carries it at the
+    #: study's end (None: not judged)
     conditioning_ok: bool | None
     #: CPU seconds the study took in its process: what the wall time would be on idle cores
     cpu_s: float = 0.0
@@ -250,9 +251,10 @@ def _rate(hits: int, n: int) -> tuple[float, float]:
     return p, math.sqrt(p * (1.0 - p) / n) if n else math.nan
 
 
-def case_row(shape: str, ratio: float, arms: Sequence[ArmOutcome], conditioning_ok: Sequence[bool],
+def case_row(shape: str, ratio: float, arms: Sequence[ArmOutcome], conditioning_ok: Sequence[bool | None],
              margin: float) -> dict[str, Any]:
-    """One case's figures: the JSON list's object."""
+    """One case's figures: the JSON list's object. ``conditioning_ok``: each arm's study's
+    check, in the order of ``arms``."""
     n = len(arms)
 
     def share(hit: Callable[[ArmOutcome], bool]) -> tuple[float, float]:
@@ -266,6 +268,7 @@ def case_row(shape: str, ratio: float, arms: Sequence[ArmOutcome], conditioning_
     fw, fw_se = share(lambda a: any(wrong(ratio, d, margin) for d in a.levels))
     fw_raw, fw_raw_se = share(lambda a: any(wrong(ratio, d, margin) for d in a.levels_marginal))
     p = {d: _rate(sum(1 for a in arms if a.decision == d), n)[0] for d in ANSWERS}
+    judged = list(zip(arms, conditioning_ok, strict=True))
     mean_seeds = sum(a.seeds for a in arms) / n if n else math.nan
     sd_seeds = math.sqrt(sum((a.seeds - mean_seeds) ** 2 for a in arms) / (n - 1)) if n > 1 else math.nan
     return {
@@ -277,8 +280,18 @@ def case_row(shape: str, ratio: float, arms: Sequence[ArmOutcome], conditioning_
         "false_direction_se": false_dir_se, "false_equivalent_se": false_eq_se,
         "familywise_levels_se": fw_se, "familywise_levels_unadjusted_se": fw_raw_se,
         "mean_seeds_se": sd_seeds / math.sqrt(n) if n > 1 else math.nan,
-        "baseline_conditioning_ok": sum(conditioning_ok) / len(conditioning_ok) if conditioning_ok else None,
+        "well_conditioned": _share(conditioning_ok, lambda ok: ok is True),
+        "p_resolved_well_conditioned": _share([a for a, ok in judged if ok is True], _resolved),
+        "p_resolved_flagged": _share([a for a, ok in judged if ok is False], _resolved),
     }  # fmt: skip
+
+
+def _resolved(arm: ArmOutcome) -> bool:
+    return arm.decision != "not resolved"
+
+
+def _share(items: Sequence[Any], hit: Callable[[Any], bool]) -> float | None:
+    return sum(1 for x in items if hit(x)) / len(items) if items else None
 
 
 def summarize(outcomes: Sequence[StudyOutcome], margin: float) -> list[dict[str, Any]]:
@@ -286,10 +299,9 @@ def summarize(outcomes: Sequence[StudyOutcome], margin: float) -> list[dict[str,
     rows = []
     for shape in SHAPES:
         mine = [o for o in outcomes if o.shape == shape.name]
-        cond = [o.conditioning_ok for o in mine if o.conditioning_ok is not None]
         for ratio in RATIOS:
-            rows.append(case_row(shape.name, ratio, [a for o in mine for a in o.arms if a.ratio == ratio],
-                                 cond, margin))
+            found = [(a, o.conditioning_ok) for o in mine for a in o.arms if a.ratio == ratio]
+            rows.append(case_row(shape.name, ratio, [a for a, _ in found], [ok for _, ok in found], margin))
     return rows
 
 
@@ -304,7 +316,9 @@ COLUMNS = [
     Column("mean_seeds", "mean seeds", fmt=".2f"),
     Column("familywise_levels", "levels FWER (as shown)", "number", ".3f"),
     Column("familywise_levels_unadjusted", "levels FWER (each level alone)", "number", ".3f"),
-    Column("baseline_conditioning_ok", "baseline target well conditioned", "number", ".2f"),
+    Column("well_conditioned", "target well conditioned", "number", ".2f"),
+    Column("p_resolved_well_conditioned", "P(resolved | well conditioned)", "number", ".2f"),
+    Column("p_resolved_flagged", "P(resolved | flagged)", "number", ".2f"),
 ]
 
 
@@ -358,6 +372,24 @@ def main(argv: list[str] | None = None) -> None:
     report.target("1.10: P(slower)", by_case["1.10"]["p_slower"], ">=", 0.80)
     report.target("1.10: mean seeds", by_case["1.10"]["mean_seeds"], "<=", 10.0)
     report.target("plateau 1.20: P(slower)", by_case["plateau 1.20"]["p_slower"], ">=", 0.90)
+    # the conditioning check flags the shape on which the decisions fail and passes the ones
+    # on which they work (docs/design.md §4, "Ratios at every level")
+    for case in ("A/A", "plateau A/A"):
+        report.target(f"{case}: target well conditioned", by_case[case]["well_conditioned"], ">=", 0.90)
+    report.target("noisy A/A: target well conditioned", by_case["noisy A/A"]["well_conditioned"], "<=", 0.10)
+    # plan's expected power (sequential.expected_power, the falling shape's pairs model) against
+    # what the whole studies measured at this design and eval spacing
+    from scalesweep.science.stats import sequential
+
+    for case in ("1.10", "1.20"):
+        model = sequential.expected_power(design.looks, design.confidence, float(case), margin,
+                                          EPOCHS / EVAL_EVERY)
+        report.target(f"{case}: plan's expected power within 0.05 of P(slower)",
+                      abs(model.slower - by_case[case]["p_slower"]), "<=", 0.05)
+        row = by_case[case]
+        report.notes.append(f"plan's expected power at {case}: {model.slower:.3f} (mean "
+                            f"{model.mean_seeds:.2f} seeds) over {model.arms} simulated arms; measured "
+                            f"here {row['p_slower']:.3f} (mean {row['mean_seeds']:.2f} seeds).")
     report.target("wall seconds for every case", wall, "<=", 600.0)
     # the machine is shared: the CPU the studies took, spread over the processes, is what the
     # wall would be on as many idle cores

@@ -88,7 +88,8 @@ def test_quick_mode_produces_sane_tables(name: str, tmp_path: Path,
 
 #: what every case of benchmarks.calibration's JSON list holds (issue #31, item 6)
 CALIBRATION_FIELDS = ("case", "studies", "false_direction", "false_equivalent", "p_slower", "p_equivalent",
-                      "p_not_resolved", "mean_seeds", "familywise_levels")
+                      "p_not_resolved", "mean_seeds", "familywise_levels", "well_conditioned",
+                      "p_resolved_well_conditioned", "p_resolved_flagged")
 
 
 @pytest.mark.timeout(600)

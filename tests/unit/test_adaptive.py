@@ -57,6 +57,14 @@ def test_the_shipped_design_decides_at_both_looks() -> None:
     assert "looks [6, 10]" in text
     assert "read at 0.9667 confidence before the last look and at 0.9 at it" in text
     assert "can never decide" not in text
+    assert "expected power per arm, at most 10% error: 10 % slower: called slower in " in text
+    assert "(32 evals per trial, the baseline crossing its target at 70% of the run)" in text
+
+
+def test_one_seed_per_arm_is_warned_never_to_decide() -> None:
+    text = format_plan(_plan())  # sweeps/smoke.yaml: one seed
+    assert "warning: one seed per arm can never be decided against its baseline" in text
+    assert "expected power" not in text
 
 
 def test_next_round_adds_seeds_to_undecided_arms_and_their_baseline_only(unseeded: Path) -> None:

@@ -137,55 +137,78 @@ def test_the_run_table_shows_decisions_levels_and_the_margin() -> None:
     assert "other: slower per epoch than the baseline (29-31 % slower; 5 seeds)" in text
 
 
-def test_conditioning_flags_a_target_on_the_plateau() -> None:
-    # five seeds that reach one floor at slightly different heights: near the floor the mean
-    # curve barely moves from one eval to the next, while the seeds differ by more than that
-    floors = [0.50, 0.53, 0.47, 0.52, 0.48]
-    base = {s: _curve(_decaying(1.0, floor=f)) for s, f in enumerate(floors)}
-    best = L.baseline_best(list(base.values()), "min")
+def test_the_conditioning_scale_is_the_shamos_estimate_and_the_half_width_the_hl_one() -> None:
+    # within-arm differences: 0.1, 0.2, 0.1 (first arm) and 0 (second): median 0.1
+    c = L.conditioning([[0.0, 0.1, 0.2], [0.05, 0.05]], 1.5, seeds=10, confidence=0.9, margin=0.1)
+    assert c is not None and (c.n_pairs, c.n_arms) == (5, 2)
+    assert c.scale == pytest.approx(0.1 / (math.sqrt(2) * 0.6744897501960817), rel=1e-12)
+    z = 1.6448536269514722  # the normal's 95th percentile: a two-sided 90 % interval
+    assert c.expected_half_width == pytest.approx(z * c.scale * math.sqrt(math.pi / 30), rel=1e-12)
+    assert c.threshold == pytest.approx(math.log(1.1) / 2) and not c.ok
+    assert L.conditioning([[0.0, 0.01, 0.02]], 1.5, seeds=10, confidence=0.9, margin=0.1).ok  # type: ignore[union-attr]
+
+
+def test_conditioning_needs_three_differences_of_uncensored_pairs() -> None:
+    assert L.conditioning([[0.0, 0.1]], 1.5, seeds=10, confidence=0.9) is None
+    assert L.conditioning([[0.0, 0.1], [0.2], []], 1.5, seeds=10, confidence=0.9) is None
+    # an arm that never reached has no uncensored pair: the check is not judged from it
+    never = _summaries([9.0] * 5)["other"].epochs_ratio
+    assert never is not None and never.point_log_ratios == ()
+
+
+def test_seed_shared_noise_cancels_in_the_check_as_in_the_decision() -> None:
+    # the baseline's seeds cross far apart (time scales 0.7 to 1.3), and so does the arm's same
+    # seed: the pairs agree, so the target is well conditioned; the same spread drawn
+    # independently per arm is noise the pairs cannot cancel, and is flagged
+    shared = [0.7, 1.3, 0.85, 1.15, 1.0]
+    rules = dataclasses.replace(RULES, target=1.5)
+    for other, ok in ((shared, True), ([1.15, 0.85, 1.3, 0.7, 1.0], False)):
+        trials = _trials("base", shared, 1.5) + _trials("other", other, 1.5)
+        base = summarize_arms(trials, {"base": "base", "other": "base"}, rules)[0]
+        assert base.conditioning is not None and base.conditioning.ok is ok
+
+
+def _floors_study(levels: tuple[float, ...] = (0.1, 0.5, 1.0)) -> list[ArmSummary]:
+    """Seeds that fall at one rate onto floors 0.47 to 0.53, the arm's floors in another seed
+    order: near the floors the pairs' crossings differ a lot, early in training little."""
+    floors = {"base": [0.50, 0.53, 0.47, 0.52, 0.48], "other": [0.52, 0.47, 0.50, 0.48, 0.53]}
+    curves = {arm: [_curve(_decaying(1.0, floor=f)) for f in fs] for arm, fs in floors.items()}
+    best = L.baseline_best(curves["base"], "min")
     assert best is not None
-    plateau = L.conditioning(base, best * 1.02, "min")
-    early = L.conditioning(base, best * 3.0, "min")
-    assert plateau is not None and not plateau.ok and plateau.relative_spread > 0.05
-    assert early is not None and early.ok and early.relative_spread <= 0.05
-    level = L.well_conditioned_level(base, best, (0.02, 0.1, 0.5, 1.0, 2.0), "min")
-    assert level is not None and level > 0.02
-    assert L.conditioning(base, best * 1.02 if level is None else L.level_target(best, level, "min"),
-                          "min").ok  # type: ignore[union-attr]
+    target = L.level_target(best, levels[0], "min")
+    trials = [TrialCrossing(arm, s, locate(c, target, "min"), c, best) for arm, cs in curves.items()
+              for s, c in enumerate(cs)]
+    rules = StudyRules(levels=levels, target=target, headline_level=levels[0])
+    return summarize_arms(trials, {"base": "base", "other": "base"}, rules)
 
 
-def test_conditioning_needs_two_seeds_and_a_crossing() -> None:
-    one = {0: _curve(_decaying(1.0))}
-    assert L.conditioning(one, 1.5, "min") is None
-    two = {0: _curve(_decaying(1.0)), 1: _curve(_decaying(1.1))}
-    assert L.conditioning(two, 0.1, "min") is None  # never reached
-    assert L.conditioning(two, 10.0, "min") is None  # met at the first eval
+def test_the_baseline_arm_carries_the_conditioning_warning_into_the_table() -> None:
+    summaries = _floors_study()
+    arms = [a.as_json() for a in summaries]
+    cond = arms[0]["conditioning"]
+    assert cond["ok"] is False and cond["suggested_level"] == 1.0 and "conditioning" not in arms[1]
+    assert (cond["seeds"], cond["confidence"], cond["n_pairs"]) == (5, 0.9, 5)
+    assert conditioning_text(summaries[1]) is None
+    # the expected half-width is the width the arm's interval has: about ±14 % both
+    lo, hi = arms[1]["epochs_ratio_vs_baseline_ci"]
+    assert math.expm1(cond["expected_half_width"]) == pytest.approx((hi - lo) / 2, rel=0.1)
+    text = format_arms(summaries)
+    target = summaries[0].conditioning.target  # type: ignore[union-attr]
+    assert text.splitlines()[-1].startswith(f"warning: at the target {target:.4g} the paired epochs ratios")
+    assert "more than half the margin (±5%)" in text
+    assert "level 1 is well conditioned" in text
+
+
+def test_a_study_with_no_level_well_conditioned_says_so() -> None:
+    summaries = _floors_study((0.1, 0.15))
+    assert summaries[0].suggested_level is None
+    assert "no level of target.levels is better conditioned" in (conditioning_text(summaries[0]) or "")
 
 
 @pytest.mark.parametrize("levels", [[], [0.1, 0.1], [0.0], [-1.0], [float("nan")]])
 def test_levels_must_be_distinct_and_positive(levels: list[float]) -> None:
     with pytest.raises(ValueError, match="levels must be distinct positive numbers"):
         L.check_levels(levels)
-
-
-def test_the_baseline_arm_carries_the_conditioning_warning_into_the_table() -> None:
-    floors = [0.50, 0.53, 0.47, 0.52, 0.48]
-    curves = [_curve(_decaying(1.0, floor=f)) for f in floors]
-    best = L.baseline_best(curves, "min")
-    assert best is not None
-    target = best * 1.02
-    trials = [TrialCrossing("base", s, locate(c, target, "min"), c) for s, c in enumerate(curves)]
-    trials += [TrialCrossing("other", s, locate(c, target, "min"), c) for s, c in enumerate(curves)]
-    rules = StudyRules(levels=(0.02, 0.5, 1.0), target=target)
-    summaries = summarize_arms(trials, {"base": "base", "other": "base"}, rules)
-    arms = [a.as_json() for a in summaries]
-    cond = arms[0]["conditioning"]
-    assert cond["ok"] is False and cond["suggested_level"] == 0.5 and "conditioning" not in arms[1]
-    assert conditioning_text(summaries[1]) is None
-    text = format_arms(summaries)
-    assert text.splitlines()[-1].startswith(f"warning: at the target {target:.4g} the baseline seeds' spread")
-    assert "more than half the margin (5%)" in text
-    assert "level 0.5 is well conditioned" in text
 
 
 def test_the_levels_are_a_fixed_sequence_from_the_loosest() -> None:
@@ -244,27 +267,26 @@ def test_a_ratio_that_is_a_bound_is_never_written_as_the_median() -> None:
     assert other["epochs_to_target_median"] is None and other["decision"] == "slower"
 
 
-def _offset_curves(spacing: float) -> dict[int, list[EvalPoint]]:
-    """Five seeds of one decay, each shifted by a constant: the spread of crossings in epochs is
-    the same whatever the eval spacing."""
-    epochs = [spacing * i for i in range(1, round(6 / spacing) + 1)]
-    out = {}
-    for s, shift in enumerate([0.0, 0.03, -0.03, 0.06, -0.06]):
-        out[s] = [EvalPoint(10 * e, 100 * e, e, e, 0.5 + shift + 3.5 * 2 ** (-e)) for e in epochs]
-    return out
+@pytest.mark.parametrize("own", [0.0, 0.15])
+def test_the_conditioning_check_does_not_move_with_eval_spacing(own: float) -> None:
+    # crossings interpolated inside their evals: a finer eval grid changes the pairs' log
+    # ratios by the interpolation error only, not the check's verdict
+    def study(spacing: float) -> L.Conditioning | None:
+        epochs = [spacing * i for i in range(1, round(6 / spacing) + 1)]
+        scales = {"base": [1.0, 1.1, 0.9, 1.05, 0.95],
+                  "other": [x * math.exp(own * z) for x, z in zip([1.0, 1.1, 0.9, 1.05, 0.95],
+                                                                 [1.0, -1.0, 0.5, -0.5, 0.0], strict=True)]}
+        trials = []
+        for arm, ss in scales.items():
+            for seed, sc in enumerate(ss):
+                pts = [EvalPoint(10 * e, 100 * e, e, e, 0.5 + 3.5 * 2 ** (-e / sc)) for e in epochs]
+                trials.append(TrialCrossing(arm, seed, locate(pts, 1.4, "min"), pts))
+        rules = StudyRules(target=1.4, margin=0.1)
+        return summarize_arms(trials, {"base": "base", "other": "base"}, rules)[0].conditioning
 
-
-@pytest.mark.parametrize("shift", [0.0, 0.07])
-def test_the_conditioning_check_does_not_move_with_eval_spacing(shift: float) -> None:
-    target = 0.5 + 3.5 * 2 ** (-2.0) + shift  # crossed near epoch 2
-    coarse = L.conditioning(_offset_curves(0.2), target, "min", margin=0.1)
-    fine = L.conditioning(_offset_curves(0.05), target, "min", margin=0.1)
-    assert coarse is not None and fine is not None
-    assert fine.relative_spread == pytest.approx(coarse.relative_spread, rel=0.15)
-    assert fine.ok == coarse.ok
-    # a drop over one eval interval against the spread (the old check) halves with the spacing,
-    # and would flip here
-    assert coarse.slope * 0.2 > coarse.spread > fine.slope * 0.05
+    coarse, fine = study(0.2), study(0.05)
+    assert coarse is not None and fine is not None and fine.ok == coarse.ok == (own == 0.0)
+    assert fine.scale == pytest.approx(coarse.scale, rel=0.15, abs=0.01)
 
 
 def test_no_more_seeds_are_advised_than_the_design_plans() -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from scalesweep.orchestrator.plan import rules
-from scalesweep.orchestrator.plan.rows import Plan, PlanRow
+from scalesweep.orchestrator.plan.rows import Plan, PlanRow, evaluations
 from scalesweep.science.stats import sequential
 from scalesweep.science.stats.replicates import CONFIDENCE
 
@@ -98,3 +98,33 @@ def describe(plan: Plan) -> str | None:
                 "interval of so few pairs reaches the look's confidence): they only spend seeds; "
                 "raise replicates.min")
     return out
+
+
+#: the per-epoch slowdowns whose power ``plan`` prints
+POWER_EFFECTS = (1.10, 1.20)
+
+
+def describe_power(plan: Plan) -> str | None:
+    """The plan's line on what its seeds can decide: the design's expected power per arm for
+    a 10 % and a 20 % slowdown at the sweep's eval spacing (the calibration's falling shape,
+    :class:`scalesweep.science.stats.sequential.PairsModel`), or a warning when one seed per
+    arm can never be decided; None for a plan with no arm compared with a baseline."""
+    bases = [b for r in plan.rows if (b := plan.baseline_for(r)) is not None and b is not r]
+    if not bases:
+        return None
+    seen = looks(plan)
+    if seen[0] < sequential.MIN_SEEDS:
+        return ("warning: one seed per arm can never be decided against its baseline (an interval needs "
+                f"{sequential.MIN_SEEDS} seeds or more): every arm will read 'not resolved'; give the seed "
+                "axis more seeds, or replicates")
+    d = design(plan)
+    evals = min(evaluations(b) for b in bases)
+    found = [sequential.expected_power(d.looks, d.confidence, e, plan.rules.margin, float(evals))
+             for e in POWER_EFFECTS]
+    each = "; ".join(f"{(p.effect - 1) * 100:.0f} % slower: called slower in {p.slower:.0%} "
+                     f"(mean {p.mean_seeds:.1f} seeds)" for p in found)
+    return (f"expected power per arm, at most {1 - d.confidence:.0%} error: {each}; simulated over "
+            f"{found[0].arms} arms through the real decisions, for pairs as noisy as the calibration "
+            f"benchmark's falling curves ({evals} evals per trial, the baseline crossing its target at "
+            f"{sequential.FALLING.crossing_fraction:.0%} of the run): noisier pairs get less "
+            "(docs/design.md §4, \"Adaptive seeds\")")

@@ -3,6 +3,7 @@ the report and ``advise`` print them (the verdict's "4-6 % slower" is decisions.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from scalesweep.science.stats.arms import ArmSummary
@@ -31,19 +32,20 @@ def levels_text(arm: ArmSummary) -> str:
 
 
 def conditioning_text(arm: ArmSummary) -> str | None:
-    """The baseline arm's warning when the seeds' spread at the headline target is a spread of
-    crossings too wide for the margin, naming a level where it is not."""
+    """The baseline arm's warning when the pairs' noise at the headline target is too wide for
+    the margin, naming a level where it is not."""
     c = arm.conditioning
     if c is None or c.ok:
         return None
     level = arm.suggested_level
     better = ("no level of target.levels is better conditioned" if level is None
               else f"level {level:g} is well conditioned (target.levels)")
-    return (f"warning: at the target {c.target:.4g} the baseline seeds' spread ({c.spread:.3g}) over "
-            f"the mean curve's slope ({c.slope:.3g} per epoch) is a crossing spread of "
-            f"{c.epochs_spread:.3g} epochs, {c.relative_spread:.0%} of the {c.epochs:.3g} epochs to "
-            f"the target, more than half the margin ({c.threshold:.0%}): the crossing is mostly "
-            f"noise; {better}")
+    half = math.expm1(c.expected_half_width)
+    return (f"warning: at the target {c.target:.4g} the paired epochs ratios spread so much (a robust sd "
+            f"of {c.scale:.3g} in log over {c.n_pairs} pairs) that the design's last look ({c.seeds} "
+            f"seeds, {c.confidence:.0%}) can expect an interval of about ±{half:.0%}, more than half "
+            f"the margin (±{math.expm1(c.threshold):.0%}): the crossing is mostly noise, and an arm "
+            f"no different from the baseline will seldom read equivalent; {better}")
 
 
 def interval_text(mi: MedianInterval | None) -> str:

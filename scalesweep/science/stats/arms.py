@@ -9,9 +9,8 @@ loosened from, which the levels loosen too.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from scalesweep.mlflow_names import (
@@ -28,6 +27,7 @@ from scalesweep.science.stats.convergence import (
 )
 from scalesweep.science.stats.decisions import BASELINE, DEFAULT_MARGIN, Decision, change_text, decide_pairs
 from scalesweep.science.stats.levels import (
+    CONDITIONING_METHOD,
     Conditioning,
     LevelRatio,
     baseline_best,
@@ -106,8 +106,9 @@ class ArmSummary:
     margin: float = DEFAULT_MARGIN
     #: the paired epochs ratio at every level of time to quality
     levels: tuple[LevelRatio, ...] = ()
-    #: the baseline arm only: how well the headline target pins its crossing down, and the
-    #: lowest level that would be well conditioned
+    #: the baseline arm only: whether the headline target lets the pairs compared with it
+    #: decide (the noise of their log ratios against the margin), and the lowest level that
+    #: would be well conditioned
     conditioning: Conditioning | None = None
     suggested_level: float | None = None
     #: the settings that make the arm (its axes but the seed), as arms.json lists them
@@ -200,10 +201,11 @@ class ArmSummary:
         out["ratio_by_target"] = [lv.as_json() for lv in self.levels]
         out["decision_at_every_level"] = self.every_level
         if (cond := self.conditioning) is not None:
-            out["conditioning"] = {"target": cond.target, "crossing_epochs": cond.epochs,
-                                   "slope_per_epoch": cond.slope, "spread": cond.spread,
-                                   "crossing_spread_epochs": finite_or_none(cond.epochs_spread),
-                                   "relative_spread": finite_or_none(cond.relative_spread),
+            out["conditioning"] = {"target": cond.target, "method": CONDITIONING_METHOD,
+                                   "n_pairs": cond.n_pairs, "n_arms": cond.n_arms,
+                                   "log_ratio_scale": cond.scale, "seeds": cond.seeds,
+                                   "confidence": cond.confidence,
+                                   "expected_half_width": cond.expected_half_width,
                                    "threshold": cond.threshold, "ok": cond.ok,
                                    "suggested_level": self.suggested_level}
         if self.is_baseline:
@@ -280,8 +282,9 @@ def summarize_arms(trials: Sequence[SeedCrossing], baseline_arm: Mapping[str, st
     by_arm: dict[str, list[SeedCrossing]] = {}
     for t in trials:
         by_arm.setdefault(t.arm, []).append(t)
-    return [_arm(arm, mine, by_arm, baseline_arm.get(arm), rules, (axes or {}).get(arm, {}))
-            for arm, mine in by_arm.items()]
+    found = [_arm(arm, mine, by_arm, baseline_arm.get(arm), rules, (axes or {}).get(arm, {}))
+             for arm, mine in by_arm.items()]
+    return _with_conditioning(found, rules)
 
 
 def _arm(arm: str, mine: Sequence[SeedCrossing], by_arm: Mapping[str, Sequence[SeedCrossing]],
@@ -296,7 +299,6 @@ def _arm(arm: str, mine: Sequence[SeedCrossing], by_arm: Mapping[str, Sequence[S
         speedup = compare(_observations(by_arm[base], "updates"), _observations(mine, "updates"),
                           rules.confidence_for)
         levels = tuple(_levels(mine, by_arm[base], rules, decision))
-    cond, suggested = _condition(mine, rules) if base == arm and rules.target is not None else (None, None)
     return ArmSummary(
         arm=arm, baseline_arm=base, n_seeds=len(mine),
         n_reached=sum(loc.kind == "interpolated" for loc in located),
@@ -304,34 +306,35 @@ def _arm(arm: str, mine: Sequence[SeedCrossing], by_arm: Mapping[str, Sequence[S
         medians={c: median_interval(obs, rules.confidence_for(len(obs)))
                  for c in ARM_CLOCKS for obs in [list(_observations(mine, c).values())]},
         epochs_ratio=epochs_ratio, speedup=speedup, decision=decision, margin=rules.margin,
-        levels=levels, conditioning=cond, suggested_level=suggested, axes=dict(axes),
+        levels=levels, axes=dict(axes),
         notes=rules.notes if base == arm else (), max_seeds=rules.max_seeds,
     )  # fmt: skip
 
 
-def _condition(mine: Sequence[SeedCrossing], rules: StudyRules) -> tuple[Conditioning | None, float | None]:
-    """The baseline arm's conditioning at the headline target, and the lowest well-conditioned
-    level when the target is not."""
-    assert rules.target is not None
-    curves = _curves(mine)
-    cond = conditioning(curves, rules.target, rules.mode, rules.smoothing, rules.margin)
-    best = _pooled_best(mine, rules)
-    if cond is None or cond.ok or best is None or not rules.levels:
-        return cond, None
-    return cond, well_conditioned_level(curves, best, rules.levels, rules.mode, rules.smoothing, rules.margin)
+def _with_conditioning(summaries: list[ArmSummary], rules: StudyRules) -> list[ArmSummary]:
+    """Each baseline arm with the conditioning check at the headline target, read from the
+    pairs of the arms compared with it, and the lowest well-conditioned level when the target
+    is not."""
+    out = []
+    for arm in summaries:
+        others = [a for a in summaries if a.baseline_arm == arm.arm and not a.is_baseline]
+        if not arm.is_baseline or rules.target is None or not others:
+            out.append(arm)
+            continue
+        pairs = [a.epochs_ratio.point_log_ratios for a in others if a.epochs_ratio is not None]
+        seeds = rules.max_seeds or max(a.epochs_ratio.ratios.n for a in others if a.epochs_ratio is not None)
+        confidence = rules.confidence_for(seeds)
+        cond = conditioning(pairs, rules.target, seeds=seeds, confidence=confidence, margin=rules.margin)
+        suggested = None
+        if cond is not None and not cond.ok:
+            suggested = well_conditioned_level([a.levels for a in others], seeds=seeds, confidence=confidence,
+                                               margin=rules.margin)
+        out.append(replace(arm, conditioning=cond, suggested_level=suggested))
+    return out
 
 
 def _curves(trials: Sequence[SeedCrossing]) -> dict[int, Sequence[EvalPoint]]:
     return {t.seed: t.curve for t in trials if t.curve}
-
-
-def _pooled_best(base: Sequence[SeedCrossing], rules: StudyRules) -> float | None:
-    """The best behind the headline target: the median of the seeds' cross-fitted bests, else
-    (trials logged before they were) the baseline's mean curve's best."""
-    bests = [b for t in base if (b := t.target_reference_best) is not None]
-    if bests:
-        return statistics.median(bests)
-    return baseline_best(list(_curves(base).values()), rules.mode, rules.smoothing)
 
 
 def _levels(mine: Sequence[SeedCrossing], base: Sequence[SeedCrossing], rules: StudyRules,

@@ -5,12 +5,11 @@ A *level* is read like ``target.relative_to_baseline``: the target at level r is
 the baseline arm's seeds' mean curve loosened by r (best · (1 + r) for a positive loss), so
 level 0.1 is 10 % above the baseline's best and level 2 is three times it, early in training.
 
-One target near the baseline's plateau is ill conditioned: where the curve is flat, a tiny
-vertical difference between seeds is a large horizontal one, and the crossing (so the ratio)
-is mostly noise. :func:`conditioning` measures it on the baseline arm: how much the mean curve
-falls across the evaluation bracket of its crossing, against how far the seeds' values
-spread there. A drop smaller than the spread means the seeds could cross anywhere within an
-eval or more of each other, so the target is flagged and a level that is not is named.
+A target can be ill conditioned: where the curves are flat, or the seeds cross far apart, a
+tiny vertical difference is a large horizontal one, and the ratio is mostly noise.
+:func:`conditioning` measures it as the decision sees it: the spread of the paired log
+ratios at the target, turned into the half-width the design's last look can expect. One
+wider than half the margin is flagged, and the lowest level that is not is named.
 Pure: no torch, no Ray, no MLflow.
 """
 
@@ -79,6 +78,8 @@ class LevelRatio:
     ratios: MedianInterval | None
     decision: Decision
     marginal: Decision = "not resolved"
+    #: the uncensored pairs' log ratios (:attr:`Comparison.point_log_ratios`)
+    point_log_ratios: tuple[float, ...] = ()
 
     @property
     def n_paired(self) -> int:
@@ -165,7 +166,8 @@ def ratio_by_level(arm: Curves, baseline: Curves, *, bests: Mapping[int, float |
                                             _epochs(baseline, targets, mode, smoothing), per_look, margin)
         found.append((targets, marginal, comparison))
     decided = fixed_sequence(levels, [m for _, m, _ in found], headline_level, headline)
-    return [LevelRatio(level, _headline(t), c.ratios if t else None, decided[i], m)
+    return [LevelRatio(level, _headline(t), c.ratios if t else None, decided[i], m,
+                       c.point_log_ratios if t else ())
             for i, (level, (t, m, c)) in enumerate(zip(levels, found, strict=True))]
 
 
@@ -174,71 +176,86 @@ def _headline(targets: Mapping[int, float]) -> float | None:
     return statistics.median(targets.values()) if targets else None
 
 
+#: a normal scale from the median of |d_i - d_j| (Shamos): that median is sqrt(2) * 0.6745 sd
+_SHAMOS = math.sqrt(2.0) * statistics.NormalDist().inv_cdf(0.75)
+#: arms.json's conditioning.method
+CONDITIONING_METHOD = ("robust sd (Shamos) of the uncensored paired log epochs ratios around their "
+                       "arm, as the expected Hodges-Lehmann half-width at the design's last look, "
+                       "against half the margin")
+#: the fewest within-arm differences of paired log ratios the check judges from
+MIN_DIFFERENCES = 3
+
+
 @dataclass(frozen=True)
 class Conditioning:
-    """How well a target pins the baseline arm's crossing down, in epochs: the seeds' spread
-    of the metric there turned into a spread of crossings (spread / slope), relative to the
-    epochs to the target. Unlike a drop over one eval interval it does not move with the eval
-    spacing, so evaluating more often cannot make a target look worse."""
+    """Whether a target lets the paired decision see a difference of the margin's size: the
+    noise of what the decision reads, the paired log epochs ratios at that target, turned into
+    the half-width of the interval the design's last look can expect, against half the margin.
+
+    The noise is a robust scale of the pairs' log ratios around their own arm (Shamos: the
+    median of the within-arm differences |d_i - d_j| over sqrt(2) * 0.6745, pooled over the
+    arms paired with the baseline; a pair of which either crossing is censored says the effect
+    is large, not that the crossing is noisy, and is left out). The expected half-width is the
+    Hodges–Lehmann interval's at normal noise, z * scale * sqrt(pi / (3 n)). A half-width over
+    half the margin means an arm no different from the baseline is seldom called equivalent,
+    and a difference of the margin's size seldom resolved: the crossing is mostly noise. The
+    seed-shared part of the noise cancels in the pairs, as it does in the decision."""
 
     target: float
-    #: the baseline's (smoothed) mean curve's crossing, in epochs
-    epochs: float
-    #: how fast that mean curve moves there: |change| / epochs across the crossing's evals
-    slope: float
-    #: the seeds' standard deviation of the (smoothed) metric at the eval that meets the target
-    spread: float
-    #: the equivalence margin d: a crossing spread above d / 2 of the epochs is too noisy
+    #: the pairs the scale was read from, and the arms they came from
+    n_pairs: int
+    n_arms: int
+    #: the robust sd of one pair's log epochs ratio
+    scale: float
+    #: the design's last look (a fixed design: its seeds) and the confidence it reads at
+    seeds: int
+    confidence: float
+    #: the equivalence margin d
     margin: float
 
     @property
-    def epochs_spread(self) -> float:
-        """The seeds' spread of the metric read as a spread of crossings, in epochs."""
-        return self.spread / self.slope if self.slope > 0 else math.inf
-
-    @property
-    def relative_spread(self) -> float:
-        return self.epochs_spread / self.epochs if self.epochs > 0 else math.inf
+    def expected_half_width(self) -> float:
+        """In log ratio: the last look's interval is about exp(±this) around its estimate."""
+        z = statistics.NormalDist().inv_cdf(0.5 + self.confidence / 2.0)
+        return z * self.scale * math.sqrt(math.pi / (3.0 * self.seeds))
 
     @property
     def threshold(self) -> float:
-        return self.margin / 2.0
+        """Half the margin, in log ratio."""
+        return math.log1p(self.margin) / 2.0
 
     @property
     def ok(self) -> bool:
-        return self.relative_spread <= self.threshold
+        return self.expected_half_width <= self.threshold
 
 
-def conditioning(baseline: Curves, target: float, mode: Mode, smoothing: float = 0.0,
+def conditioning(pairs_by_arm: Sequence[Sequence[float]], target: float, *, seeds: int, confidence: float,
                  margin: float = DEFAULT_MARGIN) -> Conditioning | None:
-    """None when it cannot be judged: fewer than 2 seeds, or the mean curve crosses the target
-    at its first eval or never."""
-    curves = [list(c) for c in baseline.values() if c]
-    mean = mean_curve(curves)
-    if len(curves) < 2 or not mean:
+    """The check at ``target`` from each arm's uncensored paired log ratios there; None when
+    fewer than :data:`MIN_DIFFERENCES` within-arm differences can be formed (too few pairs)."""
+    differences = [abs(a - b) for arm in pairs_by_arm for i, a in enumerate(arm) for b in arm[i + 1:]]
+    if len(differences) < MIN_DIFFERENCES or seeds < 1:
         return None
-    where = locate(mean, target, mode, smoothing)
-    if where.kind != "interpolated" or where.before is None or where.at is None or where.crossing is None:
-        return None
-    values = smooth([p.value for p in mean], smoothing)
-    i = next(j for j, p in enumerate(mean) if p.update == where.at.update)
-    at_update = where.at.update
-    seeds_there = []
-    for c in curves:
-        smoothed = smooth([p.value for p in c], smoothing)
-        seeds_there += [v for p, v in zip(c, smoothed, strict=True) if p.update == at_update]
-    if len(seeds_there) < 2 or not all(math.isfinite(v) for v in seeds_there):
-        return None
-    width = mean[i].epoch - mean[i - 1].epoch
-    slope = abs(values[i - 1] - values[i]) / width if width > 0 else 0.0
-    return Conditioning(target, where.crossing.epochs_to_target, slope, statistics.stdev(seeds_there), margin)
+    return Conditioning(target, n_pairs=sum(len(arm) for arm in pairs_by_arm),
+                        n_arms=sum(len(arm) >= 2 for arm in pairs_by_arm),
+                        scale=statistics.median(differences) / _SHAMOS, seeds=seeds, confidence=confidence,
+                        margin=margin)
 
 
-def well_conditioned_level(baseline: Curves, best: float, levels: Sequence[float], mode: Mode,
-                           smoothing: float = 0.0, margin: float = DEFAULT_MARGIN) -> float | None:
-    """The lowest level (the closest to the plateau) whose target is well conditioned."""
-    for level in sorted(levels):
-        c = conditioning(baseline, level_target(best, level, mode), mode, smoothing, margin)
+def well_conditioned_level(arms: Sequence[Sequence[LevelRatio]], *, seeds: int, confidence: float,
+                           margin: float = DEFAULT_MARGIN) -> float | None:
+    """The lowest level (the closest to the plateau) whose target is well conditioned, read
+    from every arm's uncensored pairs at that level (``arms``: each arm's levels)."""
+    by_level: dict[float, list[tuple[float, ...]]] = {}
+    targets: dict[float, float] = {}
+    for levels in arms:
+        for lv in levels:
+            by_level.setdefault(lv.level, []).append(lv.point_log_ratios)
+            if lv.target is not None:
+                targets.setdefault(lv.level, lv.target)
+    for level in sorted(by_level):
+        c = conditioning(by_level[level], targets.get(level, math.nan), seeds=seeds, confidence=confidence,
+                         margin=margin)
         if c is not None and c.ok:
             return level
     return None

@@ -225,6 +225,9 @@ class Comparison:
     #: for an unresolved comparison of an adaptive design, the fewest seeds (up to the design's
     #: most) at which pairs like these would decide; None otherwise
     seeds_needed: int | None
+    #: the log ratios of the pairs whose two crossings were both interpolated between evals
+    #: (no censoring): what the conditioning check reads the pairs' noise from
+    point_log_ratios: tuple[float, ...] = ()
 
 
 def _log(x: float) -> float:
@@ -305,8 +308,10 @@ def compare(trial: Mapping[int, Observation], baseline: Mapping[int, Observation
     needed = None
     if direction == "unresolved" and max_seeds is not None:
         needed = seeds_needed(lows, highs, max_seeds, at)
+    points = tuple(lo for s, lo in zip(seeds, lows, strict=True)
+                   if _censoring(trial[s]) is None and _censoring(baseline[s]) is None)
     return Comparison(mi, confidence, direction, sum(h < 0.0 for h in highs), sum(lo > 0.0 for lo in lows),
-                      tied, needed)
+                      tied, needed, points)
 
 
 def _grid_tie(pair: Observation) -> bool:

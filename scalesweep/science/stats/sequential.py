@@ -31,15 +31,18 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from scalesweep.science.stats.replicates import CONFIDENCE
+from scalesweep.science.stats.decisions import decide_pairs
+from scalesweep.science.stats.replicates import CONFIDENCE, Observation, observe
 from scalesweep.science.stats.signed_rank import boundary, coverage, null_cdf, walsh_count
 
-__all__ = ["METHOD", "Design", "adaptive_looks", "boundary", "check_looks", "design", "error"]
+__all__ = ["FALLING", "METHOD", "Design", "PairsModel", "Power", "adaptive_looks", "boundary", "check_looks",
+           "design", "error", "expected_power"]
 
 #: the fewest seeds a look may have: one seed has no interval at all
 MIN_SEEDS = 2
@@ -237,3 +240,95 @@ def adaptive_looks(min_seeds: int, max_seeds: int, step: int = 1) -> tuple[int, 
     if looks[-1] != max_seeds:
         looks.append(max_seeds)
     return tuple(looks)
+
+
+# -- what a design can expect to decide ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class PairsModel:
+    """How :func:`expected_power` draws one arm's seeds against its baseline: each trial's
+    crossing of the target, in units of the baseline's typical crossing, is ``effect`` (the
+    baseline: 1) times exp(a seed's shared part + the trial's own part); a trial is stuck (never
+    reaches) with probability ``stuck``; the horizon lies at 1 / ``crossing_fraction``, and a
+    crossing past it never happened. The defaults are the calibration benchmark's ``falling``
+    shape (benchmarks/calibration.py): its pairs' measured robust sd of 0.058 in log ratio is
+    ``own_sd`` x sqrt(2), its baseline crosses the headline target at about 70 % of the horizon,
+    and 5 % of its trials are stuck. The model reproduces that shape's measured decisions
+    (tests/unit/test_sequential.py); the horizon's censoring is what keeps it from promising
+    more power than the shape has."""
+
+    own_sd: float = 0.041
+    shared_sd: float = 0.06
+    stuck: float = 0.05
+    crossing_fraction: float = 0.7
+
+
+#: the calibration's falling shape
+FALLING = PairsModel()
+#: simulated arms per effect (standard error about 0.01 on a power near 0.85), and their seed
+POWER_ARMS = 1000
+POWER_SEED = 20261128
+
+
+@dataclass(frozen=True)
+class Power:
+    """The share of simulated arms of a true per-epoch ratio ``effect`` each answer ends with,
+    and the seeds they ran, through the real decision at every look."""
+
+    effect: float
+    slower: float
+    equivalent: float
+    not_resolved: float
+    faster: float
+    mean_seeds: float
+    arms: int
+
+
+def _crossing(c: float, spacing: float, horizon: float) -> Observation:
+    """A crossing at ``c`` as evaluations every ``spacing`` up to ``horizon`` see it."""
+    if c >= horizon:
+        return observe("never", before=math.floor(horizon / spacing) * spacing, at=0.0)
+    k = math.floor(c / spacing)
+    if k == 0:
+        return observe("at_first_eval", before=0.0, at=spacing)
+    return observe("interpolated", before=k * spacing, at=(k + 1) * spacing, estimate=c)
+
+
+@functools.cache  # pure and seeded: one sweep's plan asks once per effect
+def expected_power(looks: tuple[int, ...], confidence: float, effect: float, margin: float,
+                   evals_per_horizon: float, model: PairsModel = FALLING, arms: int = POWER_ARMS) -> Power:
+    """What the design of these looks at ``confidence`` decides for an arm ``effect`` times as
+    slow per epoch as its baseline, evaluated ``evals_per_horizon`` times over the run, under
+    ``model``: each simulated arm runs its looks through
+    :func:`scalesweep.science.stats.decisions.decide_pairs` and stops at the first decision,
+    as the driver does."""
+    d = design(looks, confidence)
+    horizon = 1.0 / model.crossing_fraction
+    spacing = horizon / max(evals_per_horizon, 1.0)
+    rng = random.Random(f"{POWER_SEED}/{looks}/{confidence}/{effect}/{margin}/{evals_per_horizon}")
+    counts: dict[str, int] = {}
+    seeds = 0
+    for _ in range(arms):
+        pairs = []
+        for _seed in range(looks[-1]):
+            shared = rng.gauss(0.0, model.shared_sd)
+            arm, base = (_drawn(rng, model, centre, shared) for centre in (effect, 1.0))
+            pairs.append((_crossing(arm, spacing, horizon), _crossing(base, spacing, horizon)))
+        answer = "not resolved"
+        for n in looks:
+            answer, _ = decide_pairs({i: p[0] for i, p in enumerate(pairs[:n])},
+                                     {i: p[1] for i, p in enumerate(pairs[:n])}, d.confidence_at, margin)
+            if answer != "not resolved":
+                break
+        counts[answer] = counts.get(answer, 0) + 1
+        seeds += n
+    share = {k: v / arms for k, v in counts.items()}
+    return Power(effect, share.get("slower", 0.0), share.get("equivalent", 0.0),
+                 share.get("not resolved", 0.0), share.get("faster", 0.0), seeds / arms, arms)
+
+
+def _drawn(rng: random.Random, model: PairsModel, centre: float, shared: float) -> float:
+    """One trial's crossing: +inf for a stuck trial."""
+    if rng.random() < model.stuck:
+        return math.inf
+    return centre * math.exp(shared + rng.gauss(0.0, model.own_sd))
