@@ -3,11 +3,14 @@ one study making its MLflow experiment at once (tracker.experiment_id_for)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,7 @@ from scalesweep.orchestrator.launch import sweep_lock
 from scalesweep.orchestrator.spec.errors import InputError
 from scalesweep.orchestrator.tracking.tracker import experiment_id_for
 from tests.conftest import MlflowHttp
-from tests.support.helpers import race_to_make_experiment, scalesweep
+from tests.support.helpers import ROOT, cli_env, race_to_make_experiment, scalesweep
 
 
 def _write_lock(directory: Path, host: str, pid: int) -> None:
@@ -66,16 +69,105 @@ def test_resume_is_exit_2_while_a_live_driver_holds_the_sweep(tmp_path: Path) ->
     sweep_dir = tmp_path / "scalesweep_runs" / "smoke-0123abcd"
     sweep_dir.mkdir(parents=True)
     (sweep_dir / "scalesweep.json").write_text("{}")
-    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    try:
-        _write_lock(sweep_dir, socket.gethostname(), alive.pid)
+    with _holding(sweep_dir) as holder:
         done = scalesweep("resume", str(sweep_dir), cwd=tmp_path, timeout=120)
-    finally:
-        alive.kill()
-        alive.wait()
     assert done.returncode == 2, done.stdout + done.stderr
-    assert f"another driver (resume, pid {alive.pid}" in done.stderr
+    assert f"another driver (resume, pid {holder.pid}" in done.stderr
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_lock_naming_this_very_process_is_taken_over(tmp_path: Path) -> None:
+    """A resume in a restarted container: the same hostname, and the same small pid as the
+    driver that held the lock before the restart. Nobody holds the lock, so it is ours."""
+    _write_lock(tmp_path, socket.gethostname(), os.getpid())
+    with sweep_lock.hold(tmp_path, "resume"):
+        assert json.loads((tmp_path / sweep_lock.LOCK_FILE).read_text())["command"] == "resume"
+
+
+def test_a_driver_killed_while_holding_the_sweep_leaves_it_to_the_next(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with _holding(tmp_path) as holder:
+        with pytest.raises(InputError, match=f"pid {holder.pid} on"), sweep_lock.hold(tmp_path, "resume"):
+            pass
+        holder.kill()  # SIGKILL: the kernel drops its lock; its record stays behind
+        holder.wait()
+        with sweep_lock.hold(tmp_path, "resume"):
+            pass
+    assert f"from a driver that is gone ({{'host': '{socket.gethostname()}', 'pid': {holder.pid}" \
+        in capsys.readouterr().out
+
+
+RACE_DRIVERS, RACE_ROUNDS = 8, 24
+
+
+def test_drivers_released_together_exactly_one_holds_the_sweep(tmp_path: Path) -> None:
+    """Real processes (tests/support/race_lock.py) released together by a gate, round after
+    round, half the rounds with a stale lock of a dead driver on this host: each round exactly
+    one driver holds the sweep (it keeps it until every driver has its answer), and the others
+    are refused naming it. With the old unlink-then-O_EXCL takeover put back, 20, 22 and 23 of
+    24 rounds (three runs) had two to seven drivers holding the sweep at once."""
+    sweep_dir, gate = tmp_path / "sweep", tmp_path / "gate"
+    sweep_dir.mkdir()
+    gate.mkdir()
+    dead = _dead_pid()
+    lock = sweep_dir / sweep_lock.LOCK_FILE
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.support.race_lock", str(sweep_dir), str(gate),
+                               str(i), str(RACE_DRIVERS), str(RACE_ROUNDS)], cwd=ROOT, env=cli_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i in range(RACE_DRIVERS)]
+    bad: dict[int, str] = {}
+    try:
+        _wait_for_files(gate, [f"ready-{i}" for i in range(RACE_DRIVERS)], procs)
+        for r in range(RACE_ROUNDS):
+            if lock.exists():  # a winner that thought it held someone else's lock left it
+                bad[r - 1] = f"{bad.get(r - 1, '')} left {lock.read_text()!r}"
+                lock.unlink()
+            if r % 2:
+                _write_lock(sweep_dir, socket.gethostname(), dead)
+            (gate / f"go-{r}").touch()
+            _wait_for_files(gate, [f"done-{r}-{i}" for i in range(RACE_DRIVERS)], procs)
+            won = [i for i in range(RACE_DRIVERS) if (gate / f"won-{r}-{i}").exists()]
+            if len(won) != 1:
+                bad[r] = f"held by drivers {won}"
+                continue
+            named = f"another driver (resume, pid {procs[won[0]].pid} on {socket.gethostname()}"
+            unnamed = [i for i in range(RACE_DRIVERS)
+                       if i != won[0] and named not in (gate / f"refused-{r}-{i}").read_text()]
+            if unnamed:
+                bad[r] = f"drivers {unnamed} refused without naming the holder"
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert not bad, f"{len(bad)} of {RACE_ROUNDS} rounds went wrong: {bad}"
+    assert not lock.exists()
+
+
+@contextlib.contextmanager
+def _holding(sweep_dir: Path) -> Iterator[subprocess.Popen[str]]:
+    """A driver in another process holding ``sweep_dir`` until the block ends."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path; "
+         "from scalesweep.orchestrator.launch import sweep_lock\n"
+         "with sweep_lock.hold(Path(sys.argv[1]), 'resume'):\n"
+         "    print('held', flush=True); sys.stdin.read()", str(sweep_dir)],
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _wait_for_files(gate: Path, names: list[str], procs: list[subprocess.Popen[str]]) -> None:
+    deadline = time.monotonic() + 120  # a bound for a broken driver, not a timing assumption
+    while not all((gate / name).exists() for name in names):
+        # a driver ends (0) after writing its last round's files; any other end is a failure
+        if time.monotonic() > deadline or any(p.poll() not in (None, 0) for p in procs):
+            outputs = [p.communicate(timeout=10)[0] if p.poll() is not None else "running" for p in procs]
+            raise AssertionError(f"drivers never wrote {names}: {outputs}")
+        time.sleep(0.005)
 
 
 def test_the_experiment_is_made_once_and_found_by_the_second_sweep(tmp_path: Path,
