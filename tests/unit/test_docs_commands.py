@@ -23,14 +23,14 @@ DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 RUNS_HERE = {"plan", "lr"}
 #: the others, and why they only parse here (each is run by the integration tests named)
 PARSE_ONLY = {
-    "run": "trains a sweep on Ray (tests/integration/test_cli_run.py and others run the smoke sweep)",
-    "resume": "needs a sweep interrupted mid-run (tests/integration/test_resume*.py)",
-    "report": "needs a finished study in a store (tests/integration/test_report*.py)",
-    "ui": "serves until stopped (tests/integration/test_mlflow_ui*.py start and stop it)",
-    "submit": "needs a Ray cluster's job server (tests/integration/test_submit*.py start one)",
-    "solve": "trains a search and its verification (tests/integration/test_solve*.py)",
+    "run": "trains a sweep on Ray (tests/integration/test_run_e2e.py runs the smoke sweep)",
+    "resume": "needs a sweep interrupted mid-run (tests/integration/test_ctrl_c.py, test_checkpoint_faults.py)",
+    "report": "needs a finished study in a store (tests/integration/test_run_e2e.py, test_api_run.py)",
+    "ui": "serves until stopped (tests/integration/test_ui_browser.py starts and stops it)",
+    "submit": "needs a Ray cluster's job server (tests/integration/test_cluster.py, test_submit_python.py)",
+    "solve": "trains a search and its verification (tests/integration/test_solve_e2e.py)",
     "predict": "needs a finished study in a store (tests/integration/test_api_run.py)",
-    "advise": "needs a finished study in a store (tests/integration/test_advise*.py)",
+    "advise": "needs a finished study in a store (tests/unit/test_advice.py logs one to sqlite and runs it)",
 }
 #: what a synopsis writes where a value goes: such a command is checked option by option
 PLACEHOLDER = re.compile(r"\.\.\.|…|[\[\]<>]|\b[A-Z][A-Z_]{2,}\b")
