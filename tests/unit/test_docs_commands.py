@@ -24,7 +24,7 @@ RUNS_HERE = {"plan", "lr"}
 #: the others, and why they only parse here (each is run by the integration tests named)
 PARSE_ONLY = {
     "run": "trains a sweep on Ray (tests/integration/test_run_e2e.py runs the smoke sweep)",
-    "resume": "needs a sweep interrupted mid-run (tests/integration/test_ctrl_c.py, test_checkpoint_faults.py)",
+    "resume": "needs an interrupted sweep (tests/integration/test_ctrl_c.py, test_checkpoint_faults.py)",
     "report": "needs a finished study in a store (tests/integration/test_run_e2e.py, test_api_run.py)",
     "ui": "serves until stopped (tests/integration/test_ui_browser.py starts and stops it)",
     "submit": "needs a Ray cluster's job server (tests/integration/test_cluster.py, test_submit_python.py)",
