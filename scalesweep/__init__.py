@@ -7,9 +7,10 @@ so that ``import scalesweep`` imports neither torch, Ray, MLflow nor pandas:
 >>> import scalesweep
 >>> study = scalesweep.load("sweeps/smoke.yaml", set={"training.epochs": 2})
 >>> study.plan()                  # a DataFrame, `scalesweep plan --json`
->>> result = study.run()          # `scalesweep run`: result.trials, result.arms
+>>> result = study.run()          # `scalesweep run`: result.trials, .arms, .curves, .answer
 >>> scalesweep.results("smoke")   # the same Result, read back from MLflow
 >>> scalesweep.predict("smoke", world_size=8)
+>>> scalesweep.solve(study, world_size=8).answer   # `scalesweep solve --json`'s fields
 
 ``scalesweep.workloads`` is the module for workload authors (``Workload``, ``make``, ...).
 
@@ -30,13 +31,41 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from scalesweep import workloads
-    from scalesweep.api import InputError, Result, Study, load, predict, results
+    from scalesweep.api import (
+        InputError,
+        Progress,
+        Result,
+        SolveAnswer,
+        Solved,
+        Study,
+        advise,
+        load,
+        predict,
+        results,
+        resume,
+        solve,
+        studies,
+    )
 
-__all__ = ["InputError", "Result", "Study", "load", "predict", "results", "workloads"]
+__all__ = [
+    "InputError",
+    "Progress",
+    "Result",
+    "SolveAnswer",
+    "Solved",
+    "Study",
+    "advise",
+    "load",
+    "predict",
+    "results",
+    "resume",
+    "solve",
+    "studies",
+    "workloads",
+]
 
 #: each public name -> the module that defines it (imported on first use)
-_LAZY = {"InputError": "scalesweep.api", "Result": "scalesweep.api", "Study": "scalesweep.api",
-         "load": "scalesweep.api", "predict": "scalesweep.api", "results": "scalesweep.api"}
+_LAZY = {name: "scalesweep.api" for name in __all__ if name != "workloads"}
 
 
 def _version() -> str:

@@ -141,7 +141,7 @@ def test_invalid_arguments(uri: str, capsys: pytest.CaptureFixture[str]) -> None
     assert main(["advise", "--experiment", "scaling", "--tracking-uri", uri, "--world-size", "0"]) == 2
     assert "--world-size = 0: must be at least 1" in capsys.readouterr().err
     assert main(["advise", "--tracking-uri", uri]) == 2  # --experiment or --run-id is required
-    assert main(["advise", "--experiment", "nope", "--tracking-uri", uri]) == 1
+    assert main(["advise", "--experiment", "nope", "--tracking-uri", uri]) == 2  # bad input
     assert "no MLflow experiment named 'nope'" in capsys.readouterr().err
 
 

@@ -36,14 +36,16 @@ def test_import_scalesweep_imports_no_heavy_package() -> None:
     assert _imported_after("import scalesweep") == []
     # the names resolve lazily (PEP 562), and resolving them imports none either
     assert _imported_after("import scalesweep; scalesweep.load; scalesweep.Result; "
-                           "scalesweep.results; scalesweep.predict") == []
+                           "scalesweep.results; scalesweep.predict; scalesweep.solve; "
+                           "scalesweep.advise; scalesweep.resume; scalesweep.studies") == []
 
 
 def test_the_public_names() -> None:
     from scalesweep.trainables import workloads as inner
     from scalesweep.trainables.workloads import base
 
-    names = {"load", "Study", "Result", "results", "predict", "InputError", "workloads"}
+    names = {"load", "Study", "Result", "results", "predict", "InputError", "workloads", "solve",
+             "Solved", "SolveAnswer", "advise", "resume", "studies", "Progress"}
     assert names <= set(dir(scalesweep)) and names == set(scalesweep.__all__)
     assert scalesweep.InputError is InputError
     assert scalesweep.workloads.Workload is base.Workload and scalesweep.workloads.make is inner.make
@@ -178,3 +180,131 @@ def test_the_walkthrough_compiles_and_names_public_names() -> None:
         compile(block, "docs/api.md", "exec")
     named = set(re.findall(r"\bscalesweep\.(\w+)", "".join(blocks)))
     assert named and named <= set(scalesweep.__all__), named
+
+
+# --- item 4 of issue 49: a mapping, curves, answer, blocks, studies, advise --------------------
+
+def test_load_takes_a_mapping_as_its_file_would_read() -> None:
+    import yaml
+
+    spec = yaml.safe_load((SWEEPS / "smoke.yaml").read_text(encoding="utf-8"))
+    overrides = {"axes.scaling_rule": ["none", "linear"]}
+    mapped, filed = scalesweep.load(spec, set=overrides), scalesweep.load(SMOKE, set=overrides)
+    assert mapped.path is None and mapped.name == "smoke" and yaml.safe_load(mapped.text or "") == spec
+    pd.testing.assert_frame_equal(mapped.plan(), filed.plan())
+    # a bad value is named as in a file; a key or value YAML cannot hold, before the loader
+    with pytest.raises(InputError) as exc:
+        scalesweep.load({**spec, "training": {**spec["training"], "epochs": -1}})
+    assert [p for p, _ in _problems(exc)] == ["training.epochs"] and "<mapping>" in str(exc.value)
+    with pytest.raises(InputError) as exc:
+        scalesweep.load({**spec, 3: "x"})
+    assert _problems(exc) == [("3", 3)]
+    with pytest.raises(InputError) as exc:
+        scalesweep.load({**spec, "description": object()})
+    assert _problems(exc) == [("source", "<mapping>")]
+    with pytest.raises(InputError) as exc:
+        scalesweep.load(7)  # type: ignore[arg-type]
+    assert _problems(exc) == [("source", 7)]
+
+
+def test_curves_are_one_row_per_trial_and_eval_as_mlflow_holds_them(uri: str) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from scalesweep.orchestrator.usecases.results import CURVE_COLUMNS
+
+    result = scalesweep.results("scaling", tracking_uri=uri)
+    curves = result.curves
+    assert tuple(curves.columns[:len(CURVE_COLUMNS)]) == CURVE_COLUMNS and curves.columns[-1] == "run_id"
+    # the hand-made study logs dev_loss at updates 100, 200, ..., 6000: 60 evals per trial
+    assert len(curves) == 60 * len(result.trials)
+    assert list(curves["trial"].unique()) == list(result.trials["name"])  # in the trials' order
+    one = result.trials.iloc[0]
+    mine = curves[curves["trial"] == one["name"]]
+    logged = MlflowClient(uri).get_metric_history(one["mlflow_run_id"], "dev_loss")
+    assert list(mine["update"]) == [m.step for m in logged]
+    assert list(mine["dev_loss"]) == pytest.approx([m.value for m in logged])
+    assert set(mine["arm"]) == {one["arm"]} and set(mine["world_size"]) == {one["world_size"]}
+    assert mine["epoch"].tolist() == pytest.approx((mine["update"] / one["updates_per_epoch"]).tolist())
+    assert mine["lr"].isna().all()  # not logged by this hand-made study: a column still
+
+
+def test_answer_keeps_the_decided_arms_with_their_intervals(uri: str) -> None:
+    from scalesweep.orchestrator.usecases.results import ANSWER_COLUMNS, DECIDED
+
+    result = scalesweep.results("scaling", tracking_uri=uri)
+    answer = result.answer
+    assert tuple(answer.columns) == ANSWER_COLUMNS
+    decided = result.arms[result.arms["decision"].isin(DECIDED)]
+    assert list(answer["arm"]) == list(decided["arm"]) and set(answer["decision"]) <= set(DECIDED)
+    assert "baseline" not in set(answer["decision"]) and "not resolved" not in set(answer["decision"])
+
+
+@pytest.fixture(scope="module")
+def blocks_uri(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]:
+    """A store with one study run twice (two parent runs: a second block) and another study."""
+    from mlflow.tracking import MlflowClient
+
+    from tests.unit.test_advice import STUDY, _log
+
+    uri = f"sqlite:///{tmp_path_factory.mktemp('blocks') / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    parents = [_log(client, "twice", STUDY), _log(client, "twice", STUDY[:4])]
+    _log(client, "once", STUDY[:2])
+    return uri, parents
+
+
+def test_results_reads_every_block_of_a_study(blocks_uri: tuple[str, list[str]]) -> None:
+    from tests.unit.test_advice import STUDY
+
+    uri, parents = blocks_uri
+    latest = scalesweep.results("twice", tracking_uri=uri)
+    every = scalesweep.results("twice", tracking_uri=uri, blocks="all")
+    assert latest.parent_run_id == parents[-1] and latest.parent_run_ids == (parents[-1],)
+    assert every.parent_run_ids == tuple(parents) and every.parent_run_id == parents[-1]
+    for table in (every.trials, every.arms, every.curves):
+        assert table.columns[0] == "parent_run_id" and list(table["parent_run_id"].unique()) == parents
+    assert list(every.trials.groupby("parent_run_id", sort=False).size()) == [len(STUDY), 4]
+    # the latest block's rows are what blocks="latest" reads
+    last = every.trials[every.trials["parent_run_id"] == parents[-1]].drop(columns="parent_run_id")
+    pd.testing.assert_frame_equal(last.reset_index(drop=True), latest.trials)
+    for bad in ({"blocks": "some"}, {"blocks": "all", "run_id": parents[0]}):
+        with pytest.raises(InputError) as exc:
+            scalesweep.results(**({"experiment": "twice"} if "run_id" not in bad else {}),
+                               tracking_uri=uri, **bad)  # type: ignore[arg-type]
+        assert _problems(exc)[0][0] == "blocks"
+
+
+def test_studies_lists_what_a_store_holds(blocks_uri: tuple[str, list[str]], tmp_path: Path) -> None:
+    uri, parents = blocks_uri
+    table = scalesweep.studies(uri)
+    assert list(table.columns) == ["experiment", "parent_runs", "latest_parent_run_id", "latest_start",
+                                   "description"]
+    assert list(table["experiment"]) == ["once", "twice"]  # newest first
+    twice = table.set_index("experiment").loc["twice"]
+    assert (twice["parent_runs"], twice["latest_parent_run_id"]) == (2, parents[-1])
+    assert scalesweep.studies(f"sqlite:///{tmp_path / 'empty.db'}").empty
+
+
+def test_advise_is_what_the_advise_command_prints(uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from scalesweep.dashboards.advice import render
+
+    advice = scalesweep.advise("scaling", world_size=16, tracking_uri=uri)
+    printed = cli(["advise", "--experiment", "scaling", "--world-size", "16", "--tracking-uri", uri],
+                  capsys)
+    assert render(advice) + "\n" == printed and advice.world_size == 16
+    for call, problem in [(lambda: scalesweep.advise("nope", tracking_uri=uri), ("experiment", "nope")),
+                          (lambda: scalesweep.advise("scaling", world_size=0, tracking_uri=uri),
+                           ("world_size", 0)),
+                          (lambda: scalesweep.advise(tracking_uri=uri), ("experiment", None))]:
+        with pytest.raises(InputError) as exc:
+            call()
+        assert _problems(exc)[:1] == [problem]
+
+
+def test_the_api_and_its_use_cases_never_print(uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    scalesweep.load(SMOKE).plan()
+    _ = scalesweep.results("scaling", tracking_uri=uri).curves
+    scalesweep.predict("scaling", world_size=64, tracking_uri=uri)
+    scalesweep.advise("scaling", tracking_uri=uri)
+    assert capsys.readouterr() == ("", "")

@@ -110,7 +110,7 @@ def test_the_api_is_the_top_layer() -> None:
     # everything below may be imported by the API, and an import of it from any layer is caught
     graph = _graph()
     assert LAYERS[-1] == API and f"{TOP}.{API}" in graph
-    assert {f"{TOP}.orchestrator.commands.plan", f"{TOP}.orchestrator.spec.errors"} <= {
+    assert {f"{TOP}.orchestrator.usecases.study", f"{TOP}.orchestrator.spec.errors"} <= {
         d for m, deps in graph.items() if _layer(m) == API for d in deps}
     for below in ("orchestrator.commands.run", "orchestrator.launch.run", "dashboards.report",
                   "science.scaling"):
@@ -166,8 +166,9 @@ def test_no_import_cycle() -> None:
     assert cycles == []
 
 
-#: orchestrator's stages, top to bottom (docs/design.md §3.1): a stage imports only stages below it
-STAGES = ("cli", "commands", "launch", "cluster", "tracking", "plan", "spec")
+#: orchestrator's stages, top to bottom (docs/design.md §3.1): a stage imports only stages below it.
+#: The use cases sit below the CLI's commands, which are argparse and formatting over them
+STAGES = ("cli", "commands", "usecases", "launch", "cluster", "tracking", "plan", "spec")
 #: stages of one rank, which may import each other: the run loop connects through cluster's
 #: ray_auth and checks its storage_check, and cluster's submit runs the loop on the head
 SAME_RANK = {"cluster": "launch"}
@@ -178,6 +179,17 @@ def _stage(module: str) -> int | None:
     if parts[:2] != [TOP, "orchestrator"] or len(parts) < 3:
         return None
     return STAGES.index(SAME_RANK.get(parts[2], parts[2])) if parts[2] in STAGES else None
+
+
+def test_the_api_stands_on_the_use_cases_not_on_the_cli() -> None:
+    # the CLI's commands are a client of the use cases, as the API is: neither imports the other
+    graph = _graph()
+    faces = {m: deps for m, deps in graph.items() if _layer(m) == API}
+    assert faces and [(m, d) for m, deps in faces.items() for d in deps
+                      if d.startswith(f"{TOP}.orchestrator.commands") or d == f"{TOP}.orchestrator.cli"] == []
+    usecases = [m for m in graph if m.startswith(f"{TOP}.orchestrator.usecases.")]
+    assert {f"{TOP}.orchestrator.usecases.{u}" for u in ("study", "run", "results", "predict",
+                                                          "advise", "solve")} <= set(usecases)
 
 
 def test_orchestrator_stages_import_only_downwards() -> None:
@@ -203,9 +215,11 @@ def test_stage_packages_import_nothing() -> None:
         assert [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)] == [], stage
 
 
-#: the only orchestrator modules that may import dashboards: the CLI's commands (docs/design.md
-#: §3.2: the driver runs without the report's code; `run`/`resume` make the report at the end,
-#: `report`/`advise`/`predict` read a study), each lazily, inside the command
+#: the only orchestrator modules that may import dashboards: the use cases and the CLI's
+#: commands (docs/design.md §3.2: the driver runs without the report's code; `run`/`resume`
+#: make the report at the end, `results`/`advise`/`predict` read a study, and the commands
+#: format what they return), each lazily, inside the function
+USECASES = f"{TOP}.orchestrator.usecases."
 COMMANDS = f"{TOP}.orchestrator.commands."
 
 
@@ -214,18 +228,19 @@ def _reaching_into_dashboards(graph: dict[str, set[str]]) -> set[str]:
             and any(d.startswith(f"{TOP}.dashboards") for d in deps)}
 
 
-def test_only_the_cli_commands_reach_into_dashboards() -> None:
+def test_only_the_use_cases_and_commands_reach_into_dashboards() -> None:
     reaching = _reaching_into_dashboards(_graph())
-    assert [m for m in reaching if not m.startswith(COMMANDS)] == []
-    # the commands that do, named: one more is a decision, seen in review
-    assert reaching == {f"{COMMANDS}{c}" for c in ("_common", "report", "advise", "predict")}
+    assert [m for m in reaching if not m.startswith((USECASES, COMMANDS))] == []
+    # the modules that do, named: one more is a decision, seen in review
+    assert reaching == {*(f"{USECASES}{u}" for u in ("run", "results", "predict", "advise")),
+                        *(f"{COMMANDS}{c}" for c in ("report", "advise", "predict"))}
 
 
 def test_a_reach_into_dashboards_outside_the_commands_is_caught() -> None:
     graph = _graph()
     graph[f"{TOP}.orchestrator.tracking.predictions"].add(f"{TOP}.dashboards.prediction")
     graph[f"{TOP}.orchestrator.cli"].add(f"{TOP}.dashboards.report")
-    outside = {m for m in _reaching_into_dashboards(graph) if not m.startswith(COMMANDS)}
+    outside = {m for m in _reaching_into_dashboards(graph) if not m.startswith((USECASES, COMMANDS))}
     assert outside == {f"{TOP}.orchestrator.tracking.predictions", f"{TOP}.orchestrator.cli"}
 
 

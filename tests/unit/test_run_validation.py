@@ -36,16 +36,19 @@ def test_ray_address_comes_from_the_flag_then_the_environment(monkeypatch: pytes
 def test_a_ray_client_address_in_the_environment_runs_the_driver_on_the_head(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # as --address ray://... does (tests/integration/test_cluster.py runs that path on a real
-    # cluster): the address is resolved before run_study picks the Ray Client path
+    # cluster): the address is resolved before the run use case picks the Ray Client path
     from scalesweep.orchestrator.cluster import submit
-    from scalesweep.orchestrator.commands.run import run_study
     from scalesweep.orchestrator.launch import run as launch_run
+    from scalesweep.orchestrator.usecases.progress import console
+    from scalesweep.orchestrator.usecases.run import run_study
+    from scalesweep.orchestrator.usecases.study import load_file
 
     calls: list[tuple[str, str]] = []
     monkeypatch.setattr(submit, "run_via_client", lambda sweep, **kw: calls.append(("client", kw["address"])))
-    monkeypatch.setattr(launch_run, "run_sweep", lambda sweep, **kw: calls.append(("here", kw["address"])))
+    monkeypatch.setattr(launch_run, "run_loaded", lambda sweep, **kw: calls.append(("here", kw["address"])))
+    study = load_file(SWEEPS / "smoke.yaml")
     monkeypatch.setenv("RAY_ADDRESS", "ray://10.0.0.5:10001")
-    run_study("s.yaml", overrides=[], address=None, tracking_uri="sqlite:///x.db")
+    run_study(study, address=None, tracking_uri="sqlite:///x.db", progress=console())
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
-    run_study("s.yaml", overrides=[], address=None, tracking_uri="sqlite:///x.db")
+    run_study(study, address=None, tracking_uri="sqlite:///x.db", progress=console())
     assert calls == [("client", "ray://10.0.0.5:10001"), ("here", "10.0.0.5:6379")]

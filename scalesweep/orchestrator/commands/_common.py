@@ -4,12 +4,14 @@ tracking URI, and what ``run`` and ``resume`` print when a sweep ends."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from scalesweep.mlflow_names import DEFAULT_TRACKING_URI
+
+if TYPE_CHECKING:
+    from scalesweep.orchestrator.launch.run import Outcome
 
 EXIT_OK, EXIT_ERROR, EXIT_INPUT = 0, 1, 2
 
@@ -76,53 +78,43 @@ def no_report_arg(p: argparse.ArgumentParser) -> None:
 def tracking_uri(arg: str | None) -> str:
     """--tracking-uri, else MLFLOW_TRACKING_URI, else the default; credentials in it move to
     the environment (tracking/credentials.py), so nothing we print or save holds them."""
-    from scalesweep.orchestrator.tracking import credentials
+    from scalesweep.orchestrator.usecases.defaults import tracking_uri_of
 
-    return credentials.strip(arg or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI)
+    return tracking_uri_of(arg)
 
 
-def finish(outcome: Any, report: bool = True) -> int:
+def finish(outcome: Outcome, report: bool = True) -> int:
     """Summary table, the report (logged on the parent run) unless ``report`` is False, and
     where to look next; the exit code of the sweep."""
     conclude(outcome, report)
-    return int(outcome.exit_code)
+    return outcome.exit_code
 
 
-def conclude(outcome: Any, report: bool = True) -> Path | None:
+def conclude(outcome: Outcome, report: bool = True) -> Path | None:
     """What ``run`` and ``resume`` print at the end of a sweep (summary table, arms, the report
     logged on the parent run, the UI link); the report's directory, None when none was made
     (``report`` False: ``--no-report``)."""
     from scalesweep.orchestrator.tracking.summary_table import format_arms, format_summary
     from scalesweep.orchestrator.tracking.ui import ui_hint
+    from scalesweep.orchestrator.usecases.run import report_dir_for, write_report
 
     print(format_summary(outcome.summaries, outcome.statuses))
     if any(a.n_seeds > 1 for a in outcome.arms) or len(outcome.arms) < len(outcome.trials):
         print("\n" + format_arms(outcome.arms))
     for line in outcome.checks:
         print(line)
-    out_dir = os.path.join("reports", outcome.experiment)
-    if not report:
+    out_dir = report_dir_for(outcome.experiment, report)
+    if out_dir is None:
         print(f"report: not made (--no-report); make it with scalesweep report --run-id "
               f"{outcome.parent_run_id}")
         print(ui_hint(outcome.tracking_uri, outcome.experiment))
         return None
-    if not outcome.tracking_closed:  # the report reads MLflow, which did not answer just now
-        print(f"report: not made (MLflow did not answer); after `scalesweep resume`, make it "
-              f"with scalesweep report --run-id {outcome.parent_run_id}", file=sys.stderr)
+    made = write_report(outcome, out_dir)
+    if made.html is not None:
+        print(f"report: {made.html}")
+    if made.problem is not None:
+        print(made.problem, file=sys.stderr)
+    if not outcome.tracking_closed:  # no UI link: MLflow did not answer
         return None
-    from scalesweep.dashboards.report import build_report  # matplotlib, pandas: only for a report
-
-    report_dir: Path | None = None
-    try:
-        paths = build_report(outcome.tracking_uri, parent_run_id=outcome.parent_run_id,
-                             out_dir=out_dir)
-        report_dir = paths.out_dir
-        from mlflow.tracking import MlflowClient
-
-        MlflowClient(outcome.tracking_uri).log_artifacts(outcome.parent_run_id, out_dir, "report")
-        print(f"report: {paths.html}")
-    except Exception as exc:  # the trials are safe in MLflow; a report can be made later
-        print(f"warning: report failed ({type(exc).__name__}: {exc}); make it later with "
-              f"scalesweep report --run-id {outcome.parent_run_id}", file=sys.stderr)
     print(ui_hint(outcome.tracking_uri, outcome.experiment))
-    return report_dir
+    return made.out_dir

@@ -12,7 +12,6 @@ from scalesweep.orchestrator.commands._common import (
     tracking_uri,
     tracking_uri_arg,
 )
-from scalesweep.orchestrator.spec.errors import InputError, Problem
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -25,11 +24,11 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scalesweep.dashboards.advice import load_advice, render
+    from scalesweep.dashboards.advice import render
+    from scalesweep.orchestrator.usecases.advise import advise
 
-    if args.world_size is not None and args.world_size < 1:
-        raise InputError("--world-size", [Problem("--world-size", args.world_size, "must be at least 1")])
-    advice = load_advice(tracking_uri(args.tracking_uri), experiment=args.experiment,
-                         parent_run_id=args.run_id, world_size=args.world_size)
+    advice = advise(args.experiment, run_id=args.run_id, world_size=args.world_size,
+                    tracking_uri=tracking_uri(args.tracking_uri),
+                    spell=lambda name: "--" + name.replace("_", "-"))
     print(render(advice))
     return EXIT_OK

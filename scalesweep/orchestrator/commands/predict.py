@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scalesweep.orchestrator.commands._common import (
     EXIT_OK,
@@ -19,9 +18,6 @@ from scalesweep.orchestrator.commands._common import (
     tracking_uri_arg,
 )
 from scalesweep.orchestrator.spec.errors import InputError, Problem
-
-if TYPE_CHECKING:
-    from scalesweep.science.prediction_record import StudyPrediction
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -44,14 +40,19 @@ def run(args: argparse.Namespace) -> int:
     if args.ledger:
         return _predict_ledger(args)
     from scalesweep.dashboards.prediction import render
+    from scalesweep.orchestrator.usecases.predict import (
+        prediction_records,
+        record_on_parent,
+        study_prediction,
+    )
 
     uri = tracking_uri(args.tracking_uri)
     sp = study_prediction(uri, experiment=args.experiment, run_id=args.run_id,
-                          world_size=args.world_size)
+                          world_size=args.world_size, spell=_flag)
     verify_note = _write_verification(args, uri, sp) if args.verify else ""
     recorded = ""
     if not args.no_record:
-        pid = record(uri, sp)
+        pid = record_on_parent(uri, sp)
         recorded = (f"recorded: predictions/{pid}.json on parent run {sp.parent_run_id} "
                     "(scalesweep predict --ledger scores it once the experiment has trials at "
                     f"{args.world_size} workers)")
@@ -67,53 +68,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
-
-
-def study_prediction(uri: str, *, experiment: str | None, run_id: str | None, world_size: int | None,
-                     spell: Callable[[str], str] = _flag) -> StudyPrediction:
-    """What ``predict`` predicts (``scalesweep.predict`` too): epochs to target at
-    ``world_size`` per lr rule, for the study of ``experiment`` or of its parent ``run_id``.
-    Every refusal is an ``InputError`` naming the argument, as ``spell`` writes it (the CLI's
-    flags by default), its value and the rule."""
-    from scalesweep.dashboards.mlflow_data import StudyNotFound
-    from scalesweep.dashboards.prediction import load_prediction
-    from scalesweep.science.stats.predict import PredictionRefused
-
-    if not (experiment or run_id):
-        raise InputError("predict", [Problem(spell("experiment"), None, "name the study (or "
-                                             f"{spell('run_id')} its parent run), or list "
-                                             "predictions with --ledger")])
-    if world_size is None:
-        raise InputError("predict", [Problem(spell("world_size"), None, "is needed to predict")])
-    if isinstance(world_size, bool) or not isinstance(world_size, int):
-        raise InputError(spell("world_size"), [Problem(spell("world_size"), world_size,
-                                                       "must be an integer")])
-    if world_size < 1:
-        raise InputError(spell("world_size"), [Problem(spell("world_size"), world_size,
-                                                       "must be at least 1")])
-    which = spell("experiment") if experiment else spell("run_id")
-    try:
-        sp = load_prediction(uri, experiment=experiment, parent_run_id=run_id, world_size=world_size)
-    except PredictionRefused as e:
-        raise InputError("predict", [Problem(which, experiment or run_id, r) for r in e.reasons]) from e
-    except StudyNotFound as e:
-        raise InputError("predict", [Problem(spell("experiment"), experiment, str(e))]) from e
-    if all(r.prediction is None for r in sp.rules):
-        raise InputError("predict", [Problem(f"lr rule {r.rule}", f"{spell('world_size')} {world_size}", why)
-                                     for r in sp.rules for why in r.refused])
-    return sp
-
-
-def prediction_records(sp: StudyPrediction) -> list[dict[str, Any]]:
-    """``predict --json``'s objects: one per lr rule, each with the best lr at the world size."""
-    return [r.as_json() | {"best_lr": sp.best_lr_json()} for r in sp.rules]
-
-
-def record(uri: str, sp: StudyPrediction) -> str:
-    """The prediction recorded on the study's parent run, for the ledger; its id."""
-    from scalesweep.orchestrator.tracking.predictions import record_prediction
-
-    return record_prediction(uri, sp)
 
 
 def _write_verification(args: argparse.Namespace, uri: str, sp: Any) -> str:

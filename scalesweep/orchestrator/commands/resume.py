@@ -35,30 +35,33 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scalesweep.orchestrator.launch.run import resume_sweep, storage_root
-    from scalesweep.orchestrator.launch.solve_state import find_solve_dir
+    from scalesweep.orchestrator.usecases.progress import console
+    from scalesweep.orchestrator.usecases.run import resume_sweep
+    from scalesweep.orchestrator.usecases.solve import find_solve
 
     uri = tracking_uri(args.tracking_uri) if args.tracking_uri else None
-    solve_dir = find_solve_dir(args.sweep, storage_root())  # a solve's state first
+    solve_dir = find_solve(args.sweep)  # a solve's state first
     if solve_dir is not None:
         return _resume_solve(args, solve_dir, uri)
     if args.json or args.no_record:
         flag = "--json" if args.json else "--no-record"
         raise InputError("resume", [Problem(flag, args.sweep, "is for a solve's state directory "
                                             "(one holding solve.json); this names a sweep")])
-    outcome = resume_sweep(args.sweep, address=args.address, tracking_uri=uri,
-                           summary_json=args.summary_json, retry_failed=args.retry_failed)
+    outcome = resume_sweep(args.sweep, address=args.address, tracking_uri=uri, progress=console(),
+                           summary_json=None if args.summary_json is None else Path(args.summary_json),
+                           retry_failed=args.retry_failed)
     return finish(outcome, args.report)
 
 
 def _resume_solve(args: argparse.Namespace, solve_dir: Path, uri: str | None) -> int:
     from scalesweep.orchestrator.commands.solve import show
-    from scalesweep.orchestrator.launch.solve import resume_solve
+    from scalesweep.orchestrator.usecases.solve import resume_solve
 
     if args.retry_failed or args.summary_json:
         flag = "--retry-failed" if args.retry_failed else "--summary-json"
         raise InputError("resume", [Problem(flag, str(solve_dir), "is for a sweep; a solve's "
                                             "resume takes --json, --no-record, --address, "
                                             "--tracking-uri")])
-    return show(lambda: resume_solve(solve_dir, address=args.address, tracking_uri=uri,
-                                     record=not args.no_record), as_json=args.json)
+    return show(lambda progress: resume_solve(solve_dir, address=args.address, tracking_uri=uri,
+                                              record=not args.no_record, progress=progress),
+                as_json=args.json)

@@ -4,12 +4,9 @@ head (``--address ray://``)."""
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
 
 from scalesweep.orchestrator.commands._common import Subparsers, finish, run_args, tracking_uri
-
-if TYPE_CHECKING:
-    from scalesweep.orchestrator.launch.run import Outcome
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -18,25 +15,12 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return finish(run_study(args.sweep, overrides=args.set, address=args.address,
-                            tracking_uri=tracking_uri(args.tracking_uri),
-                            summary_json=args.summary_json, verbose=args.verbose), args.report)
+    from scalesweep.orchestrator.usecases.progress import console
+    from scalesweep.orchestrator.usecases.run import run_study
+    from scalesweep.orchestrator.usecases.study import load_file
 
-
-def run_study(sweep: str, *, overrides: list[str], address: str | None, tracking_uri: str,
-              summary_json: str | None = None, verbose: bool = False) -> Outcome:
-    """The sweep run as ``scalesweep run`` runs it (``scalesweep.Study.run`` too): here, or
-    (``ray://``) with its driver on the cluster's head; ``address`` else ``RAY_ADDRESS``."""
-    from scalesweep.orchestrator.launch.run import ray_address, run_sweep
-
-    address = ray_address(address)
-    kwargs: dict[str, Any] = {"overrides": overrides, "address": address, "tracking_uri": tracking_uri,
-              "summary_json": summary_json, "verbose": verbose}
-    if address and address.startswith("ray://"):
-        # a Ray Client driver cannot host the sweep (Tune's callbacks would run remotely); its
-        # driver runs on the head instead
-        from scalesweep.orchestrator.cluster.submit import run_via_client
-
-        outcome: Outcome = run_via_client(sweep, **kwargs)
-        return outcome
-    return run_sweep(sweep, **kwargs)
+    uri = tracking_uri(args.tracking_uri)
+    outcome = run_study(load_file(args.sweep, args.set), address=args.address, tracking_uri=uri,
+                        summary_json=None if args.summary_json is None else Path(args.summary_json),
+                        verbose=args.verbose, progress=console())
+    return finish(outcome, args.report)

@@ -5,7 +5,6 @@ prints the verified recipe (docs/solve.md)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -25,7 +24,8 @@ from scalesweep.orchestrator.commands._common import (
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 
 if TYPE_CHECKING:
-    from scalesweep.orchestrator.launch.solve import SolveResult  # imports Ray
+    from scalesweep.orchestrator.usecases.progress import Progress
+    from scalesweep.orchestrator.usecases.solve import Solved
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -68,29 +68,36 @@ def _range(flag: str, text: str | None) -> tuple[float, float] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scalesweep.orchestrator.launch.solve import solve
+    from scalesweep.orchestrator.usecases.solve import solve
+    from scalesweep.orchestrator.usecases.study import load_file
 
-    return show(lambda: solve(args.sweep, overrides=args.set, world_size=args.world_size,
-                              budget=args.budget, candidates=args.candidates,
-                              lr=_range("--lr", args.lr), warmup=_range("--warmup", args.warmup),
-                              search_seed=args.search_seed, address=args.address,
-                              tracking_uri=tracking_uri(args.tracking_uri), verbose=args.verbose,
-                              record=not args.no_record, sampler=args.sampler), as_json=args.json)
+    uri = tracking_uri(args.tracking_uri)
+    study = load_file(args.sweep, args.set)
+    return show(lambda progress: solve(study, world_size=args.world_size, budget=args.budget,
+                                       candidates=args.candidates, lr=_range("--lr", args.lr),
+                                       warmup=_range("--warmup", args.warmup),
+                                       search_seed=args.search_seed, address=args.address,
+                                       tracking_uri=uri, verbose=args.verbose,
+                                       record=not args.no_record, sampler=args.sampler,
+                                       progress=progress), as_json=args.json)
 
 
-def show(make: Callable[[], SolveResult], *, as_json: bool) -> int:
+def show(make: Callable[[Progress], Solved], *, as_json: bool) -> int:
     """Run a solve (or its resume) and print its answer, as one JSON object or in words; the
     exit code: 0 when a candidate was verified, else 1. `resume` of a solve prints through it."""
+    from scalesweep.orchestrator.usecases.progress import console
+
     # under --json, stdout is the answer alone: the progress goes to stderr
-    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
-        result = make()
+    progress = console(out=sys.stderr) if as_json else console()
+    with progress.capture():
+        result = make(progress)
         if result.verification is not None:  # its tables, and the report with a solve section
             conclude(result.verification)
     if as_json:
-        print(json.dumps(result.answer, indent=1))
+        print(json.dumps(result.answer.json, indent=1))
     else:
-        print(render(result.answer))
-    return EXIT_OK if result.answer.get("decision") is not None else EXIT_ERROR
+        print(render(result.answer.json))
+    return EXIT_OK if result.answer.decision is not None else EXIT_ERROR
 
 
 _SAID = {"faster": "faster than the baseline per epoch",

@@ -177,8 +177,19 @@ def _check_feasible(plan: Plan) -> None:
 def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_uri: str,
               summary_json: str | None = None, verbose: bool = False,
               parent_tags: Mapping[str, str] | None = None) -> Outcome:
-    """``parent_tags``: more tags on the parent run (`solve` marks its verification so)."""
-    sweep = load_sweep(path, overrides)
+    """The sweep file at ``path`` with its overrides, loaded and run (``run_loaded``);
+    ``parent_tags``: more tags on the parent run (`solve` marks its verification so)."""
+    return run_loaded(load_sweep(path, overrides), sweep_file=Path(path), overrides=overrides,
+                      address=address, tracking_uri=tracking_uri, summary_json=summary_json,
+                      verbose=verbose, parent_tags=parent_tags)
+
+
+def run_loaded(sweep: Sweep, *, sweep_file: Path | None, overrides: list[str], address: str | None,
+               tracking_uri: str, summary_json: str | None = None, verbose: bool = False,
+               parent_tags: Mapping[str, str] | None = None, sweep_text: str | None = None) -> Outcome:
+    """Run ``sweep``, already validated: the file it was loaded from (``sweep_file``, with
+    ``overrides``), or, for a sweep given as a mapping, ``sweep_text``, its YAML; either is
+    copied into the sweep directory for ``resume``."""
     make_plan(sweep)  # every input problem the plan finds, before Ray starts or MLflow is touched
     check_reachable(tracking_uri)
     connect_ray(address, verbose)
@@ -189,13 +200,15 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
     _check_feasible(plan)
     check_shared_storage(storage_root(sweep))  # multi-node: every node must see it (exit 2 if not)
     tracker = SweepTracker(tracking_uri, sweep.spec.name)
-    parent_id = tracker.start_parent(parent_params(plan), {SWEEP_FILE_TAG: str(Path(path).resolve()),
-                                                           **machine_tags(), **sweep_tags(sweep),
-                                                           **(parent_tags or {})})
+    file_tag = {SWEEP_FILE_TAG: str(sweep_file.resolve())} if sweep_file is not None else {}
+    parent_id = tracker.start_parent(parent_params(plan), {**file_tag, **machine_tags(),
+                                                           **sweep_tags(sweep), **(parent_tags or {})})
     sweep_dir = storage_root(sweep) / f"{sweep.spec.name}-{parent_id[:8]}"
     sweep_dir.mkdir(parents=True, exist_ok=True)
     tracker.journal = sweep_dir / JOURNAL
-    sweep_copy, saved_overrides = keep_copies(path, sweep, overrides, sweep_dir)
+    sweep_copy, saved_overrides = keep_copies(sweep_file, sweep, overrides, sweep_dir, sweep_text)
+    if sweep_file is None:  # a mapping's sweep file is its copy
+        tracker.client.set_tag(parent_id, SWEEP_FILE_TAG, str(sweep_copy))
     state = {SWEEP_FILE_TAG: str(sweep_copy), "overrides": saved_overrides,
              "tracking_uri": tracking_uri, "parent_run_id": parent_id,
              "experiment": sweep.spec.name, "address": address}
@@ -206,12 +219,17 @@ def run_sweep(path: str, *, overrides: list[str], address: str | None, tracking_
         return _execute(plan, tracker, parent_id, sweep_dir, tracking_uri, summary_json, {})
 
 
-def keep_copies(path: str, sweep: Sweep, overrides: list[str], state_dir: Path) -> tuple[Path, list[str]]:
+def keep_copies(path: str | Path | None, sweep: Sweep, overrides: list[str], state_dir: Path,
+                text: str | None = None) -> tuple[Path, list[str]]:
     """The sweep file (and its recipe) copied into ``state_dir``: resume reads them from there,
     since the originals may be gone (a submitted job's working dir) or edited by the time a
-    crashed sweep is resumed. The copy's path, and the overrides that point at the recipe's copy."""
+    crashed sweep is resumed. A sweep given as a mapping (``path`` None) is written there from
+    ``text``, its YAML. The copy's path, and the overrides that point at the recipe's copy."""
     sweep_copy = state_dir / "sweep.yaml"
-    shutil.copyfile(path, sweep_copy)
+    if path is not None:
+        shutil.copyfile(path, sweep_copy)
+    else:
+        sweep_copy.write_text(text or "", encoding="utf-8")
     saved = list(overrides)
     if sweep.recipe is not None:
         recipe_copy = state_dir / f"recipe{Path(sweep.recipe.source).suffix}"

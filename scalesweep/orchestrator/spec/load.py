@@ -202,8 +202,13 @@ def pydantic_problems(exc: ValidationError, prefix: str = "") -> list[Problem]:
 
 
 def load_sweep(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
+    return sweep_of(load_mapping(path), path, overrides)
+
+
+def sweep_of(data: dict[str, Any], path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
+    """A sweep file's mapping, as ``load_mapping`` reads it, validated with its overrides;
+    ``path`` names it in the problems and anchors its relative paths (a recipe's)."""
     src = str(path)
-    data = load_mapping(path)
     parsed = parse_overrides(overrides)
     problems = apply_overrides(data, parsed)
     if problems:

@@ -1,0 +1,101 @@
+"""``predict``: epochs to target at a world size a study did not run, per lr rule, with an
+interval (docs/beyond.md, "Predict, then verify"); recorded on the study's parent run only
+when the caller asks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from scalesweep.orchestrator.spec.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from scalesweep.science.prediction_record import StudyPrediction
+
+
+def _keyword(name: str) -> str:
+    return name
+
+
+def study_prediction(uri: str, *, experiment: str | None, run_id: str | None, world_size: int | None,
+                     spell: Callable[[str], str] = _keyword) -> StudyPrediction:
+    """Epochs to target at ``world_size`` per lr rule, for the study of ``experiment`` or of
+    its parent ``run_id``. Every refusal is an ``InputError`` naming the argument, as ``spell``
+    writes it (the CLI passes its flags), its value and the rule."""
+    from mlflow.exceptions import MlflowException
+
+    from scalesweep.dashboards.mlflow_data import StudyNotFound
+    from scalesweep.dashboards.prediction import load_prediction
+    from scalesweep.science.stats.predict import PredictionRefused
+
+    if not (experiment or run_id):
+        raise InputError("predict", [Problem(spell("experiment"), None, "name the study (or "
+                                             f"{spell('run_id')} its parent run), or list "
+                                             "predictions with --ledger")])
+    if world_size is None:
+        raise InputError("predict", [Problem(spell("world_size"), None, "is needed to predict")])
+    if isinstance(world_size, bool) or not isinstance(world_size, int):
+        raise InputError(spell("world_size"), [Problem(spell("world_size"), world_size,
+                                                       "must be an integer")])
+    if world_size < 1:
+        raise InputError(spell("world_size"), [Problem(spell("world_size"), world_size,
+                                                       "must be at least 1")])
+    which = spell("experiment") if experiment else spell("run_id")
+    try:
+        sp = load_prediction(uri, experiment=experiment, parent_run_id=run_id, world_size=world_size)
+    except PredictionRefused as e:
+        raise InputError("predict", [Problem(which, experiment or run_id, r) for r in e.reasons]) from e
+    except StudyNotFound as e:
+        raise InputError("predict", [Problem(spell("experiment"), experiment, str(e))]) from e
+    except MlflowException as e:
+        if run_id is None or getattr(e, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        raise InputError("predict", [Problem(spell("run_id"), run_id, f"no such MLflow run at "
+                                             f"{uri}")]) from None
+    if all(r.prediction is None for r in sp.rules):
+        raise InputError("predict", [Problem(f"lr rule {r.rule}", f"{spell('world_size')} {world_size}", why)
+                                     for r in sp.rules for why in r.refused])
+    return sp
+
+
+def prediction_records(sp: StudyPrediction) -> list[dict[str, Any]]:
+    """``predict --json``'s objects: one per lr rule, each with the best lr at the world size."""
+    return [r.as_json() | {"best_lr": sp.best_lr_json()} for r in sp.rules]
+
+
+def record_on_parent(uri: str, sp: StudyPrediction) -> str:
+    """The prediction recorded on the study's parent run, for the ledger; its id."""
+    from scalesweep.orchestrator.tracking.predictions import record_prediction
+
+    return record_prediction(uri, sp)
+
+
+def predict(experiment: str | None = None, *, world_size: int, run_id: str | None = None,
+            tracking_uri: str | None = None, record: bool = False) -> pd.DataFrame:
+    """Epochs to target at ``world_size``, a world size the study (the latest of ``experiment``,
+    or parent run ``run_id``) did not run, per lr rule, with an interval: one row per lr rule,
+    the objects ``scalesweep predict --json`` prints (``best_lr`` in each). ``record=True``
+    records the prediction on the study's parent run for ``predict --ledger``, as the CLI does
+    unless ``--no-record``; its id is then ``frame.attrs["prediction_id"]``. A study that cannot
+    support a prediction raises ``InputError`` with the reasons.
+
+    >>> scalesweep.predict("smoke", world_size=8, tracking_uri="sqlite:///mlflow.db")
+    """
+    from scalesweep.orchestrator.usecases.defaults import tracking_uri_of
+    from scalesweep.orchestrator.usecases.tables import frame
+
+    for name, value in (("experiment", experiment), ("run_id", run_id), ("tracking_uri", tracking_uri)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise InputError("scalesweep.predict", [Problem(name, value, "must be a non-empty string")])
+    if not isinstance(record, bool):
+        raise InputError("scalesweep.predict", [Problem("record", record, "must be True or False")])
+    uri = tracking_uri_of(tracking_uri)
+    sp = study_prediction(uri, experiment=experiment, run_id=run_id, world_size=world_size)
+    table = frame(prediction_records(sp))
+    table.attrs.update(experiment=sp.experiment, parent_run_id=sp.parent_run_id,
+                       world_size=sp.world_size, target=sp.target)
+    if record:
+        table.attrs["prediction_id"] = record_on_parent(uri, sp)
+    return table
