@@ -183,8 +183,10 @@ def _validate(sweep_path: str, overrides: list[str], tracking_uri: str,
     return sweep, _resolved_recipe(sweep, sweep_path)
 
 
-def _env_vars() -> dict[str, str]:
-    env = {"PYTHONUNBUFFERED": "1", **credentials.job_env()}  # never in the entrypoint
+def _env_vars(tracking_uri: str) -> dict[str, str]:
+    """The job's environment: the tracking URI's credentials (never in the entrypoint, which
+    the dashboard shows), and the storage root as the head sees it."""
+    env = {"PYTHONUNBUFFERED": "1", **credentials.job_env(tracking_uri)}
     # SCALESWEEP_STORAGE as the cluster's nodes see it; unset, the head's own environment decides
     for key in ("SCALESWEEP_STORAGE", "SCALESWEEP_DEBUG"):
         if os.environ.get(key):
@@ -230,7 +232,7 @@ def submit(args: argparse.Namespace) -> int:
         job_id = f"scalesweep-{sweep.spec.name}-{uuid.uuid4().hex[:8]}"
         client.submit_job(
             entrypoint=entrypoint, submission_id=job_id,
-            runtime_env={"working_dir": str(ship.directory), "env_vars": _env_vars()},
+            runtime_env={"working_dir": str(ship.directory), "env_vars": _env_vars(uri)},
             metadata={"scalesweep.sweep": sweep.spec.name, "scalesweep.file": args.sweep})
     print(f"submitted Ray job {job_id} to {address}: {entrypoint.split(';')[0]}", flush=True)
     print("following its logs (Ctrl-C stops the job)", flush=True)
@@ -350,7 +352,7 @@ def _dry_run(args: argparse.Namespace, uri: str, problems: list[Problem], max_up
         command = _entrypoint(ship, uri, args.verbose, bool(args.summary_json), ["python"])
     print(f"upload: {upload.human(files.size)} of at most {upload.human(max_upload)} (--max-upload)")
     print(f"the job would run: {command}")
-    if credentials.job_env():
+    if credentials.job_env(uri):
         print("tracking credentials: passed in the job's environment, not in its command")
     return 0
 
@@ -496,7 +498,7 @@ def run_via_client(path: str, *, overrides: list[str], address: str, tracking_ur
     from scalesweep.orchestrator.tracking.tracker import TrackingUnavailable
 
     with shipment(path, overrides, recipe) as ship:
-        runtime_env = {"working_dir": str(ship.directory), "env_vars": _env_vars()}
+        runtime_env = {"working_dir": str(ship.directory), "env_vars": _env_vars(tracking_uri)}
         connect_client(lambda: ray.init(address=address, runtime_env=runtime_env,
                                         logging_level=logging.WARNING, log_to_driver=True),
                        reset=ray.shutdown)
