@@ -12,7 +12,7 @@
 # serves the same runs. PostgreSQL comes from the pgserver wheel (scalesweep's dev extra: its
 # binaries, not its Python API, which listens on a Unix socket only) unless PG_BIN names a bin
 # directory of PostgreSQL's (e.g. /usr/lib/postgresql/16/bin); the driver is psycopg 3
-# (psycopg[binary]: SQLAlchemy 2.1 opens postgresql:// with it).
+# (psycopg[binary]: SQLAlchemy 2.1 opens postgresql:// with it); psql 15 or newer.
 # Both listen on 127.0.0.1 only.
 #
 # Passwords: MLFLOW_SERVER_DB_PASSWORD (the database user's) and, with --basic-auth,
@@ -58,8 +58,8 @@ if [ -z "${PG_BIN:-}" ]; then
 spec = importlib.util.find_spec("pgserver")
 print(pathlib.Path(spec.origin).parent / "pginstall" / "bin" if spec and spec.origin else "")')"
     if [ -z "$PG_BIN" ]; then
-        echo "mlflow_server.sh: no PostgreSQL: pip install pgserver psycopg2-binary (scalesweep's" \
-             "dev extra: bash scripts/env.sh), or set PG_BIN to PostgreSQL's bin directory" >&2
+        echo "mlflow_server.sh: no PostgreSQL: pip install pgserver 'psycopg[binary]' (scalesweep's" \
+             "dev extra: bash scripts/env.sh), or set PG_BIN to PostgreSQL's bin directory (16+)" >&2
         exit 2
     fi
 fi
@@ -147,8 +147,10 @@ for ((i = 0; ; i++)); do
     sleep 0.1
 done
 # the user and its database, created once; the password set on every start (the one given now
-# wins). On standard input, where psql's :'pw' quotes it: never on a command line.
-"${psql[@]}" -v user="$db_user" -v db="$db_name" -v pw="$db_password" <<'SQL'
+# wins). psql reads it from its environment (\getenv, psql 15+) and quotes it (:'pw'): never on
+# a command line, which `ps` shows every user (a prefix assignment is no argument of anyone's).
+SCALESWEEP_DB_PASSWORD="$db_password" "${psql[@]}" -v user="$db_user" -v db="$db_name" <<'SQL'
+\getenv pw SCALESWEEP_DB_PASSWORD
 SELECT NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'user') AS new_user \gset
 \if :new_user
 CREATE ROLE :"user" LOGIN;
@@ -186,10 +188,15 @@ INI
               MLFLOW_FLASK_SERVER_SECRET_KEY="$flask_key")
 fi
 # MLflow 3's job runner (its GenAI jobs: judges, trace rollups; 7 processes, which took 30 s
-# to stop) has nothing to do for scalesweep, which logs runs, metrics and artifacts only
-setsid env PGPASSWORD="$db_password" "${auth_env[@]}" \
-    MLFLOW_SERVER_ENABLE_JOB_EXECUTION="${MLFLOW_SERVER_ENABLE_JOB_EXECUTION:-false}" \
-    "$PYTHON" -m mlflow server "${mlflow_args[@]}" >> "$dir/mlflow.log" 2>&1 &
+# to stop) has nothing to do for scalesweep, which logs runs, metrics and artifacts only.
+# The secrets are exported in a subshell that then becomes the server (exec, so $! is its pid),
+# not given to `env`, whose command line would hold them.
+(
+    export PGPASSWORD="$db_password"
+    for assignment in "${auth_env[@]}"; do export "${assignment?}"; done
+    export MLFLOW_SERVER_ENABLE_JOB_EXECUTION="${MLFLOW_SERVER_ENABLE_JOB_EXECUTION:-false}"
+    exec setsid "$PYTHON" -m mlflow server "${mlflow_args[@]}"
+) >> "$dir/mlflow.log" 2>&1 &
 mlflow_pid=$!
 # MLflow 3's server runs its database migrations and starts its job consumers first: minutes
 # on a loaded 2-core machine the first time

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -74,6 +75,7 @@ class TeamMlflow:
     pg_port: int
     proc: subprocess.Popen[bytes] | None = None
     pids: tuple[int, ...] = ()
+    script_pid: int = 0
 
     @property
     def uri(self) -> str:
@@ -91,11 +93,14 @@ class TeamMlflow:
         log = self.dir / "script.log"
         env = cli_env(PYTHON=sys.executable, MLFLOW_SERVER_DB_PASSWORD=DB_PASSWORD,
                       MLFLOW_SERVER_ADMIN_PASSWORD=ADMIN_PASSWORD)
+        cmd = ["bash", str(SCRIPT), "--basic-auth", "--port", str(self.port), "--pg-port",
+               str(self.pg_port), str(self.dir / "state")]
+        if shutil.which("strace"):  # every program it starts, with its command line
+            cmd = ["strace", "-f", "-qq", "--seccomp-bpf", "-e", "trace=execve", "-e", "signal=none",
+                   "-s", "65536", "-o", str(self.execs), *cmd]
         with log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                ["bash", str(SCRIPT), "--basic-auth", "--port", str(self.port), "--pg-port",
-                 str(self.pg_port), str(self.dir / "state")],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                         start_new_session=True)
         # the script's own bound on MLflow's start is 240 s (its health wait)
         try:
             wait_for("the script's ready line", lambda: "ready" in log.read_text(), self.proc, 300)
@@ -106,13 +111,22 @@ class TeamMlflow:
                           if line.startswith(("postgres:", "mlflow server:")))
         assert len(self.pids) == 2, lines
         assert f"tracking URI: {self.uri}" in lines
+        self.script_pid = self.proc.pid
+        if self.execs.exists():  # under strace: the script is the first program it ran
+            self.script_pid = int(self.execs.read_text().split(None, 1)[0])
         return self
+
+    @property
+    def execs(self) -> Path:
+        return self.dir / "execve.trace"
 
     def stop(self) -> None:
         if self.proc is None:
             return
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)  # the script stops what it started
+            # the script stops what it started (strace, if any, ends after it)
+            with suppress(ProcessLookupError):
+                os.kill(self.script_pid or self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout=90)
             except subprocess.TimeoutExpired:
@@ -260,6 +274,45 @@ def test_basic_auth_is_on(team: TeamMlflow) -> None:
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(url, timeout=30)
     assert refused.value.code == 401
+
+
+def test_no_password_on_any_command_line(team: TeamMlflow) -> None:
+    """Every program scripts/mlflow_server.sh ran (strace's record of each execve, none missed
+    as a scan of /proc/*/cmdline could), from its start to now: psql and the server among them,
+    and no password in any command line, where `ps` shows it to every user."""
+    if not team.execs.exists():
+        pytest.skip("strace is not installed: the script's command lines were not recorded")
+    trace = team.execs.read_text()
+    assert "psql" in trace and '"-m", "mlflow", "server"' in trace, trace[:2000]
+    for secret in (DB_PASSWORD, ADMIN_PASSWORD, (team.dir / "state" / "flask.secret").read_text().strip()):
+        for form in {secret, quote(secret, safe=""), json.dumps(secret)[1:-1]}:
+            assert form not in trace
+
+
+def test_each_uri_keeps_its_own_credentials(team: TeamMlflow, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The URI's user and password win over the environment's, and a second URI in the same
+    process gets none of the first one's: over HTTP, and straight into PostgreSQL (a new pooled
+    connection made after another URI changed the environment)."""
+    import sqlalchemy
+    from mlflow.tracking import MlflowClient
+
+    from scalesweep.orchestrator.tracking import credentials
+
+    with _credentials_restored():
+        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "not-the-password")
+        monkeypatch.setenv("PGUSER", "mlflow")
+        monkeypatch.setenv("PGPASSWORD", "not-the-password")
+        MlflowClient(credentials.strip(team.http_uri)).search_experiments(max_results=1)
+        db = credentials.strip(team.db_uri)
+        MlflowClient(db).search_experiments(max_results=1)
+        # another URI (the same server by another name), without credentials: the environment's
+        # again, not the first URI's (its own clean form would get them: the same store)
+        other = credentials.strip(team.uri.replace("127.0.0.1", "localhost"))
+        with pytest.raises(Exception, match=r"\b401\b"):
+            MlflowClient(other).search_experiments(max_results=1)
+        with sqlalchemy.create_engine(db).connect() as conn:  # the database's own, not PGPASSWORD
+            assert conn.execute(sqlalchemy.text("SELECT current_user")).scalar() == "mlflow"
 
 
 def test_over_http_with_the_credentials_in_the_uri(team: TeamMlflow, over_http: Swept) -> None:
