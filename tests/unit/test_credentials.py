@@ -15,6 +15,11 @@ from scalesweep.orchestrator.tracking import credentials
 
 ALICE = "http://alice:s3cr%40t@mlflow-a.example:5000"
 BOB_DB = "postgresql://bob:p%3Aw@db-b.example:5433/mlflow"
+CAROL_DB = "postgresql://carol:c@db-c.example/mlflow"
+#: a second store, with no credentials in its URI
+OTHER = "http://mlflow-b.example:5000"
+#: the first store's URI as strip() gives it back (a resume's, from the sweep's state)
+ALICE_CLEAN = "http://mlflow-a.example:5000"
 
 
 @pytest.fixture(autouse=True)
@@ -46,14 +51,14 @@ def test_a_second_uri_does_not_get_the_first_ones_credentials(monkeypatch: pytes
     monkeypatch.setenv(credentials.PASSWORD, "the-users-own")
     credentials.strip(ALICE)
     assert os.environ[credentials.USERNAME] == "alice" and os.environ[credentials.PASSWORD] == "s3cr@t"
-    other = credentials.strip("http://mlflow-b.example:5000")
+    other = credentials.strip(OTHER)
     # what the user had, not alice's
     assert credentials.USERNAME not in os.environ and os.environ[credentials.PASSWORD] == "the-users-own"
     assert credentials.job_env(other) == {credentials.PASSWORD: "the-users-own"}
-    credentials.strip("http://mlflow-a.example:5000")  # the first store again (a resume's clean URI)
+    credentials.strip(ALICE_CLEAN)  # the first store again
     assert os.environ[credentials.USERNAME] == "alice"
     # each URI's own, whichever was stripped last
-    assert credentials.job_env("http://mlflow-a.example:5000")[credentials.PASSWORD] == "s3cr@t"
+    assert credentials.job_env(ALICE_CLEAN)[credentials.PASSWORD] == "s3cr@t"
     assert credentials.job_env(other) == {credentials.PASSWORD: "the-users-own"}
 
 
@@ -61,7 +66,7 @@ def test_a_postgresql_connection_gets_its_own_databases_credentials() -> None:
     """SQLAlchemy's do_connect hook, as a pooled engine calls it for each new connection:
     by then the environment holds the last URI's credentials, not this database's."""
     clean = credentials.strip(BOB_DB)
-    credentials.strip("postgresql://carol:c@db-c.example/mlflow")
+    credentials.strip(CAROL_DB)
     for uri, want in ((clean, {"user": "bob", "password": "p:w"}),
                       ("postgresql://db-c.example/mlflow", {"user": "carol", "password": "c"}),
                       ("postgresql://db-b.example:5433/other", {}),
@@ -78,7 +83,7 @@ def test_submit_passes_the_uris_credentials_to_the_job_and_no_other(monkeypatch:
     uri = credentials.strip(ALICE)
     assert submit._env_vars(uri) == {"PYTHONUNBUFFERED": "1", credentials.USERNAME: "alice",
                                      credentials.PASSWORD: "s3cr@t", "SCALESWEEP_STORAGE": "/shared/runs"}
-    other = credentials.strip("http://mlflow-b.example:5000")
+    other = credentials.strip(OTHER)
     assert submit._env_vars(other) == {"PYTHONUNBUFFERED": "1", "SCALESWEEP_STORAGE": "/shared/runs"}
     db = credentials.strip(BOB_DB)
     assert submit._env_vars(db) == {"PYTHONUNBUFFERED": "1", credentials.PG_USER: "bob",
