@@ -8,7 +8,9 @@ never sent again.
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any
@@ -25,6 +27,7 @@ from scalesweep.mlflow_names import (
     TRAIN_SECONDS_METRIC,
 )
 from scalesweep.orchestrator.tracking.tracker import (
+    JournalUnwritable,
     SweepTracker,
     curve_metrics,
     fail_fast,
@@ -63,6 +66,11 @@ class SweepCallback(tune.Callback):
         #: set by the sweep's first Ctrl-C: the trials it stops are left running (open in
         #: MLflow, their checkpoints kept) for resume, never closed as failed or stopped
         self.interrupted = False
+        #: the journal could not take an eval (a full disk): the sweep stops as for a Ctrl-C,
+        #: and this is raised when Tune's experiment ends, past Rounds, to the command
+        self.stopped_by: JournalUnwritable | None = None
+        #: asks Tune to stop the experiment gracefully; False where it cannot
+        self.stop_tune: Callable[[], bool] = stop_tune
 
     @staticmethod
     def name(trial: Any) -> str:
@@ -94,7 +102,7 @@ class SweepCallback(tune.Callback):
             return None
         self.run_ids[name] = run_id
         for step, metrics, ts in self.waiting.pop(name, []):
-            self.tracker.add_result(run_id, step, metrics, ts)
+            self._add(run_id, step, metrics, ts)
         if name in self.deferred_tags:
             self._send_tags(name, run_id, self.deferred_tags.pop(name))
         return run_id
@@ -156,7 +164,7 @@ class SweepCallback(tune.Callback):
             if fresh:
                 waiting.append((step, metrics, int(time.time() * 1000)))
         else:
-            fresh = self.tracker.add_result(run_id, step, metrics)
+            fresh = self._add(run_id, step, metrics)
         if fresh:
             self.curves.setdefault(name, []).append(kept(result))
         status = result.get(STATUS_TAG)
@@ -164,6 +172,30 @@ class SweepCallback(tune.Callback):
             self.status[name] = str(status)
         self.tracker.maybe_flush()
         self._progress(trials)
+
+    def _add(self, run_id: str, step: int, metrics: dict[str, float], ts: int | None = None) -> bool:
+        """The tracker's add_result; a journal that cannot take it stops the sweep (the eval
+        is buffered for MLflow all the same)."""
+        try:
+            return self.tracker.add_result(run_id, step, metrics, ts)
+        except JournalUnwritable as exc:
+            self._stop_for(exc)
+            return True
+
+    def _why_paused(self) -> str:
+        return "the journal's disk" if self.stopped_by is not None else "Ctrl-C"
+
+    def _stop_for(self, error: JournalUnwritable) -> None:
+        """Stop the sweep as a Ctrl-C does: the trials stop at their last checkpoint, stay open
+        in MLflow for resume, and no trial starts. Without Tune's graceful stop (its fit() in
+        another thread), raise: Tune ends the experiment on it, with a traceback."""
+        if self.stopped_by is not None:
+            return
+        self.stopped_by = error
+        self.interrupted = True
+        self._say(f"error: {error}")
+        if not self.stop_tune():
+            raise error
 
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
         self.tracker.maybe_flush()
@@ -174,7 +206,7 @@ class SweepCallback(tune.Callback):
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         name = self.name(trial)
         if self.interrupted and self.status.get(name) in (None, "running"):
-            self._say(f"{'paused':<9} {name} (Ctrl-C): resume goes on from its last checkpoint")
+            self._say(f"{'paused':<9} {name} ({self._why_paused()}): resume goes on from its last checkpoint")
             return
         if self.status.get(name) == "failed":  # reported as failed by the trial itself
             self._say(f"{'failed':<9} {name}: {self.errors.get(name, '')}")
@@ -193,7 +225,7 @@ class SweepCallback(tune.Callback):
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         name = self.name(trial)
         if self.interrupted:  # the Ctrl-C reached the trial's process too: not a failure
-            self._say(f"{'paused':<9} {name} (Ctrl-C): resume goes on from its last checkpoint")
+            self._say(f"{'paused':<9} {name} ({self._why_paused()}): resume goes on from its last checkpoint")
             return
         self.status[name] = "failed"
         self.errors[name] = _error(trial)
@@ -225,6 +257,8 @@ class SweepCallback(tune.Callback):
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
         self.settle()
         self.tracker.flush()
+        if self.stopped_by is not None:  # out of fit() as it is: no later round starts
+            raise self.stopped_by
 
     def _progress(self, trials: list[Any]) -> None:
         if time.monotonic() - self._last_progress < self.progress_every_s:
@@ -239,6 +273,18 @@ class SweepCallback(tune.Callback):
                 parts.append(f"{n} ep {last['epoch']:.2f} dev_loss {last.get('dev_loss', 0):.4g}")
         total = max(self.total or 0, len(trials))
         self._say(f"{done}/{total} trials done; " + "; ".join(parts))
+
+
+def stop_tune() -> bool:
+    """Tune's graceful stop: the SIGUSR1 handler its fit() installs while it runs in the main
+    thread (what launch/ctrl_c.py calls on a Ctrl-C); False where there is none."""
+    if not hasattr(signal, "SIGUSR1") or threading.current_thread() is not threading.main_thread():
+        return False
+    handler = signal.getsignal(signal.SIGUSR1)
+    if not callable(handler) or getattr(handler, "__name__", "") != "signal_interrupt_tune_run":
+        return False
+    handler(signal.SIGUSR1, None)
+    return True
 
 
 def run_status(status: str) -> str:

@@ -9,6 +9,7 @@ for a run: a retried trial or a resumed sweep re-reports evals the run already h
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -33,7 +34,7 @@ from scalesweep.mlflow_names import (
     STATUS_TAG,
     TRIAL_NAME_TAG,
 )
-from scalesweep.orchestrator.tracking import sqlite_template
+from scalesweep.orchestrator.tracking import atomic_file, sqlite_template
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,21 @@ MAX_BACKOFF_S = 60.0
 
 class TrackingUnavailable(ScalesweepError, RuntimeError):
     pass
+
+
+class JournalUnwritable(ScalesweepError, RuntimeError):
+    """The journal could not take an eval (a full disk, a quota): the sweep stops, to be
+    resumed once there is space, rather than train on with evals a killed driver would lose."""
+
+    def __init__(self, journal: Path, error: OSError) -> None:
+        self.journal = journal
+        self.error = error
+        code = errno.errorcode.get(error.errno or 0, str(error.errno))
+        super().__init__(
+            f"{journal}: cannot append an eval ({error.strerror or error}, {code}); the journal "
+            "must hold every eval the driver accepted, so the sweep stops: finished trials are "
+            "kept, the others go on from their last checkpoint. Free space, then "
+            f"`scalesweep resume {journal.parent}`")
 
 
 def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
@@ -190,9 +206,11 @@ class SweepTracker:
         ts = timestamp_ms or int(time.time() * 1000)
         buf.metrics.extend(Metric(k, v, ts, step) for k, v in metrics.items())
         if self.journal is not None:
-            with self.journal.open("a") as f:
-                f.write(json.dumps({"run_id": run_id, "step": step, "ts": ts,
-                                    "metrics": dict(metrics)}) + "\n")
+            line = json.dumps({"run_id": run_id, "step": step, "ts": ts, "metrics": dict(metrics)})
+            try:
+                atomic_file.append_line(self.journal, line)
+            except OSError as exc:  # buffered all the same: MLflow gets it at the next flush
+                raise JournalUnwritable(self.journal, exc) from exc
         return True
 
     def replay_journal(self) -> list[dict[str, Any]]:

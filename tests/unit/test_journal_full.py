@@ -1,0 +1,64 @@
+"""A full disk under the journal (tracker.add_result, called from SweepCallback.on_trial_result):
+on a real small filesystem (a tmpfs mounted in a user namespace of the test's own), and where
+no mount can be made under RLIMIT_FSIZE. The sweep is asked to stop once, with the journal's
+path, the OS's error and the resume command; every eval still reaches MLflow once; the trial is
+left open for resume; and a write the full disk cut short does not glue the next line, journaled
+once space is freed, to its head (tests/support/full_journal.py drives it)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.support.helpers import ROOT, bounded_run, cli_env
+
+MOUNT = 'mount -t tmpfs -o size=256k tmpfs "$1" && shift && exec "$@"'
+
+
+def _drive(tmp_path: Path, mode: str) -> tuple[dict[str, Any], str, Path]:
+    uri, small = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "small"
+    small.mkdir()
+    cmd = [sys.executable, "-m", "tests.support.full_journal", uri, str(small), mode]
+    if mode == "tmpfs":
+        unshare = shutil.which("unshare")
+        if unshare is None:
+            pytest.skip("no unshare: no filesystem of our own to fill")
+        probe = subprocess.run([unshare, "--user", "--map-root-user", "--mount", "sh", "-c", MOUNT,
+                                "sh", str(small), "true"], capture_output=True, text=True)
+        if probe.returncode != 0:
+            pytest.skip(f"no user namespace with a mount of its own here: {probe.stderr.strip()}")
+        cmd = [unshare, "--user", "--map-root-user", "--mount", "sh", "-c", MOUNT, "sh", str(small), *cmd]
+    done = bounded_run(cmd, cwd=ROOT, env=cli_env(), timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1]), uri, small
+
+
+@pytest.mark.parametrize(("mode", "reason"), [("tmpfs", "No space left on device"),
+                                              ("fsize", "File too large")])
+def test_a_full_disk_stops_the_sweep_for_resume_and_loses_no_eval(tmp_path: Path, mode: str,
+                                                                  reason: str) -> None:
+    result, uri, small = _drive(tmp_path, mode)
+    refused = result["refused"]
+    message = result["raised"]
+    assert f"{small / 'metrics.journal.jsonl'}: cannot append an eval ({reason}" in message
+    assert message.endswith(f"Free space, then `scalesweep resume {small}`")
+    assert result["stops"] == 1 and result["printed"].count(f"error: {message}") == 1
+    # left open for resume, not closed as failed
+    assert "paused    t0 (the journal's disk): resume goes on from its last checkpoint" in result["printed"]
+    run = MlflowClient(uri).get_run(result["run_id"])
+    assert run.info.status == "RUNNING" and run.data.tags["status"] == "running"
+    # every eval once in MLflow: those journaled, the one refused and the one in flight after it
+    steps = [m.step for m in MlflowClient(uri).get_metric_history(result["run_id"], "dev_loss")]
+    assert sorted(steps) == list(range(1, refused + 2)), steps
+    # the journal: every line whole, the one written once space is back included
+    assert result["journal_ends_with_newline"]
+    journaled = [s for s in result["journal_steps"] if s is not None]
+    assert journaled == [*range(1, refused), refused + 2], result["journal_steps"][-5:]
+    assert refused > 3
