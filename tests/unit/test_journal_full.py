@@ -62,3 +62,24 @@ def test_a_full_disk_stops_the_sweep_for_resume_and_loses_no_eval(tmp_path: Path
     journaled = [s for s in result["journal_steps"] if s is not None]
     assert journaled == [*range(1, refused), refused + 2], result["journal_steps"][-5:]
     assert refused > 3
+
+
+def test_a_summary_the_disk_cannot_take_leaves_the_old_one_whole(tmp_path: Path) -> None:
+    """`submit --summary-json` (submit._write_summary) on a disk that takes 4 KB a file
+    (RLIMIT_FSIZE): the summary already there stays whole, no temporary file is left; with
+    room, the new one replaces it."""
+    from scalesweep.orchestrator.cluster import submit
+
+    path, old = tmp_path / "summary.json", '[{"name": "the run before"}]'
+    path.write_text(old)
+    logs = submit.SUMMARY_MARK + json.dumps([{"name": "x" * 5000}])
+    code = ("import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)); "
+            "from scalesweep.orchestrator.cluster import submit; "
+            "submit._write_summary(sys.stdin.read(), sys.argv[1])")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], input=logs, capture_output=True,
+                          text=True, cwd=ROOT, env=cli_env(), timeout=300)
+    assert done.returncode == 1 and "OSError: [Errno 27] File too large" in done.stderr, done.stderr
+    assert path.read_text() == old and list(tmp_path.iterdir()) == [path]
+    assert submit._write_summary(logs, str(path))
+    assert json.loads(path.read_text()) == [{"name": "x" * 5000}]

@@ -54,7 +54,7 @@ from scalesweep.orchestrator.cluster.ray_auth import (
     is_loopback,
 )
 from scalesweep.orchestrator.spec.errors import InputError, Problem
-from scalesweep.orchestrator.tracking import credentials
+from scalesweep.orchestrator.tracking import atomic_file, credentials
 
 #: the checkout this code runs from (an editable install), or None for a plain install
 PROJECT_ROOT: Path | None = (
@@ -446,7 +446,8 @@ def _write_summary(logs: str, path: str) -> bool:
         print(f"warning: the job wrote no summary, so {path} was not written", file=sys.stderr)
         return False
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(json.loads(lines[-1][len(SUMMARY_MARK):]), indent=1))
+    # whole or not at all: a full disk must not leave half a JSON where the user's script reads
+    atomic_file.write_text(path, json.dumps(json.loads(lines[-1][len(SUMMARY_MARK):]), indent=1))
     return True
 
 
@@ -519,7 +520,7 @@ def run_via_client(path: str, *, overrides: list[str], address: str, tracking_ur
         raise
     if summary_json:
         Path(summary_json).parent.mkdir(parents=True, exist_ok=True)
-        Path(summary_json).write_text(json.dumps(outcome.trials, indent=1, default=str))
+        atomic_file.write_text(summary_json, json.dumps(outcome.trials, indent=1, default=str))
     return outcome
 
 
