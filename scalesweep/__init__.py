@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         resume,
         solve,
         studies,
+        submit,
     )
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "resume",
     "solve",
     "studies",
+    "submit",
     "workloads",
 ]
 

@@ -21,7 +21,7 @@ rule), before anything starts.
 
 from __future__ import annotations
 
-from scalesweep.api._calls import resume, solve
+from scalesweep.api._calls import resume, solve, submit
 from scalesweep.orchestrator.spec.errors import InputError
 from scalesweep.orchestrator.usecases.advise import advise
 from scalesweep.orchestrator.usecases.predict import predict
@@ -45,4 +45,5 @@ __all__ = [
            "resume",
            "solve",
            "studies",
+           "submit",
 ]

@@ -111,3 +111,38 @@ def _flag(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise InputError(name, [Problem(name, value, "must be True or False")])
     return value
+
+
+def submit(study: Study | str | Path, *, address: str | None = None, tracking_uri: str | None = None,
+           summary_json: str | Path | None = None, dry_run: bool = False, max_upload: str = "100MB",
+           verbose: bool = False, progress: Progress | None = None) -> int:
+    """``scalesweep submit``: the sweep file of ``study`` (a :class:`Study` loaded from a path,
+    with its overrides, or the path itself) sent to the Ray cluster whose dashboard is at
+    ``address`` (``http://HEAD:8265``, else ``RAY_ADDRESS``) as a job, its logs followed to the
+    end; the job's exit code. The logs go to ``progress`` (the ``scalesweep`` logger), not to
+    stdout. ``dry_run=True``: nothing is contacted; the files that would be uploaded and the
+    job's command go to ``progress``.
+
+    >>> scalesweep.submit("sweeps/smoke.yaml", dry_run=True)
+    0
+    """
+    from scalesweep.orchestrator.usecases import submit as usecase
+    from scalesweep.orchestrator.usecases.progress import logged
+
+    if isinstance(study, Study):
+        if study.path is None:
+            raise InputError("scalesweep.submit", [Problem("study", study.name, "submit uploads a "
+                                                           "sweep file: load the study from a path")])
+        path, overrides = study.path, study.overrides
+    elif isinstance(study, str | Path):
+        path, overrides = Path(study), ()
+    else:
+        raise InputError("scalesweep.submit", [Problem("study", study, "must be a Study or the path "
+                                                       "of a sweep file")])
+    # the URI as given: submit finds the default and moves credentials into the job's env itself
+    uri = optional_str("tracking_uri", tracking_uri)
+    return usecase.submit(path, overrides=overrides, address=optional_str("address", address),
+                          progress=progress or logged(), tracking_uri=uri,
+                          summary_json=None if summary_json is None else Path(summary_json),
+                          verbose=_flag("verbose", verbose), dry_run=_flag("dry_run", dry_run),
+                          max_upload=max_upload)

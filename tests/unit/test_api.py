@@ -37,7 +37,7 @@ def test_import_scalesweep_imports_no_heavy_package() -> None:
     # the names resolve lazily (PEP 562), and resolving them imports none either
     assert _imported_after("import scalesweep; scalesweep.load; scalesweep.Result; "
                            "scalesweep.results; scalesweep.predict; scalesweep.solve; "
-                           "scalesweep.advise; scalesweep.resume; scalesweep.studies") == []
+                           "scalesweep.advise; scalesweep.resume; scalesweep.studies; scalesweep.submit") == []
 
 
 def test_the_public_names() -> None:
@@ -45,7 +45,7 @@ def test_the_public_names() -> None:
     from scalesweep.trainables.workloads import base
 
     names = {"load", "Study", "Result", "results", "predict", "InputError", "workloads", "solve",
-             "Solved", "SolveAnswer", "advise", "resume", "studies", "Progress"}
+             "Solved", "SolveAnswer", "advise", "resume", "studies", "Progress", "submit"}
     assert names <= set(dir(scalesweep)) and names == set(scalesweep.__all__)
     assert scalesweep.InputError is InputError
     assert scalesweep.workloads.Workload is base.Workload and scalesweep.workloads.make is inner.make
@@ -308,3 +308,26 @@ def test_the_api_and_its_use_cases_never_print(uri: str, capsys: pytest.CaptureF
     scalesweep.predict("scaling", world_size=64, tracking_uri=uri)
     scalesweep.advise("scaling", tracking_uri=uri)
     assert capsys.readouterr() == ("", "")
+
+
+def test_submit_dry_run_says_what_the_command_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # nothing is contacted: the upload and the job's command, to the caller's Progress
+    monkeypatch.chdir(ROOT)
+    uri = "http://alice:hunter2@mlflow.example:5000"
+    lines: list[str] = []
+    rc = scalesweep.submit("sweeps/smoke.yaml", dry_run=True, tracking_uri=uri,
+                           progress=scalesweep.Progress(info=lines.append, warn=lines.append))
+    printed = cli(["submit", "sweeps/smoke.yaml", "--dry-run", "--tracking-uri", uri], capsys)
+    assert rc == 0 and "\n".join(lines) + "\n" == printed and capsys.readouterr() == ("", "")
+    assert "the job would run: python -m scalesweep run sweeps/smoke.yaml" in printed
+    assert "hunter2" not in printed
+    with pytest.raises(InputError) as exc:
+        scalesweep.submit(scalesweep.load(yaml_of_smoke()), dry_run=True)
+    assert _problems(exc) == [("study", "smoke")]
+
+
+def yaml_of_smoke() -> dict[str, Any]:
+    import yaml
+
+    return dict(yaml.safe_load((SWEEPS / "smoke.yaml").read_text(encoding="utf-8")))

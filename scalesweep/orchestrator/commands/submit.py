@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from scalesweep.orchestrator.commands._common import Subparsers, run_args
 
@@ -17,6 +18,10 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scalesweep.orchestrator.cluster.submit import submit
+    from scalesweep.orchestrator.usecases.progress import console
+    from scalesweep.orchestrator.usecases.submit import submit
 
-    return submit(args)
+    return submit(args.sweep, overrides=args.set, address=args.address, progress=console(),
+                  tracking_uri=args.tracking_uri,
+                  summary_json=None if args.summary_json is None else Path(args.summary_json),
+                  verbose=args.verbose, dry_run=args.dry_run, max_upload=args.max_upload)
