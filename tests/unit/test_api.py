@@ -37,7 +37,8 @@ def test_import_scalesweep_imports_no_heavy_package() -> None:
     # the names resolve lazily (PEP 562), and resolving them imports none either
     assert _imported_after("import scalesweep; scalesweep.load; scalesweep.Result; "
                            "scalesweep.results; scalesweep.predict; scalesweep.solve; "
-                           "scalesweep.advise; scalesweep.resume; scalesweep.studies; scalesweep.submit") == []
+                           "scalesweep.advise; scalesweep.resume; scalesweep.studies; "
+                           "scalesweep.submit") == []
 
 
 def test_the_public_names() -> None:
