@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["AUTH_HINT", "auth_token", "enable_token_auth", "host_of", "is_loopback"]
+__all__ = ["AUTH_HINT", "auth_token", "enable_token_auth", "host_of", "is_loopback", "own_cluster_auth"]
 
 
 def host_of(address: str) -> str:
@@ -55,6 +55,19 @@ def enable_token_auth(address: str) -> None:
     finds a token. Ray reads ``RAY_AUTH_MODE`` into its config at import, hence the refresh."""
     if os.environ.get("RAY_AUTH_MODE") or address == "auto" or auth_token(address) is None:
         return
+    _token_mode()
+
+
+def own_cluster_auth() -> None:
+    """Before starting a Ray of our own: token mode, named. It is what Ray (2.52 on) picks for a
+    new local cluster when the mode is unset, and then prints a warning that it did so, first
+    thing in every run; named, the cluster is the same and the warning goes. A mode the user
+    set (``disabled`` too) is kept, and a cluster the user started is never touched here."""
+    if not os.environ.get("RAY_AUTH_MODE"):
+        _token_mode()
+
+
+def _token_mode() -> None:
     os.environ["RAY_AUTH_MODE"] = "token"
     if "ray" in sys.modules:
         with contextlib.suppress(Exception):  # private, may move; a fresh process needs none

@@ -119,6 +119,9 @@ def _start_local_ray(verbose: bool) -> None:
     nothing per worker (a job runtime env would start each through Ray's setup_worker)."""
     import ray
 
+    from scalesweep.orchestrator.cluster.ray_auth import own_cluster_auth
+
+    own_cluster_auth()  # Ray's own default for a new local cluster, without its warning
     saved = os.environ.get("RAY_ADDRESS")
     os.environ["RAY_ADDRESS"] = "local"
     try:
