@@ -14,14 +14,14 @@ if [ "${1:-}" = "--fast" ]; then
     tier=(tests/unit)
 fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-browser_pid=""
+tools_pid=""
 if [ ${#tier[@]} = 0 ]; then
-    # Debian's chromium for the MLflow UI browser test, fetched while the environment installs
+    # Debian's chromium and strace for two integration tests, fetched while the environment installs
     # and mypy runs (on a fresh machine both wait mostly on downloads)
-    browser_log="$(mktemp)"
-    trap 'rm -f "$browser_log"' EXIT
-    bash "$root/scripts/install_browser.sh" >"$browser_log" 2>&1 &
-    browser_pid=$!
+    tools_log="$(mktemp)"
+    trap 'rm -f "$tools_log"' EXIT
+    bash "$root/scripts/install_test_tools.sh" >"$tools_log" 2>&1 &
+    tools_pid=$!
 fi
 # .pyc files are written by the first process that imports a module (even where the machine
 # sets PYTHONDONTWRITEBYTECODE), instead of env.sh compiling every installed module up front
@@ -30,12 +30,12 @@ SCALESWEEP_LAZY_BYTECODE=1 bash "$root/scripts/env.sh"
 cd "$root"
 .venv/bin/ruff check .
 .venv/bin/mypy
-if [ -n "$browser_pid" ]; then
-    browser_rc=0
-    wait "$browser_pid" || browser_rc=$?
-    cat "$browser_log"
-    if [ "$browser_rc" != 0 ]; then
-        exit "$browser_rc"
+if [ -n "$tools_pid" ]; then
+    tools_rc=0
+    wait "$tools_pid" || tools_rc=$?
+    cat "$tools_log"
+    if [ "$tools_rc" != 0 ]; then
+        exit "$tools_rc"
     fi
 fi
 

@@ -21,7 +21,7 @@ import pytest
 # lists them too. Outside CI (developers' machines) skips stay skips.
 CI_ALLOWED_SKIPS: dict[str, str] = {
     # none: every skip in tests/ names a missing machine capability (chromium, root for a mount
-    # namespace, a system python3 without ray/torch) that the CI machine has; install_browser.sh
+    # namespace, a system python3 without ray/torch) that the CI machine has; install_test_tools.sh
     # fails CI where it cannot install chromium.
 }
 

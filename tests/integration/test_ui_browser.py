@@ -2,7 +2,7 @@
 line per arm with its min-max band over the arm's seeds, one click shows one line per trial,
 and the x-axis can be switched to `epoch` (docs/mlflow_ui.md).
 
-Headless Debian chromium (scripts/install_browser.sh) driven by Playwright against a real
+Headless Debian chromium (scripts/install_test_tools.sh) driven by Playwright against a real
 finished smoke sweep (and studies logged directly with MlflowClient: arms of 1 and 2 seeds, and
 an old study whose trials have no `arm`) and a real `scalesweep ui` on 127.0.0.1. Screenshots
 go to test-artifacts/.
@@ -182,10 +182,10 @@ class Study:
 @pytest.fixture(scope="module")
 def chromium() -> str:
     if not Path(CHROMIUM).exists():
-        subprocess.run(["bash", str(ROOT / "scripts" / "install_browser.sh")], check=False,
+        subprocess.run(["bash", str(ROOT / "scripts" / "install_test_tools.sh")], check=False,
                        timeout=900)
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing and scripts/install_browser.sh could not install it")
+        pytest.skip(f"{CHROMIUM} is missing and scripts/install_test_tools.sh could not install it")
     return CHROMIUM
 
 
