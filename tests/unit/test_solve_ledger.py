@@ -413,5 +413,7 @@ def test_solve_records_unless_told_not_to(monkeypatch: pytest.MonkeyPatch, tmp_p
                                   "search_trial_epochs_used": 0.0, "grid_trial_epochs": 0.0})
 
     monkeypatch.setattr(launch, "solve", fake)
-    assert main(["solve", "sweep.yaml", "--world-size", str(M), *argv]) == 1  # nothing verified
+    # the command validates the sweep file first (the solve use case takes the loaded study)
+    sweep = str(Path(__file__).resolve().parents[2] / "sweeps" / "smoke.yaml")
+    assert main(["solve", sweep, "--world-size", str(M), *argv]) == 1  # nothing verified
     assert asked["record"] is record

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from scalesweep.orchestrator.commands._common import (
     EXIT_OK,
@@ -18,6 +18,9 @@ from scalesweep.orchestrator.commands._common import (
     tracking_uri_arg,
 )
 from scalesweep.orchestrator.spec.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from scalesweep.science.prediction_record import StudyPrediction
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -70,45 +73,25 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _write_verification(args: argparse.Namespace, uri: str, sp: Any) -> str:
-    """Write --verify's sweep, check it plans (exit 2 and no file if not), say how to run it."""
+def _write_verification(args: argparse.Namespace, uri: str, sp: StudyPrediction) -> str:
+    """Write --verify's sweep (exit 2 and no file if it does not plan); how to run it."""
     from pathlib import Path
 
-    from mlflow.tracking import MlflowClient
+    from scalesweep.orchestrator.usecases.predict import write_verification
 
-    from scalesweep.orchestrator.launch.run import storage_root
-    from scalesweep.orchestrator.launch.study_source import find_study_spec
-    from scalesweep.orchestrator.plan.rows import make_plan
-    from scalesweep.orchestrator.plan.verify_sweep import verification_spec, write_spec
-    from scalesweep.orchestrator.spec.load import load_sweep
-
-    tags = dict(MlflowClient(uri).get_run(sp.parent_run_id).data.tags)
-    source = find_study_spec(sp.parent_run_id, sp.experiment, tags, [storage_root()])
-    rules = [r.rule for r in sp.rules if r.prediction is not None]
-    ends = [r.prediction.ci[1] for r in sp.rules if r.prediction is not None]
-    data = verification_spec(source, experiment=sp.experiment, world_size=sp.world_size,
-                             rules=rules, target_value=sp.target,
-                             interval_end=max(ends) if ends else None,
-                             verifies=sp.parent_run_id)
-    out = Path(args.verify)
-    write_spec(data, out)
-    try:
-        plan = make_plan(load_sweep(out))
-    except InputError:
-        out.unlink()
-        raise
+    made = write_verification(uri, sp, Path(args.verify))
     uri_arg = f" --tracking-uri {args.tracking_uri}" if args.tracking_uri else ""
-    epochs = (data.get("training") or {}).get("epochs")
-    return (f"verification: {out} ({len(plan.rows)} trials of {epochs} epochs at world sizes "
-            f"{', '.join(map(str, data['axes']['world_size']))}, lr rules "
-            f"{', '.join(data['axes']['scaling_rule'])}; from the study's sweep file via "
-            f"{source.how}). Run it with\n  scalesweep run {out}{uri_arg}\nIts trials log to "
+    return (f"verification: {made.path} ({made.trials} trials of {made.epochs} epochs at world sizes "
+            f"{', '.join(map(str, made.world_sizes))}, lr rules "
+            f"{', '.join(made.rules)}; from the study's sweep file via "
+            f"{made.found_via}). Run it with\n  scalesweep run {made.path}{uri_arg}\nIts trials log to "
             f"experiment {sp.experiment}, the study's own, so that\n  scalesweep predict --ledger "
             f"--experiment {sp.experiment}{uri_arg}\nthen scores this prediction.")
 
 
 def _predict_ledger(args: argparse.Namespace) -> int:
-    from scalesweep.dashboards.prediction_ledger import ledger_lines, render_ledger
+    from scalesweep.dashboards.prediction_ledger import render_ledger
+    from scalesweep.orchestrator.usecases.predict import ledger
     from scalesweep.science.stats.ledger import running_hit_rate
 
     extra = [Problem(flag, value, "does not go with --ledger") for flag, value in
@@ -116,15 +99,7 @@ def _predict_ledger(args: argparse.Namespace) -> int:
              if value is not None]
     if extra:
         raise InputError("predict --ledger", extra)
-    uri = tracking_uri(args.tracking_uri)
-    try:
-        lines = ledger_lines(uri, args.experiment)
-    except ValueError as e:
-        raise InputError("predict --ledger", [Problem("--experiment", args.experiment, str(e))]) from e
-    if not args.no_record:
-        from scalesweep.orchestrator.tracking.predictions import write_outcomes
-
-        write_outcomes(uri, lines)
+    lines = ledger(tracking_uri(args.tracking_uri), args.experiment, record=not args.no_record)
     if args.json:
         rates = running_hit_rate([x.scored for x in lines])
         print(json.dumps([x.as_json(r) for x, r in zip(lines, rates, strict=True)], indent=1))

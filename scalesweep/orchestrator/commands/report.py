@@ -23,10 +23,12 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scalesweep.dashboards.report import build_report
+    from pathlib import Path
+
+    from scalesweep.orchestrator.usecases.run import report
 
     uri = tracking_uri(args.tracking_uri)
     out = args.out or os.path.join("reports", args.experiment or args.run_id)
-    paths = build_report(uri, experiment=args.experiment, parent_run_id=args.run_id, out_dir=out)
-    print(f"report: {paths.html}")
+    html = report(uri, experiment=args.experiment, run_id=args.run_id, out_dir=Path(out))
+    print(f"report: {html}")
     return EXIT_OK

@@ -1,10 +1,13 @@
 """``predict``: epochs to target at a world size a study did not run, per lr rule, with an
 interval (docs/beyond.md, "Predict, then verify"); recorded on the study's parent run only
-when the caller asks."""
+when the caller asks; the sweep that verifies it (``--verify``), and the ledger of every
+recorded prediction against what was measured since (``--ledger``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scalesweep.orchestrator.spec.errors import InputError, Problem
@@ -13,6 +16,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from scalesweep.science.prediction_record import StudyPrediction
+    from scalesweep.science.solve_record import Line
 
 
 def _keyword(name: str) -> str:
@@ -99,3 +103,65 @@ def predict(experiment: str | None = None, *, world_size: int, run_id: str | Non
     if record:
         table.attrs["prediction_id"] = record_on_parent(uri, sp)
     return table
+
+
+@dataclass(frozen=True)
+class VerificationSweep:
+    """``predict --verify``'s sweep: written where the caller said, and what it will run."""
+
+    path: Path
+    trials: int
+    epochs: Any
+    world_sizes: tuple[int, ...]
+    rules: tuple[str, ...]
+    #: how the study's own sweep file was found (its sweep directory's copy, or its tag)
+    found_via: str
+
+
+def write_verification(uri: str, sp: StudyPrediction, out: Path) -> VerificationSweep:
+    """The smallest sweep that checks ``sp`` at its world size, from the study's own sweep
+    file, written to ``out`` and planned: a sweep that does not plan is removed again and its
+    problems raised (``InputError``)."""
+    from mlflow.tracking import MlflowClient
+
+    from scalesweep.orchestrator.launch.run import storage_root
+    from scalesweep.orchestrator.launch.study_source import find_study_spec
+    from scalesweep.orchestrator.plan.rows import make_plan
+    from scalesweep.orchestrator.plan.verify_sweep import verification_spec, write_spec
+    from scalesweep.orchestrator.spec.load import load_sweep
+
+    tags = dict(MlflowClient(uri).get_run(sp.parent_run_id).data.tags)
+    source = find_study_spec(sp.parent_run_id, sp.experiment, tags, [storage_root()])
+    rules = [r.rule for r in sp.rules if r.prediction is not None]
+    ends = [r.prediction.ci[1] for r in sp.rules if r.prediction is not None]
+    data = verification_spec(source, experiment=sp.experiment, world_size=sp.world_size,
+                             rules=rules, target_value=sp.target,
+                             interval_end=max(ends) if ends else None,
+                             verifies=sp.parent_run_id)
+    write_spec(data, out)
+    try:
+        plan = make_plan(load_sweep(out))
+    except InputError:
+        out.unlink()
+        raise
+    return VerificationSweep(path=out, trials=len(plan.rows),
+                             epochs=(data.get("training") or {}).get("epochs"),
+                             world_sizes=tuple(data["axes"]["world_size"]),
+                             rules=tuple(data["axes"]["scaling_rule"]), found_via=source.how)
+
+
+def ledger(uri: str, experiment: str | None = None, *, record: bool = False) -> list[Line]:
+    """Every prediction recorded in the store (of ``experiment``, else of every experiment),
+    scored against what its experiment holds now; ``record``: each outcome written beside its
+    prediction (``predict --ledger`` does unless ``--no-record``)."""
+    from scalesweep.dashboards.prediction_ledger import ledger_lines
+
+    try:
+        lines = ledger_lines(uri, experiment)
+    except ValueError as e:
+        raise InputError("predict --ledger", [Problem("--experiment", experiment, str(e))]) from e
+    if record:
+        from scalesweep.orchestrator.tracking.predictions import write_outcomes
+
+        write_outcomes(uri, lines)
+    return lines

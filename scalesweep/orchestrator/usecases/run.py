@@ -108,3 +108,13 @@ def write_report(outcome: Outcome, out_dir: Path) -> ReportMade:
     except Exception as exc:  # written, but not on the parent run
         return ReportMade(paths.out_dir, None, failed(exc))
     return ReportMade(paths.out_dir, paths.html)
+
+
+def report(tracking_uri: str, *, experiment: str | None = None, run_id: str | None = None,
+           out_dir: Path) -> Path:
+    """The report of a study in MLflow (its latest sweep, or parent run ``run_id``), written to
+    ``out_dir``: tables, figures, ``report.html``, whose path this returns."""
+    from scalesweep.dashboards.report import build_report
+
+    return Path(build_report(tracking_uri, experiment=experiment, parent_run_id=run_id,
+                             out_dir=out_dir).html)
