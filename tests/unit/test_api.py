@@ -332,3 +332,28 @@ def yaml_of_smoke() -> dict[str, Any]:
     import yaml
 
     return dict(yaml.safe_load((SWEEPS / "smoke.yaml").read_text(encoding="utf-8")))
+
+
+def test_a_solve_answer_is_the_json_solve_prints_as_a_typed_record() -> None:
+    # the answer of docs/solve.md ("The answer"), as the launcher builds it: its keys in order
+    verified = {"world_size": 16, "recipe": {"format": "wenet", "settings": {"optim_conf.lr": 0.0064}},
+                "peak_lr": 0.0064, "warmup_steps": 88, "decision": "equivalent", "ratio_median": 1.01,
+                "ratio_ci": [0.95, None], "ratio_by_target": [{"level": 0.1, "decision": "equivalent"}],
+                "trials_used": 61, "trial_epochs_used": 212.5, "grid_trial_epochs": 180,
+                "sampler": "tpe", "search_trial_epochs_used": 31.2, "candidates_run": 12, "best_of": 3,
+                "selection_confidence": 0.9667, "verification_parent_run_id": "abc", "arm": "ws16-x",
+                "lr_factor": 3.2, "lr": 0.0064, "at_edge": ["lr high"]}
+    answer = scalesweep.SolveAnswer.from_json(verified)
+    assert answer.json == verified and list(answer.json) == list(verified)  # what --json prints
+    assert (answer.decision, answer.arm, answer.lr_factor, answer.warmup_steps) == ("equivalent", "ws16-x",
+                                                                                   3.2, 88)
+    assert answer.ratio_ci == (0.95, None) and answer.at_edge == ("lr high",) and answer.best_of == 3
+    # nothing verified, and an answer recorded before best_of and the grid's cost existed
+    older = scalesweep.SolveAnswer.from_json({"world_size": 8, "decision": None, "trials_used": 5})
+    assert (older.decision, older.ratio_ci, older.best_of, older.sampler) == (None, None, 0, "tpe")
+    with pytest.raises(InputError) as exc:
+        scalesweep.solve(scalesweep.load(yaml_of_smoke()), world_size=8)
+    assert _problems(exc) == [("study", "smoke")]
+    with pytest.raises(InputError) as exc:
+        scalesweep.solve(SMOKE, world_size="8")  # type: ignore[arg-type]
+    assert _problems(exc) == [("world_size", "8")]
