@@ -24,10 +24,8 @@ refuse a path that cannot be imported (exit 2) before anything starts.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import math
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +34,7 @@ from typing import Any, NoReturn
 from scalesweep.errors import ScalesweepError
 from scalesweep.mlflow_names import DEV_PREFIX, STATUS_TAG, STEP_KEY, TRAIN_SECONDS_METRIC
 from scalesweep.trainables.config import loop_schedule
+from scalesweep.trainables.module_path import ModulePathError, import_callable
 
 #: the key of the marker reports :func:`loop_worker` makes around the user's loop; FAIL is
 #: the report an adapter makes when it finds the loop cannot report (:func:`fail_trial`)
@@ -145,45 +144,12 @@ def _hint(hints: Mapping[str, str], source: str | None) -> str:
 
 def resolve_train_loop(path: str) -> LoopFunction:
     """The function ``"package.module:function"`` names; :class:`TrainLoopError` when the
-    module cannot be imported or has no callable of that name."""
-    module_name, sep, attr = path.partition(":")
-    if not sep or not module_name or not attr:
-        raise TrainLoopError(f"must be 'package.module:function', but got {path!r}")
-    if module_name.endswith(".py") or "/" in module_name or "\\" in module_name:
-        dotted = module_name.removesuffix(".py").replace("\\", "/").strip("/").replace("/", ".")
-        raise TrainLoopError(f"{module_name!r} is a file: give the module it is, imported "
-                             f"from a directory on the Python path: '{dotted}:{attr}', run from "
-                             f"the directory that holds {dotted.split('.')[0]!r} with "
-                             "`python -m scalesweep` (or PYTHONPATH=.)")
+    module cannot be imported or has no callable of that name (with the import hint every
+    module path gets, :mod:`scalesweep.trainables.module_path`)."""
     try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # a user's module may raise anything while it is imported
-        raise TrainLoopError(f"cannot import module {module_name!r} "
-                             f"({type(exc).__name__}: {exc}){_import_hint(module_name, exc)}") from None
-    function = getattr(module, attr, None)
-    if function is None:
-        raise TrainLoopError(f"module {module_name!r} has no attribute {attr!r}")
-    if not callable(function):
-        raise TrainLoopError(f"{path!r} is a {type(function).__name__}, not a callable "
-                             "train_loop_per_worker(config)")
-    return function
-
-
-def _import_hint(module_name: str, exc: BaseException) -> str:
-    """What to do when the loop's module is not found though it is there, in the working
-    directory: the console script ``scalesweep`` does not put that directory on the path
-    (``python -m`` does)."""
-    top = module_name.split(".")[0]
-    if not isinstance(exc, ModuleNotFoundError) or (exc.name or top).split(".")[0] != top:
-        return ""  # the module was found; it failed on an import of its own
-    here = Path.cwd()
-    on_path = any(Path(p or ".").resolve() == here.resolve() for p in sys.path)
-    if on_path or not ((here / f"{top}.py").is_file() or (here / top).is_dir()):
-        return (f"; is {top!r} installed (pip install -e .), or its directory on the Python path "
-                "(PYTHONPATH)?")
-    return (f"; {top!r} is in the working directory {str(here)!r}, which is not on the Python "
-            "path: run `python -m scalesweep ...` from there, or set PYTHONPATH=. (the "
-            "`scalesweep` command does not add it; Ray's workers get the driver's directory)")
+        return import_callable(path, "train_loop_per_worker(config)")
+    except ModulePathError as exc:
+        raise TrainLoopError(str(exc)) from None
 
 
 @dataclass

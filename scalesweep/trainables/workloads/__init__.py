@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from scalesweep.errors import ScalesweepError
+from scalesweep.trainables.module_path import ModulePathError, import_callable
 
 if TYPE_CHECKING:
     from scalesweep.trainables.workloads.base import Workload
@@ -32,16 +32,10 @@ def resolve(name: str) -> Factory:
         raise UnknownWorkloadError(
             f"unknown workload {name!r}: use one of {sorted(BUILTIN)} or 'package.module:function'"
         )
-    module_name, _, attr = path.partition(":")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise UnknownWorkloadError(
-            f"workload {name!r}: cannot import {module_name!r} ({exc})"
-        ) from None
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise UnknownWorkloadError(f"workload {name!r}: {module_name!r} has no callable {attr!r}")
+        factory: Factory = import_callable(path, "workload factory make(options)")
+    except ModulePathError as exc:
+        raise UnknownWorkloadError(str(exc)) from None
     return factory
 
 
