@@ -190,3 +190,16 @@ def test_solve_stopped_then_resumed_finds_the_known_best_lr_within_one_grid_step
     assert "this solve had already finished" in again.stderr
     assert json.loads(again.stdout)["verification_parent_run_id"] == answer["verification_parent_run_id"]
     assert len(client.search_runs([exp.experiment_id], max_results=1000)) == len(runs)
+    # and through the Python API (scalesweep.resume, docs/api.md): the same answer as a typed
+    # record, in a process of its own that joins the test's Ray; nothing printed on stdout
+    probe = (f"import json, scalesweep; s = scalesweep.resume({str(state_dir)!r}, report=False); "
+             "print(json.dumps({'answer': s.answer.json, 'decision': s.answer.decision, "
+             "'ci': s.answer.ratio_ci, 'type': type(s).__name__}))")
+    api = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300, env=cli_env(PYTHONPATH=str(ROOT), RAY_ADDRESS=ray_head.address,
+                                              MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}",
+                                              **ray_head.env()))
+    assert api.returncode == 0, api.stdout + api.stderr
+    solved = json.loads(api.stdout)  # stdout is the probe's line alone
+    assert solved["type"] == "Solved" and solved["answer"] == json.loads(again.stdout)
+    assert solved["decision"] == answer["decision"] and solved["ci"] == answer["ratio_ci"]
