@@ -35,6 +35,9 @@ result.trials.to_pickle("trials.pkl")
 result.arms.to_pickle("arms.pkl")
 back.arms.to_pickle("back_arms.pkl")
 prediction.to_pickle("prediction.pkl")
+curves.to_pickle("curves.pkl")
+json.dump({"said": said, "answer_arms": list(result.answer["arm"]),
+           "blocks": list(everything.parent_run_ids)}, open("more.json", "w"))
 json.dump({"experiment": result.experiment, "parent_run_id": result.parent_run_id,
            "report_dir": str(result.report_dir), "sweep_dir": str(result.sweep_dir),
            "failed": result.failed}, open("result.json", "w"))
@@ -120,6 +123,19 @@ def test_a_run_through_the_api_is_what_the_cli_writes_and_mlflow_reads_back(
     pd.testing.assert_frame_equal(back.arms, pd.DataFrame(json.loads(
         (tmp_path / "reports/smoke/arms.json").read_text())))
     pd.testing.assert_frame_equal(pd.read_pickle(tmp_path / "back_arms.pkl"), back.arms)
+    # the curves: one row per trial and eval, each trial's evals as MLflow holds them
+    curves = pd.read_pickle(tmp_path / "curves.pkl")
+    assert list(curves["trial"].unique()) == list(trials["name"])
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    for name, run_id in zip(trials["name"], trials["mlflow_run_id"], strict=True):
+        logged = client.get_metric_history(run_id, "dev_loss")
+        mine = curves[curves["trial"] == name]
+        assert list(mine["update"]) == sorted(m.step for m in logged)
+        assert mine["lr"].notna().all() and mine["epoch"].is_monotonic_increasing
+    more = json.loads((tmp_path / "more.json").read_text())
+    # the resume's progress went to the walkthrough's list, as `scalesweep resume` prints it
+    assert any("trials already finished" in line for line in more["said"]), more["said"]
+    assert more["blocks"] == [meta["parent_run_id"]] and set(more["answer_arms"]) <= set(arms["arm"])
     # and the walkthrough's prediction is `predict --json` (batch 128 from 32 and 64 measured)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     printed = json.loads(cli(["predict", "--experiment", "smoke", "--world-size", "8", "--json",

@@ -87,9 +87,13 @@ class Result:
         metric the trials logged (``dev_<name>``, ``noise_scale``) and ``run_id``. An eval is a
         step at which the study's target metric was logged; a diverged eval is NaN, not left
         out. Read from MLflow on first use."""
-        if not self._curves:  # a run's Result: its parent run read back once
-            self._curves.append(_read_curves(self.tracking_uri, self.parent_run_ids or (self.parent_run_id,),
-                                             len(self.parent_run_ids) > 1))
+        if not self._curves:  # a run's Result: its parent run read back once, in its trials' order
+            curves = _read_curves(self.tracking_uri, self.parent_run_ids or (self.parent_run_id,),
+                                  len(self.parent_run_ids) > 1)
+            rank = {name: i for i, name in enumerate(self.trials.get("name", []))}
+            self._curves.append(curves.sort_values(["trial", "update"], key=lambda c: c.map(rank)
+                                                   if c.name == "trial" else c, kind="stable",
+                                                   ignore_index=True))
         return self._curves[0]
 
     @property
