@@ -277,7 +277,7 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
     except TrainingFailedError as exc:
         # Ray Train spent this trial's retries: report the failure and end, so Tune's own
         # FailureConfig does not start max_failures more rounds of them ((m + 1)^2 tries)
-        final = {STATUS_TAG: "failed", ERROR_TAG: failure_line(exc)}
+        final = failed_result(exc)
     # never ray.tune.report here, nor a plain return: either can deadlock the trial (module docs)
     tune_handover.hand_over(final)
 
@@ -319,6 +319,18 @@ def _workers(trial: TrialConfig, config: Mapping[str, Any]) -> tuple[Any, dict[s
             {"trial": trial.model_dump(mode="json"), "resume_from": resume_from,
              "workload": shared_workload(trial)},
             TuneReportCallback())
+
+
+def failed_result(exc: BaseException) -> dict[str, Any]:
+    """The last result of a trial Ray Train failed with ``exc``: its error's line; for a break
+    of the loop's contract every trial shares, the whole message (the sweep stops with it) and
+    the key that says so."""
+    from scalesweep.trainables.user_loop import SHARED_FAILURE_KEY, shared_failure
+
+    shared = shared_failure(exc)
+    if shared is None:
+        return {STATUS_TAG: "failed", ERROR_TAG: failure_line(exc)}
+    return {STATUS_TAG: "failed", ERROR_TAG: str(shared), SHARED_FAILURE_KEY: True}
 
 
 def failure_line(exc: BaseException) -> str:

@@ -96,6 +96,39 @@ class LoopReportError(ScalesweepError, RuntimeError):
     """A report of a user's loop that breaks the contract; ends its trial as failed."""
 
 
+class SharedContractError(LoopReportError):
+    """A break of the report contract that the trial's plan has no part in: a report without
+    ``update``, ``dev_loss`` or ``lr``, a value that is not a number, an update that is not a
+    count, a loop that never reports or trains without its adapter's report callback. Every
+    trial runs the same loop and will break it the same way, so the sweep stops at the first
+    (``scalesweep.orchestrator.tracking.callback``; the trial's result says so with
+    :data:`SHARED_FAILURE_KEY`). A diverged loss, an lr or an update count off the plan stay
+    failures of their own trial."""
+
+
+#: the key of a failed trial's last result whose failure is a :class:`SharedContractError`
+SHARED_FAILURE_KEY = "_scalesweep_shared_failure"
+
+
+def shared_failure(exc: BaseException) -> SharedContractError | None:
+    """The :class:`SharedContractError` behind Ray Train's failure ``exc``, if that is what it
+    is: the controller's error (the report checker runs there), a worker's, or a cause."""
+    todo, seen = [exc], set()
+    while todo:
+        error = todo.pop()
+        if isinstance(error, SharedContractError):
+            return error
+        if id(error) in seen:  # a chain of causes that loops
+            continue
+        seen.add(id(error))
+        failures = getattr(error, "worker_failures", None)
+        todo.extend(e for e in (getattr(error, "controller_failure", None), error.__cause__,
+                                getattr(error, "cause", None),
+                                *(failures.values() if isinstance(failures, Mapping) else ()))
+                    if isinstance(e, BaseException))
+    return None
+
+
 def plan_of(config: Mapping[str, Any]) -> dict[str, Any]:
     """What a train_loop's reports are checked against, from the config the loop receives: the
     planned schedule (``scheduler``, with the lr after the lr rule) and ``total_updates``."""
@@ -122,13 +155,11 @@ class PlanCheck:
     def lr(self, update: int) -> float:
         return float(self.schedule.lr(update))
 
-    def stray(self, update: int, lr: float | None, source: str | None) -> str | None:
+    def stray(self, update: int, lr: float, source: str | None) -> str | None:
         """What is wrong with a report of ``update`` at ``lr`` (None: nothing)."""
         if update > self.total_updates:
             return (f"reported update {update}, past the plan's {self.total_updates} updates: "
                     f"{_hint(COUNT_HINTS, source)}")
-        if lr is None:
-            return f"reported update {update} without 'lr': {NO_LR_HINT}"
         planned = self.lr(update)
         if not math.isclose(lr, planned, rel_tol=LR_REL_TOL, abs_tol=LR_ABS_TOL):
             return (f"update {update} ran at lr {lr:.6g}, the plan says {planned:.6g}: "
@@ -200,11 +231,11 @@ class ReportChecker:
         for key in REQUIRED_KEYS:
             if key not in metrics:
                 self._fail(f"reported without {key!r} (keys: {sorted(metrics)}); every report "
-                           f"needs {' and '.join(map(repr, REQUIRED_KEYS))}")
+                           f"needs {' and '.join(map(repr, REQUIRED_KEYS))}", shared=True)
         out: dict[str, float] = {}
         for key, value in metrics.items():
             if isinstance(value, bool) or not isinstance(value, int | float):
-                self._fail(f"reported {key}={value!r}: every value must be a number")
+                self._fail(f"reported {key}={value!r}: every value must be a number", shared=True)
             if not math.isfinite(value):
                 self._fail(f"reported {key}={value!r} at update {metrics[STEP_KEY]!r}: every value "
                            "must be finite")
@@ -212,14 +243,16 @@ class ReportChecker:
         update = out[STEP_KEY]
         if update != int(update) or update < 1:
             self._fail(f"reported update={update!r}: must be an integer >= 1 (the optimizer "
-                       "updates made so far)")
+                       "updates made so far)", shared=True)
         if self.last_update is not None and update <= self.last_update:
             self._fail(f"reported update={int(update)} after update={self.last_update}: updates "
                        "must increase from report to report")
         self.last_update = int(update)
         out[STEP_KEY] = int(update)
         if self.plan is not None:
-            stray = self.plan.stray(int(update), out.get("lr"), self.source)
+            if "lr" not in out:
+                self._fail(f"reported update {int(update)} without 'lr': {NO_LR_HINT}", shared=True)
+            stray = self.plan.stray(int(update), out["lr"], self.source)
             if stray is not None:
                 self._fail(stray)
         out.setdefault("epoch", update / self.updates_per_epoch)
@@ -241,7 +274,7 @@ class ReportChecker:
         # a trial resumed past its last update reports nothing new: its last logged eval stands
         if not self.reports and STEP_KEY not in self.last:
             self._fail(f"returned without ever calling ray.train.report: "
-                       f"{_hint(REPORT_HINTS, adapter)}")
+                       f"{_hint(REPORT_HINTS, adapter)}", shared=True)
         if self.plan is not None and self.last[STEP_KEY] != self.plan.total_updates:
             self._fail(f"ended at update {int(self.last[STEP_KEY])}, the plan says "
                        f"{self.plan.total_updates} updates: {_hint(COUNT_HINTS, self.source)}")
@@ -249,11 +282,13 @@ class ReportChecker:
                 TRAIN_SECONDS_METRIC: self.last.get("wall_s", 0.0)}
 
     def fail(self, what: str) -> NoReturn:
-        """The loop's own worker found what is wrong (a FAIL marker): the trial fails by name."""
-        self._fail(what)
+        """The loop's own worker found what is wrong (a FAIL marker, :func:`fail_trial`): the
+        trial fails by name, a failure every trial shares."""
+        self._fail(what, shared=True)
 
-    def _fail(self, what: str) -> NoReturn:
-        raise LoopReportError(f"trial {self.trial}: train_loop {self.train_loop} {what}")
+    def _fail(self, what: str, shared: bool = False) -> NoReturn:
+        error = SharedContractError if shared else LoopReportError
+        raise error(f"trial {self.trial}: train_loop {self.train_loop} {what}")
 
 
 def newest_report(run_dir: Path) -> dict[str, Any] | None:
@@ -306,14 +341,15 @@ def running(train_loop: str, send: Callable[[dict[str, Any]], Any] | None = None
 
 
 def fail_trial(reason: str) -> NoReturn:
-    """Fail the trial now with ``reason``: a FAIL marker report (every worker of the loop
+    """Fail the trial now with ``reason``, a break of the contract every trial of the loop
+    shares (:class:`SharedContractError`): a FAIL marker report (every worker of the loop
     finds the same at the same update, so each makes it, as Ray Train wants), which the
     trial's checker raises in Ray Train's controller, a final error (no restart of the group:
-    the same loop would fail the same way); then :class:`LoopReportError` here, which ends
-    this worker's loop. Outside a trial, the error alone."""
+    the same loop would fail the same way); then the error here, which ends this worker's
+    loop. Outside a trial, the error alone."""
     if CURRENT is not None and CURRENT.send is not None:
         CURRENT.send({MARKER_KEY: FAIL, REASON_KEY: reason})
-    raise LoopReportError(reason)
+    raise SharedContractError(reason)
 
 
 def loop_worker(config: dict[str, Any]) -> None:

@@ -1,12 +1,15 @@
 """Users' own Ray Train loops for the tests (workload: {train_loop: "tests.support.user_loops:..."}).
 
 ``by_seed`` keeps the contract or breaks it one way per seed, so one sweep shows that a loop
-which misbehaves fails its own trial by name and leaves the others to finish.
+which misbehaves fails its own trial by name and leaves the others to finish;
+``lr_until_fixed`` breaks it as every trial of the sweep would, which stops the sweep at the
+first, until it is fixed for the resume.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import ray.train
@@ -41,4 +44,17 @@ def by_seed(config: dict[str, Any]) -> None:
             metrics["update"] = config["eval_every"]
         if seed == 5 and update > config["eval_every"]:
             metrics["dev_loss"] = math.nan
+        ray.train.report(metrics)
+
+
+def lr_until_fixed(config: dict[str, Any]) -> None:
+    """Keeps the contract but for one thing every trial shares: its reports carry no ``lr``,
+    until the file ``config["options"]["fixed"]`` names exists (the same loop, fixed, for the
+    resume that finishes the sweep)."""
+    fixed = Path(config["options"]["fixed"]).exists()
+    planned = loop_helpers.planned_schedule(config)
+    for update in range(config["eval_every"], config["total_updates"] + 1, config["eval_every"]):
+        metrics: dict[str, Any] = {"update": update, "dev_loss": _curve(update), "train_loss": 1.0}
+        if fixed:
+            metrics["lr"] = planned.lr(update)
         ray.train.report(metrics)

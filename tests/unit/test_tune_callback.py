@@ -18,6 +18,7 @@ from mlflow.tracking import MlflowClient
 
 from scalesweep.orchestrator.tracking.callback import KEEP, SweepCallback
 from scalesweep.orchestrator.tracking.tracker import SweepTracker
+from scalesweep.trainables.user_loop import SHARED_FAILURE_KEY, SharedContractError
 from tests.conftest import MlflowHttp
 
 TOTAL = 40
@@ -308,3 +309,76 @@ def test_a_refused_run_is_an_error_not_an_outage(sweep: Sweep) -> None:
     with pytest.raises(MlflowException, match=r"Run with id=0+ not found"):
         cb.on_trial_start(0, [], FakeTrial("ws8"))
     assert cb.waiting == {}
+
+
+# -- a break of the loop's contract every trial shares --------------------------------------
+
+SHARED_ERROR = "trial t0: train_loop pkg.loops:train reported update 4 without 'lr': see the docs"
+
+
+def _shared_failure(trial: FakeTrial) -> dict[str, Any]:
+    """The last result of a trial whose loop broke the contract as every trial will (what
+    trial_driver.failed_result makes of Ray Train's failure)."""
+    return {"status": "failed", "error": SHARED_ERROR.replace("t0", trial.name),
+            SHARED_FAILURE_KEY: True}
+
+
+def _stops(cb: SweepCallback) -> list[str]:
+    """Tune's graceful stop, asked and granted, recorded (the CtrlC path asks the same)."""
+    asked: list[str] = []
+    cb.stop_tune = lambda: asked.append("stop") is None
+    return asked
+
+
+def test_a_break_every_trial_shares_stops_the_sweep_and_leaves_the_trial_for_resume(
+        sweep: Sweep, tmp_path: Path) -> None:
+    sweep.tracker.journal = tmp_path / "sweep-dir" / "metrics.journal.jsonl"
+    cb, t0, t1 = sweep.callback, FakeTrial("t0"), FakeTrial("t1")
+    asked = _stops(cb)
+    cb.on_trial_start(0, [t0, t1], t0)
+    cb.on_trial_start(0, [t0, t1], t1)  # running beside it: stopped, not failed
+    cb.on_trial_result(1, [t0, t1], t0, _shared_failure(t0))
+    cb.on_trial_result(1, [t0, t1], t1, _shared_failure(t1))  # the same break, while stopping
+    cb.on_trial_complete(2, [t0, t1], t0)
+    cb.on_trial_complete(2, [t0, t1], t1)
+    assert asked == ["stop"] and cb.interrupted
+    for name in ("t0", "t1"):  # open in MLflow, as a Ctrl-C leaves them: resume runs them
+        run = sweep.run(name)
+        assert run.info.status == "RUNNING" and run.data.tags["status"] == "running", name
+        assert "error" not in run.data.tags and name not in cb.errors
+    # one line for it now; the error itself once, from the command, when the sweep ends
+    assert sweep.lines() == [
+        "started   t0", "started   t1",
+        "stopped   t0: its loop breaks the contract every trial shares; no more trials start",
+        "paused    t1 (the loop's contract): resume goes on from its last checkpoint"]
+    with pytest.raises(SharedContractError) as info:
+        cb.on_experiment_end([t0, t1])
+    assert str(info.value) == (
+        f"{SHARED_ERROR}\nEvery trial of the sweep runs this loop and would fail the same way, "
+        "so the sweep stopped at this first failure: the finished trials are kept. Fix the "
+        f"loop, then `scalesweep resume {tmp_path / 'sweep-dir'}` runs the rest, this trial too.")
+
+
+def test_after_a_trial_kept_the_contract_a_break_fails_its_trial_alone(sweep: Sweep) -> None:
+    cb, t0, t1 = sweep.callback, FakeTrial("t0"), FakeTrial("t1")
+    asked = _stops(cb)
+    cb.on_trial_start(0, [t0], t0)
+    cb.on_trial_result(1, [t0], t0, _result(TOTAL, "completed"))
+    cb.on_trial_complete(2, [t0], t0)
+    cb.on_trial_start(3, [t0, t1], t1)
+    cb.on_trial_result(4, [t0, t1], t1, _shared_failure(t1))
+    cb.on_trial_complete(5, [t0, t1], t1)
+    assert asked == [] and not cb.interrupted and cb.stopped_by is None
+    assert cb.status == {"t0": "completed", "t1": "failed"}
+    run = sweep.run("t1")
+    assert run.info.status == "FAILED" and run.data.tags["error"] == SHARED_ERROR.replace("t0", "t1")
+    cb.on_experiment_end([t0, t1])  # nothing to raise: the sweep ends as any other
+
+
+def test_without_tunes_graceful_stop_the_break_is_raised_at_once(sweep: Sweep) -> None:
+    cb, t0 = sweep.callback, FakeTrial("t0")
+    cb.stop_tune = lambda: False  # fit() in another thread: no SIGUSR1 handler of Tune's
+    cb.on_trial_start(0, [t0], t0)
+    with pytest.raises(SharedContractError, match=r"(?s)^trial t0: .*`scalesweep resume` with "
+                                                  r"the sweep's directory runs the rest"):
+        cb.on_trial_result(1, [t0], t0, _shared_failure(t0))

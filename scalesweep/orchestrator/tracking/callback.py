@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from ray import tune
 
+from scalesweep.errors import ScalesweepError
 from scalesweep.mlflow_names import (
     CURVE_METRICS,
     DEV_PREFIX,
@@ -33,6 +34,7 @@ from scalesweep.orchestrator.tracking.tracker import (
     fail_fast,
     is_outage,
 )
+from scalesweep.trainables.user_loop import SHARED_FAILURE_KEY, SharedContractError
 
 #: what we keep of a Tune result for convergence metrics and the summary
 KEEP = (STEP_KEY, STATUS_TAG, TRAIN_SECONDS_METRIC, *CURVE_METRICS)
@@ -66,11 +68,14 @@ class SweepCallback(tune.Callback):
         #: set by the sweep's first Ctrl-C: the trials it stops are left running (open in
         #: MLflow, their checkpoints kept) for resume, never closed as failed or stopped
         self.interrupted = False
-        #: the journal could not take an eval (a full disk): the sweep stops as for a Ctrl-C,
-        #: and this is raised when Tune's experiment ends, past Rounds, to the command
-        self.stopped_by: JournalUnwritable | None = None
+        #: what stops the sweep as a Ctrl-C does, raised when Tune's experiment ends, past
+        #: Rounds, to the command: the journal could not take an eval (a full disk), or a
+        #: trial's loop broke the contract in a way every trial will (SharedContractError)
+        self.stopped_by: ScalesweepError | None = None
+        #: the trial whose SharedContractError stopped the sweep: left open for resume
         #: asks Tune to stop the experiment gracefully; False where it cannot
         self.stop_tune: Callable[[], bool] = stop_tune
+        self.stopped_at: str | None = None
 
     @staticmethod
     def name(trial: Any) -> str:
@@ -149,6 +154,10 @@ class SweepCallback(tune.Callback):
     def on_trial_result(self, iteration: int, trials: list[Any], trial: Any,
                         result: dict[str, Any], **info: Any) -> None:
         name = self.name(trial)
+        if result.get(STATUS_TAG) == "failed" and result.get(SHARED_FAILURE_KEY) \
+                and not self._contract_kept():
+            self._stop_at(name, str(result.get(ERROR_TAG)))
+            return
         if result.get(STATUS_TAG) == "failed":  # a ddp trial whose Ray Train retries are spent
             self.status[name] = "failed"
             self.errors[name] = str(result.get(ERROR_TAG) or "failed")
@@ -183,17 +192,42 @@ class SweepCallback(tune.Callback):
             return True
 
     def _why_paused(self) -> str:
-        return "the journal's disk" if self.stopped_by is not None else "Ctrl-C"
+        if isinstance(self.stopped_by, JournalUnwritable):
+            return "the journal's disk"
+        return "the loop's contract" if self.stopped_by is not None else "Ctrl-C"
 
-    def _stop_for(self, error: JournalUnwritable) -> None:
+    def _contract_kept(self) -> bool:
+        """Whether a trial of this run has ended with its reports accepted: then the loop can
+        keep the contract, and a trial that breaks it fails alone."""
+        return any(s in ("completed", "diverged", "stopped") for s in self.status.values())
+
+    def _stop_at(self, name: str, error: str) -> None:
+        """Trial ``name`` broke the loop's contract as every trial will: stop the sweep, leave
+        the trial open in MLflow (resume runs it again once the loop is fixed), and say why once,
+        when the sweep ends (the error the command prints)."""
+        if self.stopped_by is not None:  # stopping already: left open as the others are
+            return
+        self.stopped_at = name
+        where = (f"`scalesweep resume {self.tracker.journal.parent}`" if self.tracker.journal
+                 else "`scalesweep resume` with the sweep's directory")
+        self._say(f"{'stopped':<9} {name}: its loop breaks the contract every trial shares; no "
+                  "more trials start")
+        self._stop_for(SharedContractError(
+            f"{error}\nEvery trial of the sweep runs this loop and would fail the same way, so the "
+            "sweep stopped at this first failure: the finished trials are kept. Fix the loop, "
+            f"then {where} runs the rest, this trial too."), say=False)
+
+    def _stop_for(self, error: ScalesweepError, say: bool = True) -> None:
         """Stop the sweep as a Ctrl-C does: the trials stop at their last checkpoint, stay open
-        in MLflow for resume, and no trial starts. Without Tune's graceful stop (its fit() in
+        in MLflow for resume, and no trial starts; ``say``: print the error now (else the
+        command prints it when the sweep ends). Without Tune's graceful stop (its fit() in
         another thread), raise: Tune ends the experiment on it, with a traceback."""
         if self.stopped_by is not None:
             return
         self.stopped_by = error
         self.interrupted = True
-        self._say(f"error: {error}")
+        if say:
+            self._say(f"error: {error}")
         if not self.stop_tune():
             raise error
 
@@ -205,6 +239,8 @@ class SweepCallback(tune.Callback):
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         name = self.name(trial)
+        if name == self.stopped_at:  # said when it stopped the sweep
+            return
         if self.interrupted and self.status.get(name) in (None, "running"):
             self._say(f"{'paused':<9} {name} ({self._why_paused()}): resume goes on from its last checkpoint")
             return
