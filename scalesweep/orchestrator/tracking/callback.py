@@ -73,9 +73,9 @@ class SweepCallback(tune.Callback):
         #: trial's loop broke the contract in a way every trial will (SharedContractError)
         self.stopped_by: ScalesweepError | None = None
         #: the trial whose SharedContractError stopped the sweep: left open for resume
+        self.stopped_at: str | None = None
         #: asks Tune to stop the experiment gracefully; False where it cannot
         self.stop_tune: Callable[[], bool] = stop_tune
-        self.stopped_at: str | None = None
 
     @staticmethod
     def name(trial: Any) -> str:
