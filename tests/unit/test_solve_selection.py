@@ -36,6 +36,13 @@ def test_the_selection_design_spends_alpha_over_k() -> None:
     assert three.error <= 0.1 / 3 and three.confidence_at(10) > one.confidence_at(10)
 
 
+def test_a_verification_of_one_seed_per_arm_has_a_design_that_decides_nothing() -> None:
+    # sweeps/smoke.yaml's seed axis is [0]: no interval, so no look at any confidence
+    sweep = load_sweep(str(ROOT / "sweeps" / "smoke.yaml"), [])
+    d = selection_design(sweep, 3)
+    assert d.looks == (1,) and d.error == 0.0
+
+
 def test_each_candidate_is_read_at_the_selection_design() -> None:
     sweep, outcome = _verification()
     alone = {a.arm: a for a in _judged_for_selection(sweep, outcome, 1)}
