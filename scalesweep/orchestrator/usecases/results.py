@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from scalesweep.mlflow_names import DESCRIPTION_TAG, ERROR_TAG, STATUS_TAG, TRIAL_NAME_TAG
+from scalesweep.mlflow_names import ARM_PARAM, DESCRIPTION_TAG, ERROR_TAG, STATUS_TAG, TRIAL_NAME_TAG
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.usecases.tables import frame
 
@@ -277,7 +277,7 @@ def _curves_of(study: LoggedStudy, trials: list[StudyTrial]) -> pd.DataFrame:
     evals = logged.loc[logged["key"] == study.target_metric, ["run_id", "step"]].drop_duplicates()
     history = study.history.merge(evals, on=["run_id", "step"], how="inner")
     order = {t.run_id: i for i, t in enumerate(trials)}
-    names = pd.DataFrame([{"run_id": t.run_id, "trial": t.summary.name, "arm": t.summary.arm,
+    names = pd.DataFrame([{"run_id": t.run_id, "trial": t.summary.name, ARM_PARAM: t.summary.arm,
                            "seed": _param(t.run.get("seed")), "world_size": _param(t.run.get("world_size"))}
                           for t in trials], columns=["run_id", "trial", "arm", "seed", "world_size"])
     curves = names.merge(history.drop(columns=[TRIAL_NAME_TAG]), on="run_id", how="inner")

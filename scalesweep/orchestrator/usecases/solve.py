@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scalesweep.mlflow_names import ARM_PARAM
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ class SolveAnswer:
     def from_json(cls, data: Mapping[str, Any]) -> SolveAnswer:
         ci = data.get("ratio_ci")
         return cls(
-            world_size=int(data["world_size"]), decision=data.get("decision"), arm=data.get("arm"),
+            world_size=int(data["world_size"]), decision=data.get("decision"), arm=data.get(ARM_PARAM),
             recipe=data.get("recipe"), lr_factor=data.get("lr_factor"), lr=data.get("lr"),
             peak_lr=data.get("peak_lr"), warmup_steps=data.get("warmup_steps"),
             ratio_median=data.get("ratio_median"), ratio_ci=None if ci is None else (ci[0], ci[1]),
