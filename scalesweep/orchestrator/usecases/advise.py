@@ -23,11 +23,9 @@ def advise(experiment: str | None = None, *, run_id: str | None = None, world_si
     arm, the late noise scale, the recommended rule (``.recommendation``) and the measured arms
     at that world size ranked by decision, then by their interval's upper end (``.decided``).
     ``spell`` names the arguments in problems (the CLI passes its flags)."""
-    from mlflow.exceptions import MlflowException
-
     from scalesweep.dashboards.advice import load_advice
-    from scalesweep.dashboards.mlflow_data import StudyNotFound
     from scalesweep.orchestrator.usecases.defaults import tracking_uri_of
+    from scalesweep.orchestrator.usecases.results import study_lookup
 
     for name, value in (("experiment", experiment), ("run_id", run_id), ("tracking_uri", tracking_uri)):
         if value is not None and (not isinstance(value, str) or not value):
@@ -41,12 +39,5 @@ def advise(experiment: str | None = None, *, run_id: str | None = None, world_si
         if rule:
             raise InputError(spell("world_size"), [Problem(spell("world_size"), world_size, rule)])
     uri = tracking_uri_of(tracking_uri)
-    try:
+    with study_lookup("advise", uri, experiment=experiment, run_id=run_id, spell=spell):
         return load_advice(uri, experiment=experiment, parent_run_id=run_id, world_size=world_size)
-    except StudyNotFound as e:
-        raise InputError("advise", [Problem(spell("experiment"), experiment, str(e))]) from None
-    except MlflowException as e:
-        if run_id is None or getattr(e, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
-            raise
-        raise InputError("advise", [Problem(spell("run_id"), run_id, f"no such MLflow run at "
-                                            f"{uri}")]) from None

@@ -41,3 +41,4 @@ def ray_of_this_call(may_connect: bool) -> Iterator[None]:
     finally:
         if not before and ray.is_initialized():
             ray.shutdown()
+

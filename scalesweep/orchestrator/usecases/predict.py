@@ -28,10 +28,8 @@ def study_prediction(uri: str, *, experiment: str | None, run_id: str | None, wo
     """Epochs to target at ``world_size`` per lr rule, for the study of ``experiment`` or of
     its parent ``run_id``. Every refusal is an ``InputError`` naming the argument, as ``spell``
     writes it (the CLI passes its flags), its value and the rule."""
-    from mlflow.exceptions import MlflowException
-
-    from scalesweep.dashboards.mlflow_data import StudyNotFound
     from scalesweep.dashboards.prediction import load_prediction
+    from scalesweep.orchestrator.usecases.results import study_lookup
     from scalesweep.science.stats.predict import PredictionRefused
 
     if not (experiment or run_id):
@@ -48,16 +46,10 @@ def study_prediction(uri: str, *, experiment: str | None, run_id: str | None, wo
                                                        "must be at least 1")])
     which = spell("experiment") if experiment else spell("run_id")
     try:
-        sp = load_prediction(uri, experiment=experiment, parent_run_id=run_id, world_size=world_size)
+        with study_lookup("predict", uri, experiment=experiment, run_id=run_id, spell=spell):
+            sp = load_prediction(uri, experiment=experiment, parent_run_id=run_id, world_size=world_size)
     except PredictionRefused as e:
         raise InputError("predict", [Problem(which, experiment or run_id, r) for r in e.reasons]) from e
-    except StudyNotFound as e:
-        raise InputError("predict", [Problem(spell("experiment"), experiment, str(e))]) from e
-    except MlflowException as e:
-        if run_id is None or getattr(e, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
-            raise
-        raise InputError("predict", [Problem(spell("run_id"), run_id, f"no such MLflow run at "
-                                             f"{uri}")]) from None
     if all(r.prediction is None for r in sp.rules):
         raise InputError("predict", [Problem(f"lr rule {r.rule}", f"{spell('world_size')} {world_size}", why)
                                      for r in sp.rules for why in r.refused])

@@ -4,8 +4,9 @@ tracking store holds."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -333,3 +334,23 @@ def _param(value: Any) -> Any:
             return value
         return parsed if isinstance(parsed, int | float) and not isinstance(parsed, bool) else value
     return value
+
+
+@contextlib.contextmanager
+def study_lookup(command: str, uri: str, *, experiment: str | None, run_id: str | None,
+                 spell: Callable[[str], str]) -> Iterator[None]:
+    """A study read from MLflow by ``experiment`` or parent ``run_id``: a missing study or run is
+    an ``InputError`` naming the argument as ``spell`` writes it (exit 2), not a traceback."""
+    from mlflow.exceptions import MlflowException
+
+    from scalesweep.dashboards.mlflow_data import StudyNotFound
+
+    try:
+        yield
+    except StudyNotFound as e:
+        raise InputError(command, [Problem(spell("experiment"), experiment, str(e))]) from None
+    except MlflowException as e:
+        if run_id is None or getattr(e, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        raise InputError(command, [Problem(spell("run_id"), run_id,
+                                           f"no such MLflow run at {uri}")]) from None
