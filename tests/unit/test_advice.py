@@ -143,6 +143,10 @@ def test_invalid_arguments(uri: str, capsys: pytest.CaptureFixture[str]) -> None
     assert main(["advise", "--tracking-uri", uri]) == 2  # --experiment or --run-id is required
     assert main(["advise", "--experiment", "nope", "--tracking-uri", uri]) == 2  # bad input
     assert "no MLflow experiment named 'nope'" in capsys.readouterr().err
+    # a parent run id the store does not hold: the same exit-2 problem for advise and predict
+    for command in (["advise"], ["predict", "--world-size", "8"]):
+        assert main([*command, "--run-id", "0" * 32, "--tracking-uri", uri]) == 2
+        assert f"--run-id = '{'0' * 32}': no such MLflow run at {uri}" in capsys.readouterr().err
 
 
 # --- behaviour ------------------------------------------------------------------------------
