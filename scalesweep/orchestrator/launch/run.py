@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,9 +27,11 @@ from scalesweep.mlflow_names import (
     VERIFIES_TAG,
 )
 from scalesweep.orchestrator.launch import sweep_lock
+from scalesweep.orchestrator.launch.sweep_copy import ORIGINALS_KEY, edited_since, keep_copies
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep
+from scalesweep.orchestrator.tracking import atomic_file
 from scalesweep.orchestrator.tracking.machine import machine_tags
 from scalesweep.orchestrator.tracking.study_checks import end_lines
 from scalesweep.orchestrator.tracking.summary import arm_summaries, headline_target, summarize
@@ -209,36 +210,18 @@ def run_loaded(sweep: Sweep, *, sweep_file: Path | None, overrides: list[str], a
     sweep_dir = storage_root(sweep) / f"{sweep.spec.name}-{parent_id[:8]}"
     sweep_dir.mkdir(parents=True, exist_ok=True)
     tracker.journal = sweep_dir / JOURNAL
-    sweep_copy, saved_overrides = keep_copies(sweep_file, sweep, overrides, sweep_dir, sweep_text)
+    # the text validated above, not the file read again: it may have been edited since
+    kept = keep_copies(sweep_file, sweep, overrides, sweep_dir, sweep_text)
     if sweep_file is None:  # a mapping's sweep file is its copy
-        tracker.client.set_tag(parent_id, SWEEP_FILE_TAG, str(sweep_copy))
-    state = {SWEEP_FILE_TAG: str(sweep_copy), "overrides": saved_overrides,
-             "tracking_uri": tracking_uri, "parent_run_id": parent_id,
-             "experiment": sweep.spec.name, "address": address}
-    (sweep_dir / STATE_FILE).write_text(json.dumps(state, indent=1))
+        tracker.client.set_tag(parent_id, SWEEP_FILE_TAG, str(kept.sweep))
+    state = {SWEEP_FILE_TAG: str(kept.sweep), "overrides": kept.overrides,
+             ORIGINALS_KEY: kept.originals, "tracking_uri": tracking_uri,
+             "parent_run_id": parent_id, "experiment": sweep.spec.name, "address": address}
+    atomic_file.write_text(sweep_dir / STATE_FILE, json.dumps(state, indent=1))
     print(f"sweep {sweep.spec.name}: {len(plan.rows)} trials, "
           f"{parent_run_line(parent_id, tracking_uri)}; state in {sweep_dir}")
     with sweep_lock.hold(sweep_dir, "run"):
         return _execute(plan, tracker, parent_id, sweep_dir, tracking_uri, summary_json, {})
-
-
-def keep_copies(path: str | Path | None, sweep: Sweep, overrides: list[str], state_dir: Path,
-                text: str | None = None) -> tuple[Path, list[str]]:
-    """The sweep file (and its recipe) copied into ``state_dir``: resume reads them from there,
-    since the originals may be gone (a submitted job's working dir) or edited by the time a
-    crashed sweep is resumed. A sweep given as a mapping (``path`` None) is written there from
-    ``text``, its YAML. The copy's path, and the overrides that point at the recipe's copy."""
-    sweep_copy = state_dir / "sweep.yaml"
-    if path is not None:
-        shutil.copyfile(path, sweep_copy)
-    else:
-        sweep_copy.write_text(text or "", encoding="utf-8")
-    saved = list(overrides)
-    if sweep.recipe is not None:
-        recipe_copy = state_dir / f"recipe{Path(sweep.recipe.source).suffix}"
-        shutil.copyfile(sweep.recipe.source, recipe_copy)
-        saved.append(f"recipe={recipe_copy}")
-    return sweep_copy, saved
 
 
 def find_sweep_dir(name_or_dir: str) -> Path:
@@ -268,6 +251,8 @@ def _resume(sweep_dir: Path, *, address: str | None, tracking_uri: str | None,
     state = json.loads((sweep_dir / STATE_FILE).read_text())
     uri = tracking_uri or state["tracking_uri"]
     sweep = load_sweep(state[SWEEP_FILE_TAG], state["overrides"])
+    for line in edited_since(state.get(ORIGINALS_KEY) or {}):
+        print(line)
     make_plan(sweep)  # input problems before Ray starts
     check_reachable(uri)
     address = ray_address(address) or state.get("address")

@@ -40,7 +40,6 @@ from scalesweep.orchestrator.launch.run import (
     STATE_FILE,
     Outcome,
     connect_ray,
-    keep_copies,
     ray_address,
     resume_sweep,
     run_sweep,
@@ -65,6 +64,7 @@ from scalesweep.orchestrator.launch.solve_state import (
     warm_start,
     write_state,
 )
+from scalesweep.orchestrator.launch.sweep_copy import ORIGINALS_KEY, edited_since, keep_copies
 from scalesweep.orchestrator.plan.cluster import local_cluster
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.plan.solve_plan import SolvePlan, plan_solve, verification_spec
@@ -128,8 +128,11 @@ class _Solve:
 def solve(path: str, *, overrides: list[str], world_size: int, budget: float | None,
           candidates: int, lr: tuple[float, float] | None, warmup: tuple[float, float] | None,
           search_seed: int, address: str | None, tracking_uri: str, verbose: bool = False,
-          record: bool = True, sampler: str = "tpe") -> SolveResult:
-    sweep = load_sweep(path, overrides)
+          record: bool = True, sampler: str = "tpe", sweep: Sweep | None = None) -> SolveResult:
+    """``sweep``: the file at ``path`` with ``overrides``, already loaded (the use case's
+    study); else it is loaded here. Its text as loaded is what the state keeps for resume."""
+    if sweep is None:
+        sweep = load_sweep(path, overrides)
     make_plan(sweep)  # the study itself is valid, before anything starts
     kwargs: dict[str, Any] = {"world_size": world_size, "budget": budget, "candidates": candidates,
                               "lr": lr, "warmup": warmup, "search_seed": search_seed,
@@ -156,13 +159,14 @@ def solve(path: str, *, overrides: list[str], world_size: int, budget: float | N
     sweep_dir.mkdir(parents=True, exist_ok=True)
     # what `scalesweep resume` needs to continue this solve should its driver die; the sweep
     # and its recipe are read from copies from here on, as `run` reads them
-    sweep_copy, saved_overrides = keep_copies(path, sweep, overrides, sweep_dir)
-    write_state(sweep_dir, {"sweep": str(sweep_copy), "overrides": saved_overrides,
-                            **kwargs, "address": address, "tracking_uri": tracking_uri,
-                            "parent_run_id": parent, "experiment": experiment})
+    kept = keep_copies(path, sweep, overrides, sweep_dir)
+    write_state(sweep_dir, {"sweep": str(kept.sweep), "overrides": kept.overrides,
+                            ORIGINALS_KEY: kept.originals, **kwargs, "address": address,
+                            "tracking_uri": tracking_uri, "parent_run_id": parent,
+                            "experiment": experiment})
     print(f"solve {sweep.spec.name} at {world_size} workers: MLflow parent run {parent} "
           f"(experiment {experiment}); state in {sweep_dir}", flush=True)
-    ctx = _Solve(str(sweep_copy), saved_overrides, sweep, sp, make_plan(sweep, cluster), cluster,
+    ctx = _Solve(str(kept.sweep), kept.overrides, sweep, sp, make_plan(sweep, cluster), cluster,
                  tracker, parent, sweep_dir, experiment, address, tracking_uri, verbose)
     with sweep_lock.hold(sweep_dir, "solve"):
         return _passes(ctx, [], [], record)
@@ -187,6 +191,8 @@ def resume_solve(state_dir: Path, *, address: str | None, tracking_uri: str | No
     under new names; their MLflow runs are ended KILLED."""
     state = read_state(state_dir)
     sweep = load_sweep(state["sweep"], state["overrides"])
+    for line in edited_since(state.get(ORIGINALS_KEY) or {}):
+        print(line, flush=True)
     make_plan(sweep)
     kwargs = {k: state[k] for k in ("world_size", "budget", "candidates", "search_seed")}
     kwargs["sampler"] = state.get("sampler", "tpe")  # a state written before the grid was one

@@ -130,8 +130,13 @@ def read_text(path: str | Path) -> str:
 def load_mapping(path: str | Path) -> dict[str, Any]:
     """A YAML or JSON file whose top level is a mapping. YAML through ``_Loader``, safe: a
     ``!!python/object`` tag is an error, never an object."""
+    return mapping_of(read_text(path), path)
+
+
+def mapping_of(text: str, path: str | Path) -> dict[str, Any]:
+    """``text``, the file at ``path`` as ``read_text`` read it, parsed as ``load_mapping``
+    does: for a caller that keeps the very text it validated (a run's copy of its sweep)."""
     src = str(path)
-    text = read_text(path)
     try:
         if str(path).endswith(".json"):
             data = json.loads(text)

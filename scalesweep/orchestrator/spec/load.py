@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from scalesweep.mlflow_names import DEV_PREFIX
 from scalesweep.orchestrator.spec import reference_job, replicates, train_loop
 from scalesweep.orchestrator.spec.errors import InputError, Problem, join_path
-from scalesweep.orchestrator.spec.files import load_mapping, parse_yaml
+from scalesweep.orchestrator.spec.files import mapping_of, parse_yaml, read_text
 from scalesweep.orchestrator.spec.recipes import (
     Recipe,
     ResolvedBatch,
@@ -101,6 +101,9 @@ class Sweep:
     #: a DeepSpeed recipe's train_batch_size / micro batch / accumulation as DeepSpeed resolves
     #: them at the reference world size (recipes.resolve_batch); None for other recipes
     deepspeed_batch: ResolvedBatch | None = None
+    #: the sweep file's text as read and validated (``load_sweep``): what a run keeps as its
+    #: copy for ``resume``, whatever the file on disk holds by then; None for a mapping's
+    text: str | None = field(default=None, repr=False)
 
     @property
     def ignored(self) -> list[str]:
@@ -202,7 +205,12 @@ def pydantic_problems(exc: ValidationError, prefix: str = "") -> list[Problem]:
 
 
 def load_sweep(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
-    return sweep_of(load_mapping(path), path, overrides)
+    """The sweep file at ``path``, read once: the text validated is the text kept
+    (``Sweep.text``), so an edit after this call cannot reach a run started from it."""
+    text = read_text(path)
+    sweep = sweep_of(mapping_of(text, path), path, overrides)
+    sweep.text = text
+    return sweep
 
 
 def sweep_of(data: dict[str, Any], path: str | Path, overrides: Sequence[str] = ()) -> Sweep:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from scalesweep.orchestrator.spec.errors import InputError, Problem
-from scalesweep.orchestrator.spec.files import load_mapping
+from scalesweep.orchestrator.spec.files import mapping_of, read_text
 from scalesweep.science import schedules
 
 #: WeNet scheduler and optimizer names -> ours
@@ -85,6 +85,9 @@ class Recipe:
     ignored: list[str] = field(default_factory=list)
     #: DeepSpeed only: the batch triple, resolved once the reference world size is known
     batch: DeepSpeedBatch | None = None
+    #: the file's text as read and validated: what a run keeps as its copy (the file on disk
+    #: may have changed since)
+    text: str | None = field(default=None, repr=False)
 
     def put(self, ours: str, value: Any, theirs: str) -> None:
         section, _, key = ours.partition(".")
@@ -117,9 +120,10 @@ def detect_kind(data: dict[str, Any]) -> str:
 
 
 def read_recipe(path: str | Path) -> Recipe:
-    data = load_mapping(path)
+    text = read_text(path)
+    data = mapping_of(text, path)
     kind = detect_kind(data)
-    recipe = Recipe(source=str(path), kind=kind)
+    recipe = Recipe(source=str(path), kind=kind, text=text)
     problems: list[Problem] = []
     if kind == "wenet":
         _read_wenet(data, recipe, problems)

@@ -114,7 +114,7 @@ def solve(study: SweepSource, *, world_size: int, progress: Progress, tracking_u
                                   world_size=world_size, budget=budget, candidates=candidates,
                                   lr=lr, warmup=warmup, search_seed=search_seed, address=address,
                                   tracking_uri=tracking_uri, verbose=verbose, record=record,
-                                  sampler=sampler)
+                                  sampler=sampler, sweep=study.sweep)
     return solved(found)
 
 
