@@ -315,6 +315,23 @@ def test_each_uri_keeps_its_own_credentials(team: TeamMlflow, monkeypatch: pytes
             assert conn.execute(sqlalchemy.text("SELECT current_user")).scalar() == "mlflow"
 
 
+def test_a_database_that_refuses_is_exit_2_before_anything_starts(team: TeamMlflow,
+                                                                  tmp_path: Path) -> None:
+    """A wrong password and a database that does not exist: `run` logs in as MLflow would
+    before Ray starts (tracking/store_check.py), and says what the database said."""
+    wrong_password = team.db_uri.replace(quote(DB_PASSWORD, safe=""), "not-the-password")
+    no_database = team.db_uri.rsplit("/", 1)[0] + "/nosuch"
+    for uri, said in ((wrong_password, 'password authentication failed for user "mlflow"'),
+                      (no_database, 'database "nosuch" does not exist')):
+        proc = scalesweep("run", str(SWEEPS / "smoke.yaml"), "--tracking-uri", uri, cwd=tmp_path,
+                          timeout=120)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "the database refused the connection" in proc.stderr and said in proc.stderr, proc.stderr
+        assert "not-the-password" not in proc.stdout + proc.stderr
+        _secrets_absent(proc.stdout, proc.stderr)
+        assert list(tmp_path.iterdir()) == []
+
+
 def test_over_http_with_the_credentials_in_the_uri(team: TeamMlflow, over_http: Swept) -> None:
     proc, cwd = over_http.proc, over_http.cwd
     _secrets_absent(proc.stdout, proc.stderr)

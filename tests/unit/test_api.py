@@ -17,6 +17,7 @@ import pytest
 
 import scalesweep
 from scalesweep.orchestrator.spec.errors import InputError
+from scalesweep.orchestrator.tracking import sqlite_template
 from tests.support.helpers import ROOT, SWEEPS, cli
 
 SMOKE = str(SWEEPS / "smoke.yaml")
@@ -283,7 +284,11 @@ def test_studies_lists_what_a_store_holds(blocks_uri: tuple[str, list[str]], tmp
     assert list(table["experiment"]) == ["once", "twice"]  # newest first
     twice = table.set_index("experiment").loc["twice"]
     assert (twice["parent_runs"], twice["latest_parent_run_id"]) == (2, parents[-1])
+    assert sqlite_template.seed_new_store(f"sqlite:///{tmp_path / 'empty.db'}")
     assert scalesweep.studies(f"sqlite:///{tmp_path / 'empty.db'}").empty
+    with pytest.raises(InputError, match=r"no MLflow store at .*missing.db \(a read never creates one\)"):
+        scalesweep.studies(f"sqlite:///{tmp_path / 'missing.db'}")
+    assert not (tmp_path / "missing.db").exists()
 
 
 def test_advise_is_what_the_advise_command_prints(uri: str, capsys: pytest.CaptureFixture[str]) -> None:

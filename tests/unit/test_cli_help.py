@@ -16,6 +16,7 @@ import pytest
 import scalesweep
 from scalesweep.orchestrator import cli
 from scalesweep.orchestrator.commands import ui
+from scalesweep.orchestrator.tracking import sqlite_template
 from scalesweep.orchestrator.tracking import ui as tracking_ui
 from tests.support.helpers import SCALESWEEP
 
@@ -140,10 +141,11 @@ def test_ui_warns_when_the_host_is_not_loopback(host: str, exposed: bool) -> Non
         assert warning.startswith(f"warning: --host {host}:") and "no login" in warning
 
 
-def test_ui_serves_on_the_host_given_and_warns_first(monkeypatch: pytest.MonkeyPatch,
+def test_ui_serves_on_the_host_given_and_warns_first(monkeypatch: pytest.MonkeyPatch, cwd: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     # serve stands in for MLflow's server (a unit test starts none): the host it would bind
     bound: list[Any] = []
+    assert sqlite_template.seed_new_store("sqlite:///mlflow.db")  # ui reads a store that is there
 
     def serve(uri: str, port: int, host: str) -> int:
         bound.append((host, port, capsys.readouterr().err))
@@ -151,7 +153,7 @@ def test_ui_serves_on_the_host_given_and_warns_first(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(tracking_ui, "serve", serve)
     assert cli.main(["ui", "--host", "0.0.0.0", "--port", "5055",
-                     "--tracking-uri", f"sqlite:///{Path('unused.db').resolve()}"]) == 0
+                     "--tracking-uri", f"sqlite:///{cwd / 'mlflow.db'}"]) == 0
     ((host, port, err),) = bound
     assert (host, port) == ("0.0.0.0", 5055) and "every network interface" in err
     assert cli.main(["ui"]) == 0 and bound[1][:2] == ("127.0.0.1", 5000) and bound[1][2] == ""

@@ -19,11 +19,11 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from scalesweep.mlflow_names import PARENT_TAG, ROLE_TAG
+from scalesweep.orchestrator.spec.errors import InputError
 from scalesweep.orchestrator.tracking.tracker import (
     FAIL_FAST,
     MAX_BATCH,
     SweepTracker,
-    TrackingUnavailable,
     check_reachable,
     curve_metrics,
 )
@@ -216,7 +216,7 @@ def test_journal_is_written_before_sending_and_replayed_after_a_crash(
 def test_dead_port_fails_fast_keeps_every_metric_and_restores_the_environment(
         monkeypatch: pytest.MonkeyPatch) -> None:
     uri = f"http://127.0.0.1:{free_port()}"  # bound, then closed: nothing listens there
-    with pytest.raises(TrackingUnavailable, match="cannot reach the MLflow tracking server"):
+    with pytest.raises(InputError, match="cannot reach the MLflow server"):
         check_reachable(uri)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "7")
     monkeypatch.delenv("MLFLOW_HTTP_REQUEST_TIMEOUT", raising=False)

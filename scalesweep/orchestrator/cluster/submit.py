@@ -54,7 +54,7 @@ from scalesweep.orchestrator.cluster.ray_auth import (
     is_loopback,
 )
 from scalesweep.orchestrator.spec.errors import InputError, Problem
-from scalesweep.orchestrator.tracking import atomic_file, credentials
+from scalesweep.orchestrator.tracking import atomic_file, credentials, store_check
 
 #: the checkout this code runs from (an editable install), or None for a plain install
 PROJECT_ROOT: Path | None = (
@@ -152,20 +152,18 @@ def _resolved_recipe(sweep: Any, sweep_path: str) -> Path | None:
 
 
 def _tracking_problems(uri: str) -> list[Problem]:
-    """A store the head can use: a server, or an absolute path (a relative one would live in
-    the job's temporary working directory and vanish with it)."""
-    path = None
-    if uri.startswith("sqlite:///"):
-        path = uri[len("sqlite:///"):]
-    elif uri.startswith("file://"):
-        path = uri[len("file://"):]
-    elif "://" not in uri:
-        path = uri
-    if path is not None and not path.startswith("/"):
+    """A store the head can use, written as MLflow reads it (store_check.py; the store itself
+    is the cluster's to reach): a server, or an absolute path (a relative one would live in the
+    job's temporary working directory and vanish with it)."""
+    form = store_check.form_problem(uri)
+    if form is not None:
+        return [Problem("--tracking-uri", uri, form)]
+    if uri.lower().startswith("sqlite:///") and not uri[len("sqlite:///"):].startswith("/"):
         return [Problem("--tracking-uri", uri,
                         "the sweep's driver runs on the cluster, so a relative local store would be "
                         "made in the job's temporary directory and lost; pass an MLflow server the "
-                        "head can reach (--tracking-uri http://HOST:5000) or an absolute path there")]
+                        "head can reach (--tracking-uri http://HOST:5000) or an absolute path there, "
+                        "sqlite:////PATH")]
     return []
 
 
@@ -496,8 +494,6 @@ def run_via_client(path: str, *, overrides: list[str], address: str, tracking_ur
     from ray.exceptions import RayTaskError
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from scalesweep.orchestrator.tracking.tracker import TrackingUnavailable
-
     with shipment(path, overrides, recipe) as ship:
         runtime_env = {"working_dir": str(ship.directory), "env_vars": _env_vars(tracking_uri)}
         connect_client(lambda: ray.init(address=address, runtime_env=runtime_env,
@@ -515,7 +511,7 @@ def run_via_client(path: str, *, overrides: list[str], address: str, tracking_ur
         ray.cancel(ref, force=True)
         raise
     except RayTaskError as exc:  # input and tracking problems keep their exit codes
-        if isinstance(exc.cause, InputError | TrackingUnavailable):
+        if isinstance(exc.cause, InputError):
             raise exc.cause from None
         raise
     if summary_json:

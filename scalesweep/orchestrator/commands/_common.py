@@ -75,6 +75,11 @@ def no_report_arg(p: argparse.ArgumentParser) -> None:
                    help="print the tables but make no report (later: scalesweep report --run-id)")
 
 
+def flag(name: str) -> str:
+    """A use case's argument as the command line spells it: run_id -> --run-id."""
+    return "--" + name.replace("_", "-")
+
+
 def tracking_uri(arg: str | None) -> str:
     """--tracking-uri, else MLFLOW_TRACKING_URI, else the default; credentials in it move to
     the environment (tracking/credentials.py), so nothing we print or save holds them."""

@@ -8,6 +8,7 @@ import argparse
 from scalesweep.orchestrator.commands._common import (
     EXIT_OK,
     Subparsers,
+    flag,
     study_args,
     tracking_uri,
     tracking_uri_arg,
@@ -29,6 +30,6 @@ def run(args: argparse.Namespace) -> int:
 
     advice = advise(args.experiment, run_id=args.run_id, world_size=args.world_size,
                     tracking_uri=tracking_uri(args.tracking_uri),
-                    spell=lambda name: "--" + name.replace("_", "-"))
+                    spell=flag)
     print(render(advice))
     return EXIT_OK

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from scalesweep.orchestrator.commands._common import (
     EXIT_OK,
     Subparsers,
+    flag,
     study_args,
     tracking_uri,
     tracking_uri_arg,
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     uri = tracking_uri(args.tracking_uri)
     sp = study_prediction(uri, experiment=args.experiment, run_id=args.run_id,
-                          world_size=args.world_size, spell=_flag)
+                          world_size=args.world_size, spell=flag)
     verify_note = _write_verification(args, uri, sp) if args.verify else ""
     recorded = ""
     if not args.no_record:
@@ -67,10 +68,6 @@ def run(args: argparse.Namespace) -> int:
         if note:
             print(note, file=sys.stderr if args.json else sys.stdout)
     return EXIT_OK
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 def _write_verification(args: argparse.Namespace, uri: str, sp: StudyPrediction) -> str:

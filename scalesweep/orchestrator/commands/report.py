@@ -8,6 +8,7 @@ import os
 from scalesweep.orchestrator.commands._common import (
     EXIT_OK,
     Subparsers,
+    flag,
     study_args,
     tracking_uri,
     tracking_uri_arg,
@@ -29,6 +30,6 @@ def run(args: argparse.Namespace) -> int:
 
     uri = tracking_uri(args.tracking_uri)
     out = args.out or os.path.join("reports", args.experiment or args.run_id)
-    html = report(uri, experiment=args.experiment, run_id=args.run_id, out_dir=Path(out))
+    html = report(uri, experiment=args.experiment, run_id=args.run_id, out_dir=Path(out), spell=flag)
     print(f"report: {html}")
     return EXIT_OK

@@ -59,11 +59,14 @@ def exposure_warning(host: str, port: int) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from scalesweep.orchestrator.tracking import ui as tracking_ui
+    from scalesweep.orchestrator.usecases.stores import check_readable
 
     problem = host_problem(args.host)
     if problem is not None:
         raise InputError("ui", [problem])
+    uri = tracking_uri(args.tracking_uri)
+    check_readable(uri)  # `mlflow ui` would make an empty store of a path that has none
     warning = exposure_warning(args.host, args.port)
     if warning:
         print(warning, file=sys.stderr, flush=True)
-    return tracking_ui.serve(tracking_uri(args.tracking_uri), args.port, args.host)
+    return tracking_ui.serve(uri, args.port, args.host)

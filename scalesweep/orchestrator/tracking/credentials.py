@@ -91,6 +91,14 @@ def job_env(uri: str) -> dict[str, str]:
             if (value := own.get(key) or _users(key))}
 
 
+def database_login(uri: str) -> dict[str, str]:
+    """libpq's ``user`` and ``password`` for a PostgreSQL ``uri`` as ``strip`` returned it: its
+    own, when the URI had them; else none (libpq then reads the environment, as MLflow's would)."""
+    parts = urlsplit(uri)
+    return dict(_by_database.get(((parts.hostname or "").lower(), parts.port or PG_DEFAULT_PORT,
+                                  parts.path.lstrip("/")), {}))
+
+
 def _scheme(uri: str) -> str:
     return urlsplit(uri).scheme.lower().split("+", 1)[0]  # postgresql+psycopg2 is libpq too
 

@@ -14,8 +14,6 @@ import json
 import logging
 import os
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +32,7 @@ from scalesweep.mlflow_names import (
     STATUS_TAG,
     TRIAL_NAME_TAG,
 )
-from scalesweep.orchestrator.tracking import atomic_file, sqlite_template
+from scalesweep.orchestrator.tracking import atomic_file, sqlite_template, store_check
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +63,6 @@ BACKOFF_S = 5.0
 MAX_BACKOFF_S = 60.0
 
 
-class TrackingUnavailable(ScalesweepError, RuntimeError):
-    pass
-
-
 class JournalUnwritable(ScalesweepError, RuntimeError):
     """The journal could not take an eval (a full disk, a quota): the sweep stops, to be
     resumed once there is space, rather than train on with evals a killed driver would lose."""
@@ -85,19 +79,9 @@ class JournalUnwritable(ScalesweepError, RuntimeError):
 
 
 def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
-    """Fail fast, before any compute, when an HTTP tracking server does not answer."""
-    if not uri.startswith(("http://", "https://")):
-        return
-    url = uri.rstrip("/") + "/health"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-            if resp.status >= 500:
-                raise TrackingUnavailable(f"MLflow server {uri} answered {resp.status}")
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
-        raise TrackingUnavailable(
-            f"cannot reach the MLflow tracking server at {uri} ({exc}); start it or pass "
-            "--tracking-uri (nothing was started)"
-        ) from None
+    """Before any compute: ``uri`` is a store a sweep can write to (tracking/store_check.py),
+    else an ``InputError`` (exit 2) that says what to do."""
+    store_check.check_store(uri, reading=False, timeout_s=timeout_s)
 
 
 def curve_metrics(result: Mapping[str, Any]) -> dict[str, float]:

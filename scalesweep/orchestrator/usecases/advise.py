@@ -7,17 +7,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from scalesweep.orchestrator.spec.errors import InputError, Problem
+from scalesweep.orchestrator.usecases.defaults import keyword
 
 if TYPE_CHECKING:
     from scalesweep.dashboards.advice import Advice
 
 
-def _keyword(name: str) -> str:
-    return name
-
-
 def advise(experiment: str | None = None, *, run_id: str | None = None, world_size: int | None = None,
-           tracking_uri: str | None = None, spell: Callable[[str], str] = _keyword) -> Advice:
+           tracking_uri: str | None = None, spell: Callable[[str], str] = keyword) -> Advice:
     """The advice for ``world_size`` (default: the largest the study measured) from the latest
     study of ``experiment`` or the one of parent run ``run_id``: the critical-batch fit per
     arm, the late noise scale, the recommended rule (``.recommendation``) and the measured arms
@@ -26,6 +23,7 @@ def advise(experiment: str | None = None, *, run_id: str | None = None, world_si
     from scalesweep.dashboards.advice import load_advice
     from scalesweep.orchestrator.usecases.defaults import tracking_uri_of
     from scalesweep.orchestrator.usecases.results import study_lookup
+    from scalesweep.orchestrator.usecases.stores import check_readable
 
     for name, value in (("experiment", experiment), ("run_id", run_id), ("tracking_uri", tracking_uri)):
         if value is not None and (not isinstance(value, str) or not value):
@@ -39,5 +37,6 @@ def advise(experiment: str | None = None, *, run_id: str | None = None, world_si
         if rule:
             raise InputError(spell("world_size"), [Problem(spell("world_size"), world_size, rule)])
     uri = tracking_uri_of(tracking_uri)
+    check_readable(uri)
     with study_lookup("advise", uri, experiment=experiment, run_id=run_id, spell=spell):
         return load_advice(uri, experiment=experiment, parent_run_id=run_id, world_size=world_size)

@@ -13,10 +13,21 @@ from scalesweep.orchestrator.spec.errors import InputError, Problem
 
 def tracking_uri_of(arg: str | None) -> str:
     """The tracking URI: ``arg``, else MLFLOW_TRACKING_URI, else the default; credentials in it
-    move to the environment (tracking/credentials.py), so nothing we print or save holds them."""
-    from scalesweep.orchestrator.tracking import credentials
+    move to the environment (tracking/credentials.py), so nothing we print or save holds them.
+    A URI written wrong (a bare path, an unknown scheme) is an ``InputError`` here, before any
+    sweep file is read; whether its store is there is asked later (tracking/store_check.py)."""
+    from scalesweep.orchestrator.tracking import credentials, store_check
 
-    return credentials.strip(arg or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI)
+    uri = credentials.strip(arg or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI)
+    rule = store_check.form_problem(uri)
+    if rule is not None:
+        raise InputError(store_check.SOURCE, [Problem(store_check.FIELD, uri, rule)])
+    return uri
+
+
+def keyword(name: str) -> str:
+    """An argument spelt as the Python API names it (the CLI's commands pass their flags)."""
+    return name
 
 
 def optional_str(name: str, value: object) -> str | None:

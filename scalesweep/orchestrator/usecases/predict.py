@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scalesweep.orchestrator.spec.errors import InputError, Problem
+from scalesweep.orchestrator.usecases.defaults import keyword
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -19,17 +20,14 @@ if TYPE_CHECKING:
     from scalesweep.science.solve_record import Line
 
 
-def _keyword(name: str) -> str:
-    return name
-
-
 def study_prediction(uri: str, *, experiment: str | None, run_id: str | None, world_size: int | None,
-                     spell: Callable[[str], str] = _keyword) -> StudyPrediction:
+                     spell: Callable[[str], str] = keyword) -> StudyPrediction:
     """Epochs to target at ``world_size`` per lr rule, for the study of ``experiment`` or of
     its parent ``run_id``. Every refusal is an ``InputError`` naming the argument, as ``spell``
     writes it (the CLI passes its flags), its value and the rule."""
     from scalesweep.dashboards.prediction import load_prediction
     from scalesweep.orchestrator.usecases.results import study_lookup
+    from scalesweep.orchestrator.usecases.stores import check_readable
     from scalesweep.science.stats.predict import PredictionRefused
 
     if not (experiment or run_id):
@@ -45,6 +43,7 @@ def study_prediction(uri: str, *, experiment: str | None, run_id: str | None, wo
         raise InputError(spell("world_size"), [Problem(spell("world_size"), world_size,
                                                        "must be at least 1")])
     which = spell("experiment") if experiment else spell("run_id")
+    check_readable(uri)
     try:
         with study_lookup("predict", uri, experiment=experiment, run_id=run_id, spell=spell):
             sp = load_prediction(uri, experiment=experiment, parent_run_id=run_id, world_size=world_size)
@@ -147,7 +146,9 @@ def ledger(uri: str, experiment: str | None = None, *, record: bool = False) -> 
     scored against what its experiment holds now; ``record``: each outcome written beside its
     prediction (``predict --ledger`` does unless ``--no-record``)."""
     from scalesweep.dashboards.prediction_ledger import ledger_lines
+    from scalesweep.orchestrator.usecases.stores import check_readable
 
+    check_readable(uri)
     try:
         lines = ledger_lines(uri, experiment)
     except ValueError as e:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from scalesweep.mlflow_names import ARM_PARAM, DESCRIPTION_TAG, ERROR_TAG, STATUS_TAG, TRIAL_NAME_TAG
 from scalesweep.orchestrator.spec.errors import InputError, Problem
+from scalesweep.orchestrator.usecases.defaults import keyword
 from scalesweep.orchestrator.usecases.tables import frame
 
 if TYPE_CHECKING:
@@ -134,6 +135,7 @@ def results(experiment: str | None = None, *, run_id: str | None = None,
     >>> result.arms.set_index("arm")["epochs_ratio_vs_baseline_median"]
     """
     from scalesweep.orchestrator.usecases.defaults import tracking_uri_of
+    from scalesweep.orchestrator.usecases.stores import check_readable
 
     for name, value in (("experiment", experiment), ("run_id", run_id), ("tracking_uri", tracking_uri)):
         if value is not None and (not isinstance(value, str) or not value):
@@ -147,6 +149,7 @@ def results(experiment: str | None = None, *, run_id: str | None = None,
                                                         "'all' ('all' with an experiment: its "
                                                         "every parent run)")])
     uri = tracking_uri_of(tracking_uri)
+    check_readable(uri)
     if blocks == "latest":
         return _read_back(uri, experiment, run_id)
     assert experiment is not None
@@ -161,11 +164,14 @@ def studies(tracking_uri: str | None = None) -> pd.DataFrame:
     from mlflow.tracking import MlflowClient
 
     from scalesweep.orchestrator.usecases.defaults import tracking_uri_of
+    from scalesweep.orchestrator.usecases.stores import check_readable
 
     if tracking_uri is not None and (not isinstance(tracking_uri, str) or not tracking_uri):
         raise InputError("scalesweep.studies", [Problem("tracking_uri", tracking_uri,
                                                         "must be a non-empty string")])
-    client = MlflowClient(tracking_uri_of(tracking_uri))
+    uri = tracking_uri_of(tracking_uri)
+    check_readable(uri)
+    client = MlflowClient(uri)
     rows = []
     for exp in client.search_experiments():
         parents = _parent_runs(client, exp.experiment_id)
@@ -196,20 +202,12 @@ def _parent_runs(client: Any, experiment_id: str) -> list[Any]:
 
 
 def _load(uri: str, experiment: str | None, run_id: str | None) -> LoggedStudy:
-    from mlflow.exceptions import MlflowException
-
     from scalesweep.dashboards.mlflow_data import load_study
 
-    try:
+    with study_lookup("scalesweep.results", uri, experiment=experiment, run_id=run_id,
+                      spell=keyword):
         return load_study(uri, experiment=experiment, parent_run_id=run_id)
-    except MlflowException as e:
-        if run_id is None or getattr(e, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
-            raise
-        raise InputError("scalesweep.results", [Problem("run_id", run_id, f"no such MLflow run at "
-                                                        f"{uri}")]) from None
-    except ValueError as e:  # StudyNotFound: no such experiment, or no study in it
-        raise InputError("scalesweep.results", [Problem("experiment", experiment,
-                                                        f"{e} (at {uri})")]) from None
+    raise AssertionError("unreachable")  # mypy: the with block returns or raises
 
 
 def _tables(uri: str, study: LoggedStudy) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -339,16 +337,20 @@ def _param(value: Any) -> Any:
 @contextlib.contextmanager
 def study_lookup(command: str, uri: str, *, experiment: str | None, run_id: str | None,
                  spell: Callable[[str], str]) -> Iterator[None]:
-    """A study read from MLflow by ``experiment`` or parent ``run_id``: a missing study or run is
-    an ``InputError`` naming the argument as ``spell`` writes it (exit 2), not a traceback."""
+    """A study read from MLflow by ``experiment`` or parent ``run_id``, from a store the caller
+    checked is there (``stores.check_readable``: a read never creates one): a missing study or
+    run is an ``InputError`` naming the argument as ``spell`` writes it and the studies the
+    store holds (exit 2), not a traceback."""
     from mlflow.exceptions import MlflowException
 
     from scalesweep.dashboards.mlflow_data import StudyNotFound
+    from scalesweep.orchestrator.usecases.stores import held_hint
 
     try:
         yield
     except StudyNotFound as e:
-        raise InputError(command, [Problem(spell("experiment"), experiment, str(e))]) from None
+        raise InputError(command, [Problem(spell("experiment"), experiment,
+                                           f"{e} (at {uri}); {held_hint(uri)}")]) from None
     except MlflowException as e:
         if run_id is None or getattr(e, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
             raise
