@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from scalesweep.mlflow_names import ROLE_TAG
 from tests.conftest import RayHead
 from tests.support.helpers import ROOT, SWEEPS, cli_env, scalesweep, wait_for
 
@@ -59,9 +60,13 @@ def test_a_full_journal_stops_the_sweep_and_resume_finishes_it(tmp_path: Path, r
     assert f"{journal}: cannot append an eval (No space left on device, ENOSPC)" in text, text
     assert f"Free space, then `scalesweep resume {sweep_dir}`" in text
     assert "Traceback" not in text, text
+    # Tune was stopped by the sweep's own stopper, not by the signal a Ctrl-C sends
+    assert "Stop signal received" not in text, text
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("smoke_full")
     assert exp is not None
+    (parent,) = client.search_runs([exp.experiment_id], f"tags.`{ROLE_TAG}` = 'parent'")
+    assert parent.info.status == "KILLED"  # stopped before its end, waiting for resume
     finished = {r.info.run_name for r in client.search_runs([exp.experiment_id], "tags.status = 'completed'")}
     assert 1 <= len(finished) < len(TRIALS)  # the first trial finished, the held one did not
 

@@ -382,3 +382,28 @@ def test_without_tunes_graceful_stop_the_break_is_raised_at_once(sweep: Sweep) -
     with pytest.raises(SharedContractError, match=r"(?s)^trial t0: .*`scalesweep resume` with "
                                                   r"the sweep's directory runs the rest"):
         cb.on_trial_result(1, [t0], t0, _shared_failure(t0))
+
+
+class _EveryOther:
+    """An inner stopper (curtailment's place): stops trial "b" alone, never the experiment."""
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        return trial_id == "b"
+
+    def stop_all(self) -> bool:
+        return False
+
+
+def test_the_callbacks_stopper_ends_the_experiment_once_the_sweep_must_stop(sweep: Sweep) -> None:
+    """The stop a full journal or a shared break asks for goes through the experiment's
+    stopper (Tune reads stop_all at each step), not through Tune's SIGUSR1 handler, which
+    warns of a Ctrl-C that never happened; the inner stopper's decisions stand."""
+    cb, t0 = sweep.callback, FakeTrial("t0")
+    stopper = cb.stopper(_EveryOther())  # type: ignore[arg-type]
+    cb.on_trial_start(0, [t0], t0)
+    assert not stopper.stop_all()
+    assert stopper("b", {}) and not stopper("a", {})
+    cb.on_trial_result(1, [t0], t0, _shared_failure(t0))  # no signal handler here: no raise
+    assert stopper.stop_all() and cb.interrupted
+    assert isinstance(cb.stopped_by, SharedContractError)
+    assert not stopper("a", {})  # per trial, still the inner stopper's word

@@ -33,6 +33,8 @@ class Rounds:
     stopper: curtail_stopper.CurtailStopper | None = None
     #: set by the first Ctrl-C: no further round starts, and trials it stops are not failures
     interrupted: bool = False
+    #: whether a Tune experiment of this sweep has started
+    launched: bool = False
 
     def interrupt(self) -> None:
         self.interrupted = True
@@ -66,9 +68,12 @@ class Rounds:
             if self.stopper is None:
                 self.stopper = curtail_stopper.CurtailStopper(self.plan, self.curves, self.ended)
             parts = [(bases, None), (rest, self.stopper)]
+        if self.callback is None:  # made here, so that a round that raises still leaves it
+            self.callback = SweepCallback(self.tracker, self.child_for, self.curves, total=0)
         for rows, stopper in parts:
-            if self.interrupted and self.callback is not None:
+            if self.interrupted and self.launched:
                 continue  # a Ctrl-C during the baselines: the rest wait for resume
+            self.launched = True
             # through the module: what tune.launch is when the round starts (a wrapper the
             # benchmarks time it with, for one)
             self.callback = tune.launch(self.plan, rows, self.sweep_dir, self.tracker, self.child_for,

@@ -334,7 +334,7 @@ def _execute(plan: Plan, tracker: SweepTracker, parent_id: str, sweep_dir: Path,
             raise
         _tracking_left_open(outcome, tracker, exc)
     finally:  # the sweep's results stand whatever MLflow did
-        _write_results(outcome, summary_json)
+        _write_results(outcome, summary_json, tracker)
     return outcome
 
 
@@ -404,26 +404,44 @@ def _run_trials(plan: Plan, done: dict[str, str], sweep_dir: Path, tracker: Swee
 
     rounds = Rounds(plan, sweep_dir, tracker, child_for, curves, done)
     interrupted = False
+    stopped: Exception | None = None
     try:
         with CtrlC(rounds.interrupt) as ctrl_c:
             rounds.run()
         interrupted = ctrl_c.interrupted
     except KeyboardInterrupt:
         interrupted = True
+    except Exception as exc:
+        if rounds.callback is None or rounds.callback.stopped_by is None:
+            raise
+        stopped = exc  # the callback stopped the sweep: a full disk, a loop every trial breaks
     finally:
         if rounds.callback is not None:  # runs of trials that started while MLflow was down
             rounds.callback.settle(deadline_s=tracking_grace_s())
         tracker.flush_with_retry(deadline_s=tracking_grace_s())
+    if stopped is not None:  # its error goes on to the command; the sweep waits for resume
+        _left_for_resume(tracker, parent_id, sweep_dir)
+        raise stopped
     if interrupted:  # the trials that did not finish stay open in MLflow, for resume
-        spool_unsent(tracker, sweep_dir)
-        with contextlib.suppress(Exception), fail_fast():
-            tracker.end_run(parent_id, "KILLED")
+        _left_for_resume(tracker, parent_id, sweep_dir)
         print(f"interrupted: the finished trials are kept; `scalesweep resume {sweep_dir}` runs "
               "the rest, each from its last checkpoint", file=sys.stderr)
         raise KeyboardInterrupt
     callback = rounds.callback
     assert callback is not None
     return callback, rounds.in_play
+
+
+def _left_for_resume(tracker: SweepTracker, parent_id: str, sweep_dir: Path) -> None:
+    """What MLflow lacks spooled to the sweep directory, and the parent ended KILLED where
+    the store answers: the sweep stopped before its end, for ``resume``."""
+    try:
+        spool_unsent(tracker, sweep_dir)
+    except OSError as exc:  # the disk that stopped the sweep, full: say what is lost
+        print(f"warning: {tracker.pending()} metric values MLflow lacks could not be kept in "
+              f"{sweep_dir} ({exc.strerror or exc})", file=sys.stderr)
+    with contextlib.suppress(Exception), fail_fast():
+        tracker.end_run(parent_id, "KILLED")
 
 
 def _trial_results(in_play: list[PlanRow], summaries: dict[str, TrialSummary], statuses: dict[str, str],
@@ -454,11 +472,22 @@ def _tracking_left_open(outcome: Outcome, tracker: SweepTracker, exc: Exception)
           "logs what MLflow lacks and closes the runs", file=sys.stderr)
 
 
-def _write_results(outcome: Outcome, summary_json: str | None) -> None:
+def _write_results(outcome: Outcome, summary_json: str | None, tracker: SweepTracker) -> None:
+    """summary.json and arms.json in the sweep directory (and ``--summary-json``), each whole
+    or left as it was. One the disk cannot take stops the command (exit 1) with the file, the
+    OS's error and the resume command, the parent run KILLED: a sweep whose results are not on
+    disk is not finished."""
+    summary = json.dumps(outcome.trials, indent=1, default=str)
+    arms = json.dumps([a.as_json() for a in outcome.arms], indent=1, default=str)
+    files = [(outcome.sweep_dir / "summary.json", summary), (outcome.sweep_dir / "arms.json", arms)]
     if summary_json:
-        Path(summary_json).parent.mkdir(parents=True, exist_ok=True)
-        Path(summary_json).write_text(json.dumps(outcome.trials, indent=1, default=str))
-    (outcome.sweep_dir / "summary.json").write_text(json.dumps(outcome.trials, indent=1, default=str))
-    arms = [a.as_json() for a in outcome.arms]
-    (outcome.sweep_dir / "arms.json").write_text(json.dumps(arms, indent=1, default=str))
+        files.insert(0, (Path(summary_json), summary))
+    for path, text in files:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_file.write_text(path, text)
+        except OSError as exc:
+            with contextlib.suppress(Exception), fail_fast():
+                tracker.end_run(outcome.parent_run_id, "KILLED")
+            raise atomic_file.ResultsUnwritable(path, exc, outcome.sweep_dir) from exc
 

@@ -70,6 +70,7 @@ from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.plan.solve_plan import SolvePlan, plan_solve, verification_spec
 from scalesweep.orchestrator.spec.files import dump_yaml
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep, metric_mode
+from scalesweep.orchestrator.tracking import atomic_file
 from scalesweep.orchestrator.tracking.machine import machine_tags
 from scalesweep.orchestrator.tracking.summary import points
 from scalesweep.orchestrator.tracking.sweep_runs import trial_params
@@ -276,6 +277,10 @@ def _passes(ctx: _Solve, journal: list[Finished], used_names: list[str], record:
               f"resume {ctx.sweep_dir}` continues the solve (the candidates still running start "
               "again)", file=sys.stderr)
         raise
+    except Exception:
+        if callback.stopped_by is not None:  # a full disk, a loop every trial breaks: for resume
+            status = "KILLED"
+        raise
     finally:
         ctx.tracker.flush_with_retry()
         with contextlib.suppress(Exception), fail_fast():
@@ -462,7 +467,7 @@ def _verify(path: Path, overrides: list[str], sp: SolvePlan, picks: list[tuple[f
         return None
     data = verification_spec(path, overrides, sp, picks, experiment, parent)
     verify_file = sweep_dir / "verify.yaml"
-    verify_file.write_text(dump_yaml(data, sort_keys=False), encoding="utf-8")
+    atomic_file.write_text(verify_file, dump_yaml(data, sort_keys=False))
     print(f"verifying {len(picks)} candidate(s) with adaptive seeds: {verify_file}", flush=True)
     # verify.yaml names the search (its parent gets SOLVE_SEARCH_TAG, as a rerun's will); this
     # run is the solve's own verification

@@ -148,7 +148,7 @@ def search(sp: SolvePlan, plan: Plan, cluster: ClusterInfo, sweep_dir: Path,
             reuse_actors=True, trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
         run_config=tune.RunConfig(
             name=f"search{runs}" if runs else "search", storage_path=str(sweep_dir), verbose=0,
-            stop=stopper, callbacks=[callback, _Budget(spent, rows, sp.samples)],
+            stop=callback.stopper(stopper), callbacks=[callback, _Budget(spent, rows, sp.samples)],
             failure_config=tune.FailureConfig(max_failures=spec.max_failures)),
     )
     tuner.fit()

@@ -28,6 +28,7 @@ from typing import Any
 
 from scalesweep.mlflow_names import STATUS_TAG
 from scalesweep.orchestrator.spec.errors import InputError, Problem
+from scalesweep.orchestrator.tracking import atomic_file
 
 SOLVE_STATE = "solve.json"
 SOLVE_JOURNAL = "solve.journal.jsonl"
@@ -82,10 +83,9 @@ def candidate_number(name: str) -> int | None:
 
 
 def write_state(state_dir: Path, state: dict[str, Any]) -> None:
-    """``solve.json``, written whole then renamed: a reader never sees half of it."""
-    tmp = state_dir / f"{SOLVE_STATE}.tmp"
-    tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
-    tmp.replace(state_dir / SOLVE_STATE)
+    """``solve.json``, written whole (fsynced) then renamed: a reader never sees half of it,
+    and a full disk leaves no temporary file behind."""
+    atomic_file.write_text(state_dir / SOLVE_STATE, json.dumps(state, indent=1))
 
 
 def read_state(state_dir: Path) -> dict[str, Any]:

@@ -76,7 +76,7 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
             trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
         run_config=tune.RunConfig(
             name=f"tune{run_index}" if run_index else "tune", storage_path=str(sweep_dir),
-            callbacks=[callback], verbose=0, stop=stopper,
+            callbacks=[callback], verbose=0, stop=callback.stopper(stopper),
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=2)),
     )

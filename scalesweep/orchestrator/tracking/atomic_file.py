@@ -6,8 +6,26 @@ whole or not there."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from pathlib import Path
+
+from scalesweep.errors import ScalesweepError
+
+
+class ResultsUnwritable(ScalesweepError, RuntimeError):
+    """A results file of a sweep that ran (``summary.json``, ``arms.json``) could not be
+    written: a full disk (ENOSPC), a quota (EDQUOT) or another OSError. The trials' runs are in
+    MLflow; ``resume`` writes the file once there is space."""
+
+    def __init__(self, path: Path, error: OSError, sweep_dir: Path) -> None:
+        self.path = path
+        self.error = error
+        code = errno.errorcode.get(error.errno or 0, str(error.errno))
+        super().__init__(
+            f"{path}: cannot write the sweep's results ({error.strerror or error}, {code}); the "
+            f"trials and their evals are in MLflow, the file before this one (if any) is whole. "
+            f"Free space, then `scalesweep resume {sweep_dir}`")
 
 
 def write_text(path: Path | str, text: str) -> None:

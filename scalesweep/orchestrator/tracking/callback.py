@@ -217,11 +217,20 @@ class SweepCallback(tune.Callback):
             "sweep stopped at this first failure: the finished trials are kept. Fix the loop, "
             f"then {where} runs the rest, this trial too."), say=False)
 
+    def stopper(self, inner: tune.Stopper | None = None) -> tune.Stopper:
+        """The experiment's stopper (``inner``'s decisions, if any, and this callback's): once
+        :meth:`_stop_for` is asked, Tune stops every trial and ends the experiment at its next
+        step. Unlike the SIGUSR1 handler (the Ctrl-C path) this is no signal, so Tune does not
+        warn of one ("Stop signal received (e.g. via SIGINT/Ctrl+C)")."""
+        self.stop_tune = lambda: True  # the stopper reads stopped_by at Tune's next step
+        return _StopWhenAsked(self, inner)
+
     def _stop_for(self, error: ScalesweepError, say: bool = True) -> None:
         """Stop the sweep as a Ctrl-C does: the trials stop at their last checkpoint, stay open
         in MLflow for resume, and no trial starts; ``say``: print the error now (else the
-        command prints it when the sweep ends). Without Tune's graceful stop (its fit() in
-        another thread), raise: Tune ends the experiment on it, with a traceback."""
+        command prints it when the sweep ends). Without a way to stop Tune (no
+        :meth:`stopper` installed, and fit() in another thread), raise: Tune ends the
+        experiment on it, with a traceback."""
         if self.stopped_by is not None:
             return
         self.stopped_by = error
@@ -309,6 +318,22 @@ class SweepCallback(tune.Callback):
                 parts.append(f"{n} ep {last['epoch']:.2f} dev_loss {last.get('dev_loss', 0):.4g}")
         total = max(self.total or 0, len(trials))
         self._say(f"{done}/{total} trials done; " + "; ".join(parts))
+
+
+class _StopWhenAsked(tune.Stopper):
+    """Ends the experiment once the callback has a reason to stop the sweep; per trial, what
+    ``inner`` (curtailment, a solve's out-of-reach rule) says."""
+
+    def __init__(self, callback: SweepCallback, inner: tune.Stopper | None) -> None:
+        self.callback = callback
+        self.inner = inner
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        return bool(self.inner is not None and self.inner(trial_id, result))
+
+    def stop_all(self) -> bool:
+        return self.callback.stopped_by is not None or bool(
+            self.inner is not None and self.inner.stop_all())
 
 
 def stop_tune() -> bool:
