@@ -101,3 +101,14 @@ def run_planted_xdist(tmp_path: Path, body: str, args: list[str]) -> subprocess.
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-o", "addopts=",
                            *args, "test_planted.py"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_projects_xfail_strict_fails_a_marker_whose_bug_is_gone(tmp_path: Path) -> None:
+    """pyproject.toml's ``xfail_strict = true``, read by pytest as the project's own runs read
+    it: an xfail marker without ``strict=`` whose test passes (the bug fixed, the marker left)
+    fails the run instead of passing as XPASS."""
+    shutil.copy(TESTS.parent / "pyproject.toml", tmp_path / "pyproject.toml")
+    body = 'import pytest\n\n@pytest.mark.xfail(reason="a bug since fixed")\ndef test_fixed():\n    pass\n'
+    proc = run_planted(tmp_path, None, body)
+    assert proc.returncode == 1 and "1 failed" in proc.stdout, proc.stdout
+    assert "[XPASS(strict)] a bug since fixed" in proc.stdout, proc.stdout
