@@ -18,7 +18,7 @@ import json
 import math
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +64,9 @@ class ReportPaths:
     arms_csv: Path
     arms_json: Path
     figures: dict[str, Path]
+    #: what the report's tables were made of, for a caller that prints them too
+    trials: list[StudyTrial] = field(default_factory=list)
+    arms: list[ArmSummary] = field(default_factory=list)
 
 
 def plot_curves(
@@ -384,6 +387,8 @@ def build_report(
         arms_csv=out / "arms.csv",
         arms_json=out / "arms.json",
         figures={name: out / f"{name}.png" for name in pngs},
+        trials=trials,
+        arms=arms,
     )
     for name, png in pngs.items():
         paths.figures[name].write_bytes(png)

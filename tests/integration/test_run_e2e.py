@@ -36,6 +36,14 @@ def test_stop_at_target_ends_trials_early_as_stopped(tmp_path: Path, ray_head: R
     made = scalesweep("report", "--run-id", parent, "--tracking-uri",
                       f"sqlite:///{tmp_path / 'mlflow.db'}", cwd=tmp_path)
     assert made.returncode == 0 and (tmp_path / "reports" / parent / "report.html").is_file(), made.stderr
+    # report prints the tables run printed, recomputed from MLflow: the trial table as it was,
+    # the arm table's lines the same, the baseline first (the others fastest first, not in plan order)
+    trial_table, arm_table = made.stdout.split("\nreport: ")[0].split("\n\n")
+    assert trial_table in proc.stdout
+    arm_lines = arm_table.splitlines()
+    assert arm_lines[1].startswith("ws2-warmup20-none ") and "baseline" in arm_lines[1]
+    assert all(line in proc.stdout.splitlines() for line in arm_lines), (arm_table, proc.stdout)
+    assert len(arm_lines) == 1 + len(TRIALS) + 1 + len(TRIALS) - 1  # head, arms, legend, verdicts
     for t in summary:
         assert t["status"] == "stopped"
         run = client.get_run(t["mlflow_run_id"])

@@ -104,8 +104,7 @@ def conclude(outcome: Outcome, report: bool = True) -> Path | None:
     from scalesweep.orchestrator.usecases.run import report_dir_for, write_report
 
     print(format_summary(outcome.summaries, outcome.statuses))
-    if any(a.n_seeds > 1 for a in outcome.arms) or len(outcome.arms) < len(outcome.trials):
-        print("\n" + format_arms(outcome.arms))
+    print("\n" + format_arms(outcome.arms))
     for line in outcome.checks:
         print(line)
     out_dir = report_dir_for(outcome.experiment, report)

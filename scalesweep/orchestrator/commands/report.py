@@ -26,10 +26,17 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from scalesweep.mlflow_names import STATUS_TAG
+    from scalesweep.orchestrator.tracking.summary_table import format_arms, format_summary
     from scalesweep.orchestrator.usecases.run import report
 
     uri = tracking_uri(args.tracking_uri)
     out = args.out or os.path.join("reports", args.experiment or args.run_id)
-    html = report(uri, experiment=args.experiment, run_id=args.run_id, out_dir=Path(out), spell=flag)
-    print(f"report: {html}")
+    made = report(uri, experiment=args.experiment, run_id=args.run_id, out_dir=Path(out), spell=flag)
+    # the tables `run` printed at the end of the sweep, recomputed from MLflow
+    statuses = {t.summary.name: str(t.run.get(STATUS_TAG)) for t in made.trials}
+    print(format_summary([t.summary for t in made.trials], statuses))
+    # the baseline first, as run prints it (the others stay fastest first: MLflow has no plan order)
+    print("\n" + format_arms(sorted(made.arms, key=lambda a: not a.is_baseline)))
+    print(f"report: {made.html}")
     return EXIT_OK

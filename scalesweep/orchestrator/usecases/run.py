@@ -12,6 +12,7 @@ from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.usecases.defaults import keyword
 
 if TYPE_CHECKING:
+    from scalesweep.dashboards.report import ReportPaths
     from scalesweep.orchestrator.launch.run import Outcome
     from scalesweep.orchestrator.usecases.progress import Progress
     from scalesweep.orchestrator.usecases.sweep_source import SweepSource
@@ -113,17 +114,17 @@ def write_report(outcome: Outcome, out_dir: Path) -> ReportMade:
 
 
 def report(tracking_uri: str, *, experiment: str | None = None, run_id: str | None = None,
-           out_dir: Path, spell: Callable[[str], str] = keyword) -> Path:
+           out_dir: Path, spell: Callable[[str], str] = keyword) -> ReportPaths:
     """The report of a study in MLflow (its latest sweep, or parent run ``run_id``), written to
-    ``out_dir``: tables, figures, ``report.html``, whose path this returns. A store that is not
-    there, or holds no such study, is an ``InputError`` naming the argument as ``spell`` writes
-    it; nothing is created."""
+    ``out_dir``: tables, figures, ``report.html``; its paths, and the trials and arms its
+    tables were made of. A store that is not there, or holds no such study, is an
+    ``InputError`` naming the argument as ``spell`` writes it; nothing is created."""
     from scalesweep.dashboards.report import build_report
     from scalesweep.orchestrator.usecases.results import study_lookup
     from scalesweep.orchestrator.usecases.stores import check_readable
 
     check_readable(tracking_uri)
     with study_lookup("report", tracking_uri, experiment=experiment, run_id=run_id, spell=spell):
-        return Path(build_report(tracking_uri, experiment=experiment, parent_run_id=run_id,
-                                 out_dir=out_dir).html)
+        return build_report(tracking_uri, experiment=experiment, parent_run_id=run_id,
+                            out_dir=out_dir)
     raise AssertionError("unreachable")  # mypy: the with block returns or raises
