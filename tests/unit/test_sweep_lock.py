@@ -3,15 +3,18 @@ one study making its MLflow experiment at once (tracker.experiment_id_for)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -190,3 +193,47 @@ def test_two_drivers_released_together_make_the_experiment_once_on_sqlite(tmp_pa
     ids = race_to_make_experiment(uri, "raced", tmp_path / "gate")
     assert len(set(ids)) == 1 and ids[0].isdigit(), ids
     assert MlflowClient(uri).get_experiment(ids[0]).name == "raced"
+
+
+class _BothLookFirst(MlflowClient):
+    """A client whose look-up that finds no experiment waits until every driver's look-up has
+    found none (or ``gate`` is broken): the one interleaving that fails look-then-create, forced
+    rather than hoped for. Create-first never waits here: its loser looks up only after the
+    winner's create, and finds the experiment."""
+
+    def __init__(self, uri: str, gate: threading.Barrier) -> None:
+        super().__init__(uri)
+        self.gate = gate
+        self.waited = False
+
+    def get_experiment_by_name(self, name: str) -> Any:
+        found = super().get_experiment_by_name(name)
+        if found is None:
+            self.waited = True
+            with contextlib.suppress(threading.BrokenBarrierError):
+                self.gate.wait(timeout=60)  # a bound for a broken test, never reached when it holds
+        return found
+
+
+def test_drivers_that_all_look_before_any_creates_still_share_one_experiment(tmp_path: Path) -> None:
+    """The sequential test and the timed race above can pass look-then-create by luck; here every
+    look-up that finds nothing waits for the other drivers' look-ups, so look-then-create always
+    has two creates of one name and one driver fails (checked: with look-then-create put back,
+    every run failed with "already exists")."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(uri).search_experiments(max_results=1)  # the schema, made before the race
+    drivers = 3
+    gate = threading.Barrier(drivers)
+    clients = [_BothLookFirst(uri, gate) for _ in range(drivers)]
+    with concurrent.futures.ThreadPoolExecutor(drivers) as pool:
+        outcomes = list(pool.map(lambda c: _id_or_error(c, "raced"), clients))
+    assert len(set(outcomes)) == 1 and outcomes[0].isdigit(), outcomes
+    assert MlflowClient(uri).get_experiment(outcomes[0]).name == "raced"
+    assert not any(c.waited for c in clients)  # create-first: nobody saw "no experiment"
+
+
+def _id_or_error(client: MlflowClient, name: str) -> str:
+    try:
+        return experiment_id_for(client, name)
+    except Exception as exc:  # look-then-create's loser: "already exists"
+        return f"error: {type(exc).__name__}: {exc}"
