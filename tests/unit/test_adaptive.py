@@ -67,6 +67,17 @@ def test_one_seed_per_arm_is_warned_never_to_decide() -> None:
     assert "expected power" not in text
 
 
+@pytest.mark.parametrize(("seeds", "warned"), [(2, True), (4, True), (5, False)])
+def test_a_fixed_design_too_small_to_decide_anything_is_warned(seeds: int, warned: bool) -> None:
+    # the widest signed-rank interval of n pairs has confidence 1 - 2/2^n: 0.875 at 4, 0.9375 at 5
+    text = format_plan(_plan(f"axes.seed={list(range(seeds))}"))
+    said = (f"warning: no arm can be decided against its baseline with {seeds} seeds per arm: no "
+            f"interval of {seeds} pairs reaches 90% confidence, however large the difference, so "
+            "every arm will read 'not resolved'; give the seed axis 5 seeds or more")
+    assert (said in text) is warned, text
+    assert ("expected power" in text) is not warned
+
+
 def test_next_round_adds_seeds_to_undecided_arms_and_their_baseline_only(unseeded: Path) -> None:
     plan = _plan(*ADAPTIVE, path=unseeded)
     first = adaptive.first_round(plan)

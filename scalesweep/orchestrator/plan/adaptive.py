@@ -118,6 +118,14 @@ def describe_power(plan: Plan) -> str | None:
                 f"{sequential.MIN_SEEDS} seeds or more): every arm will read 'not resolved'; give the seed "
                 "axis more seeds, or replicates")
     d = design(plan)
+    last = d.looks[-1]
+    if sequential.boundary(last, d.confidence_at(last)) is None:
+        fewest = next(n for n in range(last + 1, 64)
+                      if sequential.boundary(n, sequential.design((n,), d.confidence).per_look))
+        return (f"warning: no arm can be decided against its baseline with {last} seeds per arm: "
+                f"no interval of {last} pairs reaches {d.confidence_at(last):.0%} confidence, "
+                f"however large the difference, so every arm will read 'not resolved'; give the "
+                f"seed axis {fewest} seeds or more, or adaptive replicates")
     evals = min(evaluations(b) for b in bases)
     found = [sequential.expected_power(d.looks, d.confidence, e, plan.rules.margin, float(evals))
              for e in POWER_EFFECTS]
