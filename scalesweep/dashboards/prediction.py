@@ -171,8 +171,10 @@ def render(sp: StudyPrediction) -> str:
         if p is None:
             lines.append(f"  {r.rule}: refused: {'; '.join(r.refused)}")
             continue
-        lines.append(f"  {r.rule}: {p.median:.3g} epochs [{p.ci[0]:.3g}, {p.ci[1]:.3g}] "
-                     f"({p.confidence:.0%}) at global batch {r.global_batch:g}, from {measured}"
+        band = (f"[{p.ci[0]:.3g}, {p.ci[1]:.3g}] ({p.confidence:.0%})" if r.not_an_interval is None
+                else f"(the fit's band [{p.ci[0]:.3g}, {p.ci[1]:.3g}] is {r.not_an_interval})")
+        lines.append(f"  {r.rule}: {p.median:.3g} epochs {band} at global batch {r.global_batch:g}, "
+                     f"from {measured}"
                      + (f"; interval widened {p.widened:.3g}x: outside the measured batches "
                         "(the factor grows with the step beyond them, as the MLPerf backtest's "
                         "extrapolations need)" if p.widened > 1.0 else ""))

@@ -28,6 +28,24 @@ class RulePrediction:
     refused: list[str]
     updates_per_epoch: float | None  # at the predicted world size
 
+    @property
+    def one_seed_batches(self) -> list[float]:
+        """The measured global batches with a single seed: with one, nothing measures how the
+        seeds spread there (the bootstrap draws the same value every time), so the band
+        printed around the median holds the fit's error alone and is not an interval."""
+        return sorted(b for b, n in self.measured.items() if n < 2)
+
+    @property
+    def not_an_interval(self) -> str | None:
+        """Why the band is not an interval (a batch with one seed), or None when it is one."""
+        single = self.one_seed_batches
+        if not single:
+            return None
+        where = (f"global batch {single[0]:g} has one seed" if len(single) == 1 else
+                 f"global batches {', '.join(f'{b:g}' for b in single)} have one seed each")
+        return (f"not an interval: {where}, so nothing measures how the seeds spread there; run "
+                "2 or more seeds at every world size")
+
     def as_json(self) -> dict[str, Any]:
         p = self.prediction
         out: dict[str, Any] = {
@@ -44,6 +62,8 @@ class RulePrediction:
             "method": None if p is None else p.method, "refused": self.refused,
             # 1.0: not widened (between measured batches); else the factor outside them
             "interval_widened_by": None if p is None else p.widened,
+            # None: the ci is an interval at its confidence; else why it is not one
+            "not_an_interval": None if p is None else self.not_an_interval,
         }  # fmt: skip
         if p is not None and self.updates_per_epoch:
             out["updates_to_target_median"] = p.median * self.updates_per_epoch

@@ -56,6 +56,10 @@ def test_each_lr_rule_gets_a_median_and_an_interval(uri: str, capsys: pytest.Cap
     lo, hi = linear["epochs_to_target_ci"]
     assert lo <= law_epochs(1024) <= hi
     assert linear["measured_global_batches"] == {"64": 1, "128": 1, "256": 2, "512": 1}
+    # one seed at three of them: the band holds the fit's error alone, and says so
+    assert linear["not_an_interval"] == (
+        "not an interval: global batches 64, 128, 512 have one seed each, so nothing measures how "
+        "the seeds spread there; run 2 or more seeds at every world size")
     # the noise scale (300 late in training) is a second prediction the interval spans
     ns = linear["noise_scale_epochs"]
     assert ns is not None and lo <= ns[0] and hi >= ns[1]
@@ -69,7 +73,8 @@ def test_the_text_names_the_rules_and_the_measured_batches(
     assert main(["predict", "--experiment", "scaling", "--world-size", "64", "--tracking-uri", uri]) == 0
     out = capsys.readouterr().out
     assert "at 64 workers" in out and "noise scale (late training, median): 300 samples" in out
-    assert "linear: 19.5 epochs [" in out and "from 64 (1 seeds), 128 (1 seeds), 256 (2 seeds)" in out
+    assert "linear: 19.5 epochs (the fit's band [" in out and "] is not an interval: global " in out
+    assert "from 64 (1 seeds), 128 (1 seeds), 256 (2 seeds)" in out
 
 
 def test_outside_the_measured_batches_the_interval_says_it_was_widened(
@@ -106,6 +111,7 @@ def test_one_batch_size_and_a_noise_scale_predict_with_the_noise_scale_range(
     rc, out = _predict(uri, "one-batch-noise", 16, capsys)
     assert rc == 0, out
     (none,) = json.loads(out)
+    assert none["not_an_interval"] is None  # three seeds at the one batch: an interval
     epochs = 1001.0 * 64 / DATASET  # the seeds' median at the reference batch
     lo, hi = none["epochs_to_target_ci"]
     # B_crit anywhere from the noise scale (300) to 10x it: epochs at 256 from the reference's
