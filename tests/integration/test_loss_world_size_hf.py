@@ -3,7 +3,11 @@ BERT-style sequence classifier (whose forward takes ``**kwargs`` but whose loss 
 ``num_items_in_batch``) and a tiny causal LM (whose loss divides by it), trained by a plain
 ``transformers.Trainer`` on real gloo process groups of 1 and 2 ranks from the same weights,
 give the eval loss and the first update's gradient norm that the model computes on the whole
-batch itself, at world size 1 with and without accumulation and at world size 2.
+batch itself, at world size 1 with and without accumulation and at world size 2. The causal LM's training
+sequences count unequal numbers of tokens (``COUNTED``), so that its ranks' and accumulation
+steps' counts differ: the gradient then matches only with the count taken over the global batch
+(``average_tokens_across_devices``; checked: with the flag dropped, the gpt2 arms at world size 2
+fail).
 
 Under transformers' defaults the classifier's loss at 2 ranks is 2x (the Trainer multiplies
 it by the number of processes) and its gradient at accumulation 2 is 2x (the Trainer leaves
@@ -47,14 +51,28 @@ def _model(kind: str) -> PreTrainedModel:
                                       bos_token_id=None, eos_token_id=None))
 
 
-class _Synthetic(Dataset[dict[str, torch.Tensor]]):
-    """Random token sequences; labels: the tokens (causal LM) or one class per sequence."""
+#: the causal LM's training sequences count this many tokens each in its loss (the rest of the
+#: labels are -100): 31 in all, odd, so no split of the global batch between 2 ranks, or between
+#: 2 accumulation steps, has equal counts. Equal counts would give the same gradient whether or
+#: not the count is taken over the global batch (``average_tokens_across_devices``): each
+#: rank's mean is then the global mean.
+COUNTED = (1, 7, 2, 6, 3, 5, 4, 3)
+assert len(COUNTED) == TRAIN and sum(COUNTED) % 2 == 1 and max(COUNTED) < LENGTH
 
-    def __init__(self, kind: str, size: int, data_seed: int) -> None:
+
+class _Synthetic(Dataset[dict[str, torch.Tensor]]):
+    """Random token sequences; labels: the tokens (causal LM) or one class per sequence. With
+    ``counted``, sequence i's labels past position ``counted[i]`` are -100 (the causal LM's loss
+    shifts its labels by one: it counts ``counted[i]`` tokens of sequence i)."""
+
+    def __init__(self, kind: str, size: int, data_seed: int,
+                 counted: tuple[int, ...] | None = None) -> None:
         g = torch.Generator().manual_seed(data_seed)
         self.ids = torch.randint(0, VOCAB, (size, LENGTH), generator=g)
-        self.labels = (self.ids if kind == "gpt2"
+        self.labels = (self.ids.clone() if kind == "gpt2"
                        else torch.randint(0, 2, (size,), generator=g))
+        for i, n in enumerate(counted or ()):
+            self.labels[i, n + 1:] = -100
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -87,9 +105,13 @@ def _trainer(kind: str, config: dict[str, Any], out: Path, *callbacks: TrainerCa
     model = _model(kind)
     return Trainer(model=model,
                    args=hf.training_arguments(config, model, output_dir=str(out), save_strategy="no"),
-                   train_dataset=_Synthetic(kind, TRAIN, data_seed=1),
+                   train_dataset=_train_set(kind),
                    eval_dataset=_Synthetic(kind, DEV, data_seed=2),
                    optimizers=hf.optimizers(model, config), callbacks=list(callbacks))
+
+
+def _train_set(kind: str) -> _Synthetic:
+    return _Synthetic(kind, TRAIN, data_seed=1, counted=COUNTED if kind == "gpt2" else None)
 
 
 def _measure(kind: str, config: dict[str, Any], out: Path) -> dict[str, float]:
@@ -116,7 +138,7 @@ def _reference(kind: str) -> dict[str, float]:
     """What the model itself computes: its loss on the whole dev set, and the gradient of its
     loss on the whole training set (one global batch)."""
     model = _model(kind)
-    dev, train = _Synthetic(kind, DEV, data_seed=2), _Synthetic(kind, TRAIN, data_seed=1)
+    dev, train = _Synthetic(kind, DEV, data_seed=2), _train_set(kind)
     with torch.no_grad():
         dev_loss = float(model(input_ids=dev.ids, labels=dev.labels).loss)
     model(input_ids=train.ids, labels=train.labels).loss.backward()
