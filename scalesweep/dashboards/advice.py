@@ -322,8 +322,36 @@ def render(advice: Advice) -> str:
             label, seconds = a.projection
             text += f"; projected ≈ {epochs * seconds / 3600:.3g} h (from {label})"
         lines.append(text)
+        lines += _pick_lines(a, rule, warmup) if rec.measured else []
         lines += [f"  (not considered: {reason})" for reason in rec.reasons]
     return "\n".join(lines)
+
+
+def _pick_lines(a: Advice, rule: str, warmup: str) -> list[str]:
+    """The measured pick's own decision and interval against the baseline, and whether it is
+    resolved against the arm ranked best: its median alone does not tell."""
+    mine = [arm for arm in a.decided if str(arm.axes.get("scaling_rule")) == rule
+            and str(arm.axes.get("warmup_rule")) == warmup]
+    if not mine:
+        return []
+    arm = mine[0]
+    mi = None if arm.epochs_ratio is None else arm.epochs_ratio.ratios
+    lines = [f"  its arm {arm.arm}: {arm.answer} against the baseline, epochs ratio "
+             f"{median_text(mi)} {interval_text(mi)}"]
+    if arm.answer == "not resolved":
+        lines.append("  the pick is not resolved against the baseline: the data do not show it "
+                     "as fast; more seeds would tell (adaptive replicates)")
+    alike = [other.arm for other in a.decided if other is not arm and _overlap(arm, other)]
+    why = ("it has no interval (one seed)" if mi is None or mi.ci is None
+           else "their intervals overlap")
+    if alike:
+        lines.append(f"  the pick is not resolved against {', '.join(alike)}: {why}, so the data "
+                     "do not tell which converges faster")
+    best = a.decided[0]
+    if best is not arm and not _overlap(arm, best):
+        lines.append(f"  {best.arm}, ranked first by decision and interval, is apart from this "
+                     "pick: their intervals do not overlap")
+    return lines
 
 
 def _decided_lines(a: Advice) -> list[str]:

@@ -211,6 +211,13 @@ def test_two_world_sizes_support_no_fit(uri: str, capsys: pytest.CaptureFixture[
     assert "no recommendation for world size 8" in out
     assert "gradient noise scale: not measured" in out
     assert "B_crit (best per batch) cannot be compared" not in out  # nothing to compare with
+    # one seed an arm: the measured pick is named with its decision, and said to be unresolved
+    text = render(advice)
+    assert "  its arm ws16-scaled-linear: not resolved against the baseline, epochs ratio 1.25 n/a\n" \
+           "  the pick is not resolved against the baseline: the data do not show it as fast; more " \
+           "seeds would tell (adaptive replicates)\n" \
+           "  the pick is not resolved against ws16-fixed-none, ws16-fixed-linear: it has no " \
+           "interval (one seed), so the data do not tell which converges faster" in text
 
 
 def test_report_shows_the_advice(uri: str, tmp_path: Path) -> None:
@@ -236,3 +243,7 @@ def test_measured_arms_rank_by_decision_then_the_intervals_upper_end(uri: str) -
     # the first two are both equivalent and their intervals overlap: said, not hidden
     assert "ws16-scaled-linear is not resolved against ws16-25-linear: their intervals overlap" in text
     assert "is not resolved against the baseline" not in text
+    # the recommendation's own arm, with its decision and what it is not resolved against
+    assert "  its arm ws16-scaled-linear: equivalent against the baseline, epochs ratio 1 " \
+           "[0.994, 1.01]\n  the pick is not resolved against ws16-25-linear: their intervals " \
+           "overlap" in text
