@@ -69,9 +69,12 @@ def test_a_directory_given_as_the_uri_is_called_the_file_store_it_likely_is(cwd:
 # --- whether the store is there ----------------------------------------------------------------
 
 
-def _problem(uri: str, *, reading: bool, timeout_s: float = 5.0) -> str:
+def _problem(uri: str, *, reading: bool, timeout_s: float | None = None) -> str:
     with pytest.raises(InputError) as err:
-        check_store(uri, reading=reading, timeout_s=timeout_s)
+        if timeout_s is None:
+            check_store(uri, reading=reading)
+        else:
+            check_store(uri, reading=reading, timeout_s=timeout_s)
     (problem,) = err.value.problems
     assert (err.value.source, problem.path, problem.value) == ("tracking store", "tracking URI", uri)
     return problem.rule
@@ -100,9 +103,9 @@ def test_sqlite_stores_to_read_must_exist_and_to_write_need_their_directory(cwd:
 def test_a_server_or_database_that_is_not_there_is_found_within_the_timeout() -> None:
     port = free_port()  # bound, then closed: nothing listens there
     assert _problem(f"http://127.0.0.1:{port}", reading=True).startswith(
-        "cannot reach the MLflow server ([Errno 111] Connection refused) within 5 s; start it")
+        "cannot reach the MLflow server ([Errno 111] Connection refused) within 3 s; start it")
     assert _problem(f"postgresql://127.0.0.1:{port}/mlflow", reading=False) == (
-        f"cannot connect to 127.0.0.1:{port} (Connection refused) within 5 s; start the "
+        f"cannot connect to 127.0.0.1:{port} (Connection refused) within 3 s; start the "
         "database, or fix the host and port")
 
 
@@ -228,3 +231,15 @@ def test_run_refuses_a_typo_before_ray_starts(cwd: Path) -> None:
     assert "cannot reach the MLflow server" in proc.stderr and "Traceback" not in proc.stderr
     assert "Ray" not in proc.stdout + proc.stderr  # no local Ray started, none connected to
     assert list(cwd.iterdir()) == []
+
+
+def test_the_hint_reads_the_state_where_sweeps_write_it(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    from scalesweep.orchestrator.launch import run
+    from scalesweep.orchestrator.usecases import stores
+
+    assert stores.STATE_FILE == run.STATE_FILE
+    monkeypatch.delenv(stores.STORAGE_ENV, raising=False)
+    assert stores.storage_root() == run.storage_root()
+    monkeypatch.setenv(stores.STORAGE_ENV, str(tmp_path))
+    assert stores.storage_root() == run.storage_root() == tmp_path

@@ -25,11 +25,11 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scalesweep.dashboards.advice import render
     from scalesweep.orchestrator.usecases.advise import advise
 
     advice = advise(args.experiment, run_id=args.run_id, world_size=args.world_size,
                     tracking_uri=tracking_uri(args.tracking_uri),
                     spell=flag)
+    from scalesweep.dashboards.advice import render  # after the store check: imports MLflow
     print(render(advice))
     return EXIT_OK

@@ -43,7 +43,6 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.ledger:
         return _predict_ledger(args)
-    from scalesweep.dashboards.prediction import render
     from scalesweep.orchestrator.usecases.predict import (
         prediction_records,
         record_on_parent,
@@ -53,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     uri = tracking_uri(args.tracking_uri)
     sp = study_prediction(uri, experiment=args.experiment, run_id=args.run_id,
                           world_size=args.world_size, spell=flag)
+    from scalesweep.dashboards.prediction import render  # after the store check: imports MLflow
     verify_note = _write_verification(args, uri, sp) if args.verify else ""
     recorded = ""
     if not args.no_record:
@@ -87,9 +87,7 @@ def _write_verification(args: argparse.Namespace, uri: str, sp: StudyPrediction)
 
 
 def _predict_ledger(args: argparse.Namespace) -> int:
-    from scalesweep.dashboards.prediction_ledger import render_ledger
     from scalesweep.orchestrator.usecases.predict import ledger
-    from scalesweep.science.stats.ledger import running_hit_rate
 
     extra = [Problem(flag, value, "does not go with --ledger") for flag, value in
              (("--run-id", args.run_id), ("--world-size", args.world_size), ("--verify", args.verify))
@@ -97,6 +95,8 @@ def _predict_ledger(args: argparse.Namespace) -> int:
     if extra:
         raise InputError("predict --ledger", extra)
     lines = ledger(tracking_uri(args.tracking_uri), args.experiment, record=not args.no_record)
+    from scalesweep.dashboards.prediction_ledger import render_ledger  # after the store check
+    from scalesweep.science.stats.ledger import running_hit_rate
     if args.json:
         rates = running_hit_rate([x.scored for x in lines])
         print(json.dumps([x.as_json(r) for x, r in zip(lines, rates, strict=True)], indent=1))

@@ -41,11 +41,14 @@ DATABASES = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
 UNCHECKED = ("databricks",)
 KNOWN = ("sqlite", *SERVERS, *DATABASES, *UNCHECKED)
 SQLITE_HEADER = b"SQLite format 3\x00"
+#: how long a server or database may take to answer: a healthy one answers /health or a login
+#: in milliseconds, and the whole command should fail within 5 s, Python's start included
+TIMEOUT_S = 3.0
 HOW = ("a tracking URI is sqlite:///PATH (a local file), http://HOST:PORT (an MLflow server) or "
        "postgresql://USER:PASSWORD@HOST:PORT/DB")
 
 
-def check_store(uri: str, *, reading: bool, timeout_s: float = 5.0) -> None:
+def check_store(uri: str, *, reading: bool, timeout_s: float = TIMEOUT_S) -> None:
     """``uri`` as a store to read from (``reading``: it must exist already, since a read never
     creates one) or to write to; an ``InputError`` naming the first thing that is wrong."""
     rule = form_problem(uri) or _store_problem(uri, reading, timeout_s)

@@ -78,7 +78,7 @@ class JournalUnwritable(ScalesweepError, RuntimeError):
             f"`scalesweep resume {journal.parent}`")
 
 
-def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
+def check_reachable(uri: str, timeout_s: float = store_check.TIMEOUT_S) -> None:
     """Before any compute: ``uri`` is a store a sweep can write to (tracking/store_check.py),
     else an ``InputError`` (exit 2) that says what to do."""
     store_check.check_store(uri, reading=False, timeout_s=timeout_s)

@@ -20,9 +20,7 @@ def advise(experiment: str | None = None, *, run_id: str | None = None, world_si
     arm, the late noise scale, the recommended rule (``.recommendation``) and the measured arms
     at that world size ranked by decision, then by their interval's upper end (``.decided``).
     ``spell`` names the arguments in problems (the CLI passes its flags)."""
-    from scalesweep.dashboards.advice import load_advice
     from scalesweep.orchestrator.usecases.defaults import tracking_uri_of
-    from scalesweep.orchestrator.usecases.results import study_lookup
     from scalesweep.orchestrator.usecases.stores import check_readable
 
     for name, value in (("experiment", experiment), ("run_id", run_id), ("tracking_uri", tracking_uri)):
@@ -37,6 +35,9 @@ def advise(experiment: str | None = None, *, run_id: str | None = None, world_si
         if rule:
             raise InputError(spell("world_size"), [Problem(spell("world_size"), world_size, rule)])
     uri = tracking_uri_of(tracking_uri)
-    check_readable(uri)
+    check_readable(uri)  # before the dashboards' imports (MLflow, pandas): a wrong URI costs little
+    from scalesweep.dashboards.advice import load_advice
+    from scalesweep.orchestrator.usecases.results import study_lookup
+
     with study_lookup("advise", uri, experiment=experiment, run_id=run_id, spell=spell):
         return load_advice(uri, experiment=experiment, parent_run_id=run_id, world_size=world_size)

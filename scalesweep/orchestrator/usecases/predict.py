@@ -25,10 +25,7 @@ def study_prediction(uri: str, *, experiment: str | None, run_id: str | None, wo
     """Epochs to target at ``world_size`` per lr rule, for the study of ``experiment`` or of
     its parent ``run_id``. Every refusal is an ``InputError`` naming the argument, as ``spell``
     writes it (the CLI passes its flags), its value and the rule."""
-    from scalesweep.dashboards.prediction import load_prediction
-    from scalesweep.orchestrator.usecases.results import study_lookup
     from scalesweep.orchestrator.usecases.stores import check_readable
-    from scalesweep.science.stats.predict import PredictionRefused
 
     if not (experiment or run_id):
         raise InputError("predict", [Problem(spell("experiment"), None, "name the study (or "
@@ -43,7 +40,11 @@ def study_prediction(uri: str, *, experiment: str | None, run_id: str | None, wo
         raise InputError(spell("world_size"), [Problem(spell("world_size"), world_size,
                                                        "must be at least 1")])
     which = spell("experiment") if experiment else spell("run_id")
-    check_readable(uri)
+    check_readable(uri)  # before the dashboards' imports (MLflow, pandas): a wrong URI costs little
+    from scalesweep.dashboards.prediction import load_prediction
+    from scalesweep.orchestrator.usecases.results import study_lookup
+    from scalesweep.science.stats.predict import PredictionRefused
+
     try:
         with study_lookup("predict", uri, experiment=experiment, run_id=run_id, spell=spell):
             sp = load_prediction(uri, experiment=experiment, parent_run_id=run_id, world_size=world_size)
@@ -145,10 +146,11 @@ def ledger(uri: str, experiment: str | None = None, *, record: bool = False) -> 
     """Every prediction recorded in the store (of ``experiment``, else of every experiment),
     scored against what its experiment holds now; ``record``: each outcome written beside its
     prediction (``predict --ledger`` does unless ``--no-record``)."""
-    from scalesweep.dashboards.prediction_ledger import ledger_lines
     from scalesweep.orchestrator.usecases.stores import check_readable
 
-    check_readable(uri)
+    check_readable(uri)  # before the dashboards' imports (MLflow, pandas): a wrong URI costs little
+    from scalesweep.dashboards.prediction_ledger import ledger_lines
+
     try:
         lines = ledger_lines(uri, experiment)
     except ValueError as e:

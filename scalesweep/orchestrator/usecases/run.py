@@ -119,11 +119,12 @@ def report(tracking_uri: str, *, experiment: str | None = None, run_id: str | No
     ``out_dir``: tables, figures, ``report.html``; its paths, and the trials and arms its
     tables were made of. A store that is not there, or holds no such study, is an
     ``InputError`` naming the argument as ``spell`` writes it; nothing is created."""
-    from scalesweep.dashboards.report import build_report
-    from scalesweep.orchestrator.usecases.results import study_lookup
     from scalesweep.orchestrator.usecases.stores import check_readable
 
-    check_readable(tracking_uri)
+    check_readable(tracking_uri)  # before the report's imports: a wrong URI costs little
+    from scalesweep.dashboards.report import build_report
+    from scalesweep.orchestrator.usecases.results import study_lookup
+
     with study_lookup("report", tracking_uri, experiment=experiment, run_id=run_id, spell=spell):
         return build_report(tracking_uri, experiment=experiment, parent_run_id=run_id,
                             out_dir=out_dir)

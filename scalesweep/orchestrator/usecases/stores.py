@@ -6,6 +6,7 @@ holds, and those the sweeps under ./scalesweep_runs recorded with their URIs."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from scalesweep.orchestrator.spec.errors import InputError, Problem
@@ -42,11 +43,21 @@ def held_hint(uri: str) -> str:
     return f"{said}; {recorded}" if recorded else said
 
 
+#: launch/run.py's state file and default storage root, named here because importing that
+#: module imports MLflow, which costs seconds on a path whose point is to answer fast
+#: (tests/unit/test_store_check.py holds them equal)
+STATE_FILE = "scalesweep.json"
+STORAGE_ENV, STORAGE_DEFAULT = "SCALESWEEP_STORAGE", "scalesweep_runs"
+
+
+def storage_root() -> Path:
+    """Where sweeps keep their state when their sweep file names no storage_path."""
+    return Path(os.environ.get(STORAGE_ENV, STORAGE_DEFAULT)).resolve()
+
+
 def recorded_hint() -> str:
     """What the sweeps under the sweep state directory (./scalesweep_runs, or
     SCALESWEEP_STORAGE) recorded: each study's experiment and tracking URI."""
-    from scalesweep.orchestrator.launch.run import storage_root
-
     root = storage_root()
     found = recorded_studies(root)
     if not found:
@@ -58,7 +69,6 @@ def recorded_hint() -> str:
 def recorded_studies(root: Path) -> list[tuple[str, str]]:
     """(experiment, tracking URI) of each sweep and solve whose state is under ``root``,
     without repeats, in name order."""
-    from scalesweep.orchestrator.launch.run import STATE_FILE
     from scalesweep.orchestrator.launch.solve_state import SOLVE_STATE
 
     found: set[tuple[str, str]] = set()
