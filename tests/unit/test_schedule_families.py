@@ -56,8 +56,41 @@ def test_each_family_owns_its_types_and_builds_its_own_classes(module: str,
     assert {t.name for t in family.TYPES} == types
     for kind in family.TYPES:
         assert S.SCHEDULE_TYPES[kind.name] is kind
-        # the builder's class is defined in the family's own module
-        assert kind.make.__module__ == family.__name__
+        # the typed config (and so the builder) is defined in the family's own module
+        assert kind.config.__module__ == family.__name__
+
+
+def test_each_type_has_a_keyword_only_typed_config_that_builds_its_schedule() -> None:
+    """torchtitan's configurable pattern: a frozen, keyword-only dataclass per type whose fields
+    are the type's params (order, defaults and rules), and whose build makes the schedule."""
+    import dataclasses
+
+    counts = {"warmup_steps": 2, "decay_steps": 3, "total_steps": 10, "total_num_steps": 10,
+              "cycle_min_lr": 0.1, "cycle_max_lr": 1.0}
+    for name, kind in S.SCHEDULE_TYPES.items():
+        config = kind.config
+        assert config.name == name and dataclasses.is_dataclass(config)
+        assert config.__dataclass_params__.frozen  # type: ignore[attr-defined]
+        assert all(f.kw_only for f in dataclasses.fields(config)), name
+        assert list(kind.params) == [f.name for f in dataclasses.fields(config)]
+        spec = S.resolve({"type": name, **{k: counts[k] for k, p in kind.params.items()
+                                           if p.required}})
+        assert isinstance(spec.config, config)
+        assert spec.config == config(**spec.params)
+        assert type(S.build(spec, 0.5)) is type(spec.config.build(0.5))
+        if spec.params:
+            with pytest.raises(TypeError):  # keyword-only: no value lands in the wrong field
+                config(*spec.params.values())
+    wenet = S.resolve({"type": "warmuplr", "warmup_steps": 8}).config
+    assert isinstance(wenet, S.WeNetWarmupLRConfig) and wenet.warmup_steps == 8
+    assert wenet.build(0.1).lr(8) == 0.1
+
+
+def test_a_total_still_auto_has_no_config() -> None:
+    spec = S.resolve({"type": "wsd", "warmup_steps": 2, "decay_steps": 3, "total_steps": "auto"})
+    with pytest.raises(ValueError, match="fill_auto"):
+        spec.config  # noqa: B018
+    assert S.fill_auto(spec, 10).config.total_steps == 10  # type: ignore[attr-defined]
 
 
 def test_the_schedule_sets_betas_only_where_its_family_cycles_momentum() -> None:

@@ -3,7 +3,9 @@
 One family per module (docs/design.md §1.3): ``wenet`` (``warmuplr``), ``deepspeed``
 (``onecycle``, ``ds_warmuplr``, ``ds_warmup_decay``, ``ds_warmup_cosine``), ``gradual_warmup``,
 ``wsd`` and ``constant``; each owns its params, checks, scaling hooks and momentum, and is
-listed once, in ``_registry``. This module is the public API.
+listed once, in ``_registry``. A type's params are the fields of its typed, keyword-only config
+(``WeNetWarmupLRConfig(warmup_steps=...)``), whose ``build`` makes the schedule object: from
+``ScheduleSpec.config`` to ``lr(k)`` every value is typed. This module is the public API.
 
 Contract: ``lr(k)`` (k >= 1) is the lr that the ORIGINAL scheduler object holds after its
 construction and k-1 calls of ``step()``, so update k runs with ``lr(k)`` (each family's
@@ -31,19 +33,24 @@ from scalesweep.science.schedules._types import (
     Param,
     Problem,
     Schedule,
+    ScheduleConfig,
     ScheduleType,
     is_number,
 )
 from scalesweep.science.schedules._validation import integral_counts, validate
-from scalesweep.science.schedules.constant import Constant
+from scalesweep.science.schedules.constant import Constant, ConstantConfig
 from scalesweep.science.schedules.deepspeed import (
     DeepSpeedOneCycle,
+    DeepSpeedOneCycleConfig,
     DeepSpeedWarmupCosineLR,
+    DeepSpeedWarmupCosineLRConfig,
+    DeepSpeedWarmupDecayLRConfig,
     DeepSpeedWarmupLR,
+    DeepSpeedWarmupLRConfig,
 )
-from scalesweep.science.schedules.gradual_warmup import GradualWarmup
-from scalesweep.science.schedules.wenet import WeNetWarmupLR
-from scalesweep.science.schedules.wsd import WarmupStableDecay
+from scalesweep.science.schedules.gradual_warmup import GradualWarmup, GradualWarmupConfig
+from scalesweep.science.schedules.wenet import WeNetWarmupLR, WeNetWarmupLRConfig
+from scalesweep.science.schedules.wsd import WarmupStableDecay, WarmupStableDecayConfig
 
 __all__ = [
     "ALIASES",
@@ -51,18 +58,27 @@ __all__ = [
     "SCHEDULE_TYPES",
     "Change",
     "Constant",
+    "ConstantConfig",
     "DeepSpeedOneCycle",
+    "DeepSpeedOneCycleConfig",
     "DeepSpeedWarmupCosineLR",
+    "DeepSpeedWarmupCosineLRConfig",
+    "DeepSpeedWarmupDecayLRConfig",
     "DeepSpeedWarmupLR",
+    "DeepSpeedWarmupLRConfig",
     "GradualWarmup",
+    "GradualWarmupConfig",
     "Param",
     "Problem",
     "Schedule",
+    "ScheduleConfig",
     "ScheduleError",
     "ScheduleSpec",
     "ScheduleType",
     "WarmupStableDecay",
+    "WarmupStableDecayConfig",
     "WeNetWarmupLR",
+    "WeNetWarmupLRConfig",
     "build",
     "canonical_name",
     "fill_auto",
@@ -91,10 +107,7 @@ def build(spec: ScheduleSpec, base_lr: float) -> BuiltSchedule:
     spec = require_spec(spec, "schedules.build")
     if not is_number(base_lr) or base_lr < 0:
         raise ValueError(f"base_lr must be a finite number >= 0, but got {base_lr=}")
-    if auto := spec.auto_params():
-        raise ValueError(f"{', '.join(auto)} = 'auto' is the run's length, which the schedule "
-                         "alone does not know: fill it in first (schedules.fill_auto)")
-    return spec.kind.make(spec.params, float(base_lr))
+    return spec.config.build(float(base_lr))
 
 
 def peak_lr(spec: ScheduleSpec, base_lr: float) -> float:

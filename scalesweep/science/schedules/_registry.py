@@ -24,6 +24,8 @@ def _types() -> dict[str, ScheduleType]:
         for kind in family.TYPES:
             if kind.name in out:
                 raise RuntimeError(f"schedule type {kind.name!r} is registered twice")
+            if kind.config.name != kind.name:
+                raise RuntimeError(f"schedule type {kind.name!r} has {kind.config.name!r}'s config")
             out[kind.name] = kind
     return out
 

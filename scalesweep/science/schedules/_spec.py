@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scalesweep.science.schedules._registry import SCHEDULE_TYPES, canonical_name
-from scalesweep.science.schedules._types import AUTO, Problem, ScheduleType
+from scalesweep.science.schedules._types import AUTO, Problem, ScheduleConfig, ScheduleType
 from scalesweep.science.schedules._validation import integral_counts, problems
 from scalesweep.science.typed_params import TypedParams
 
@@ -44,6 +44,15 @@ class ScheduleSpec(TypedParams):
         """The warmup param's value; None for schedules without one."""
         param = self.kind.warmup_param
         return None if param is None else self.params[param]
+
+    @property
+    def config(self) -> ScheduleConfig:
+        """The family's typed config of these params (``WarmupLRConfig(warmup_steps=...)``),
+        from which ``build`` makes the schedule; a total still ``auto`` has no config yet."""
+        if auto := self.auto_params():
+            raise ValueError(f"{', '.join(auto)} = 'auto' is the run's length, which the schedule "
+                             "alone does not know: fill it in first (schedules.fill_auto)")
+        return self.kind.config(**self.params)
 
     def auto_params(self) -> list[str]:
         """The params still given as ``auto``."""

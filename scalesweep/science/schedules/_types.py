@@ -1,13 +1,16 @@
-"""What every schedule family is made of: ``Param``, ``ScheduleType`` (a family's declaration of
-one schedule, hooks included) and the pieces the schedule classes share. A problem found is the
-project's one ``Problem`` (scalesweep.errors: field path, value, rule)."""
+"""What every schedule family is made of: ``Param``, ``ScheduleConfig`` (a family's typed,
+keyword-only config, torchtitan's configurable pattern: its fields and their rules, and
+``build``), ``ScheduleType`` (a family's declaration of one schedule, hooks included) and the
+pieces the schedule classes share. A problem found is the project's one ``Problem``
+(scalesweep.errors: field path, value, rule)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import KW_ONLY, MISSING, dataclass, field, fields
+from typing import Any, ClassVar, Literal, Protocol
 
 from scalesweep.errors import Problem
 
@@ -47,6 +50,34 @@ class Param:
 
 AUTO = "auto"
 
+
+def param(kind: Kind, default: Any = MISSING, **rules: Any) -> Any:
+    """A ``ScheduleConfig`` field and its rules (``Param``); without a default it is required.
+    The config class is then the one place a family's params, defaults and order are written."""
+    if default is MISSING:
+        return field(metadata={"param": Param(kind, required=True, **rules)})
+    return field(default=default, metadata={"param": Param(kind, default=default, **rules)})
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleConfig:
+    """A schedule family's typed config: one frozen, keyword-only dataclass per schedule type,
+    its fields made with ``param`` (their rules), in the type's own param order. Made only from
+    params ``resolve`` judged, every ``auto`` filled in (``ScheduleSpec.config``), so ``build``
+    trusts its fields: ``warmup_steps: int`` here is the int the schedule object counts with."""
+
+    #: the schedule type's canonical name, as the sweep file writes it
+    name: ClassVar[str]
+
+    def build(self, base_lr: float) -> BuiltSchedule:
+        """The schedule object; ``base_lr`` is the optimizer's lr."""
+        raise NotImplementedError
+
+
+def config_params(config: type[ScheduleConfig]) -> dict[str, Param]:
+    """A config's params and their rules, in its field order."""
+    return {f.name: f.metadata["param"] for f in fields(config)}
+
 @dataclass(frozen=True)
 class Change:
     """A param a scaling hook sets, and why (scaling.apply notes it with both numbers)."""
@@ -68,10 +99,6 @@ def _no_lr_hook(params: Mapping[str, Any], optimizer_lr: float, new_lr: float) -
     return []
 
 
-def _no_make(p: dict[str, Any], base: float) -> BuiltSchedule:
-    raise NotImplementedError("a schedule type must give its make")
-
-
 @dataclass(frozen=True)
 class ScheduleType:
     name: str
@@ -80,7 +107,8 @@ class ScheduleType:
     lr_params: tuple[str, ...]  # absolute lrs; an lr scaling rule multiplies them
     uses_optimizer_lr: bool  # lr is relative to the optimizer's lr
     drives_momentum: bool
-    params: dict[str, Param] = field(default_factory=dict)
+    #: the family's typed config: its params (fields, rules, defaults, order) and ``build``
+    config: type[ScheduleConfig]
     # lr params whose None means "the optimizer's lr" (DeepSpeed's warmup_max_lr)
     optimizer_lr_fallbacks: tuple[str, ...] = ()
     #: the original's own count at update k is k - 1 + counts_from: WeNet's step_num is k (1),
@@ -90,8 +118,6 @@ class ScheduleType:
     counts_from: int = 0
     # The family's hooks (docs/design.md §1.3), so that no caller branches on a name:
     _: KW_ONLY
-    #: the schedule object for valid params with defaults applied and the optimizer's lr
-    make: Callable[[dict[str, Any], float], BuiltSchedule] = _no_make
     #: rules between params, only called when each param is valid on its own
     cross_checks: Callable[[dict[str, Any], float | None], list[Problem]] = _no_cross_checks
     #: after an lr scaling rule: params that follow the reference and the new lr
@@ -101,6 +127,10 @@ class ScheduleType:
     #: (``params``, the counts given as auto, the scaling, the reason) -> the changes
     scale_counts: Callable[[Mapping[str, Any], Sequence[str], ScaleCount, str],
                            list[Change]] | None = None
+
+    @functools.cached_property
+    def params(self) -> dict[str, Param]:
+        return config_params(self.config)
 
     def defaults(self) -> dict[str, Any]:
         return {name: p.default for name, p in self.params.items() if not p.required}

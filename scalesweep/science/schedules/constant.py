@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
-from scalesweep.science.schedules._types import NoMomentum, ScheduleType, check_update
+from scalesweep.science.schedules._types import (
+    NoMomentum,
+    ScheduleConfig,
+    ScheduleType,
+    check_update,
+)
 
 
 @dataclass(frozen=True)
@@ -20,9 +25,13 @@ class Constant(NoMomentum):
         return ()
 
 
-def _make(p: dict[str, Any], base: float) -> Constant:
-    return Constant(base)
+@dataclass(frozen=True, kw_only=True)
+class ConstantConfig(ScheduleConfig):
+    name: ClassVar[str] = "constant"
+
+    def build(self, base_lr: float) -> Constant:
+        return Constant(base_lr)
 
 
-TYPES = (ScheduleType("constant", None, (), (), True, False, {}, make=_make),)
+TYPES = (ScheduleType("constant", None, (), (), True, False, ConstantConfig),)
 ALIASES: dict[str, str] = {}

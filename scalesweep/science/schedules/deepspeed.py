@@ -10,23 +10,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from scalesweep.science.schedules._types import (
     NoMomentum,
-    Param,
     Problem,
+    ScheduleConfig,
     ScheduleType,
     at_most,
     check_update,
     or_,
+    param,
 )
 
 #: OneCycle cycles beta1 and holds beta2 at 0.99 (lr_schedules.py)
 ONECYCLE_BETA2 = 0.99
 
-_WARMUP_TYPE = Param("str", default="log", choices=("log", "linear"))
-_WARMUP_STEPS = Param("int", default=1000, ge=1)  # DeepSpeed raises for < 1 since v0.19.3
+_WARMUP_TYPES = ("log", "linear")
+_WARMUP_STEPS = 1000  # DeepSpeed's default; it raises for < 1 since v0.19.3
 
 
 def _warmup_gamma(i: float, steps: int, warmup_type: str) -> float:
@@ -173,26 +174,81 @@ class DeepSpeedOneCycle:
         return (self.first + 1, self.first + self.second + 1)
 
 
-def _make_onecycle(p: dict[str, Any], base: float) -> DeepSpeedOneCycle:
-    first, stairs = p["cycle_first_step_size"], p["cycle_first_stair_count"]
-    return DeepSpeedOneCycle(
-        float(p["cycle_min_lr"]), float(p["cycle_max_lr"]), float(p["decay_lr_rate"]),
-        first, or_(p["cycle_second_step_size"], first),
-        stairs, or_(p["cycle_second_stair_count"], stairs), p["decay_step_size"],
-        p["cycle_momentum"], float(p["cycle_min_mom"]), float(p["cycle_max_mom"]),
-        float(p["decay_mom_rate"]))
+@dataclass(frozen=True, kw_only=True)
+class DeepSpeedOneCycleConfig(ScheduleConfig):
+    name: ClassVar[str] = "onecycle"
+    cycle_min_lr: float = param("float", ge=0)
+    cycle_max_lr: float = param("float", ge=0)
+    decay_lr_rate: float = param("float", 0.0, ge=0)
+    cycle_first_step_size: int = param("int", 2000, ge=1)
+    #: None: same as the first half
+    cycle_second_step_size: int | None = param("int", None, nullable=True, ge=0)
+    #: <= 0: continuous; > 0: that many flat stairs per half (DeepSpeed >= 0.19.4)
+    cycle_first_stair_count: int = param("int", 0)
+    cycle_second_stair_count: int | None = param("int", None, nullable=True)
+    decay_step_size: int = param("int", 0, ge=0)  # 0: no decay at all
+    cycle_momentum: bool = param("bool", True)
+    cycle_min_mom: float = param("float", 0.8, ge=0, lt=1)
+    cycle_max_mom: float = param("float", 0.9, ge=0, lt=1)
+    decay_mom_rate: float = param("float", 0.0, ge=0)
+
+    def build(self, base_lr: float) -> DeepSpeedOneCycle:
+        first, stairs = self.cycle_first_step_size, self.cycle_first_stair_count
+        return DeepSpeedOneCycle(
+            float(self.cycle_min_lr), float(self.cycle_max_lr), float(self.decay_lr_rate),
+            first, or_(self.cycle_second_step_size, first),
+            stairs, or_(self.cycle_second_stair_count, stairs), self.decay_step_size,
+            self.cycle_momentum, float(self.cycle_min_mom), float(self.cycle_max_mom),
+            float(self.decay_mom_rate))
 
 
-def _make_warmuplr(p: dict[str, Any], base: float) -> DeepSpeedWarmupLR:
-    return DeepSpeedWarmupLR(
-        float(p["warmup_min_lr"]), float(or_(p["warmup_max_lr"], base)),
-        max(2, p["warmup_num_steps"]), p["warmup_type"], p.get("total_num_steps"))
+@dataclass(frozen=True, kw_only=True)
+class DeepSpeedWarmupLRConfig(ScheduleConfig):
+    """DeepSpeed's WarmupLR (WeNet's ``warmuplr`` is another schedule)."""
+
+    name: ClassVar[str] = "ds_warmuplr"
+    warmup_min_lr: float = param("float", 0.0, ge=0)
+    #: None: the optimizer's lr
+    warmup_max_lr: float | None = param("float", None, nullable=True, ge=0)
+    warmup_num_steps: int = param("int", _WARMUP_STEPS, ge=1)
+    warmup_type: str = param("str", "log", choices=_WARMUP_TYPES)
+
+    def build(self, base_lr: float) -> DeepSpeedWarmupLR:
+        return DeepSpeedWarmupLR(
+            float(self.warmup_min_lr), float(or_(self.warmup_max_lr, base_lr)),
+            max(2, self.warmup_num_steps), self.warmup_type)
 
 
-def _make_cosine(p: dict[str, Any], base: float) -> DeepSpeedWarmupCosineLR:
-    return DeepSpeedWarmupCosineLR(
-        base, p["total_num_steps"], float(p["warmup_min_ratio"]),
-        max(2, p["warmup_num_steps"]), float(p["cos_min_ratio"]), p["warmup_type"])
+@dataclass(frozen=True, kw_only=True)
+class DeepSpeedWarmupDecayLRConfig(ScheduleConfig):
+    name: ClassVar[str] = "ds_warmup_decay"
+    total_num_steps: int = param("int", ge=1, auto=True)
+    warmup_min_lr: float = param("float", 0.0, ge=0)
+    #: quirk: WarmupDecayLR defaults to 0.001, not to the optimizer lr as WarmupLR does; only
+    #: an explicit null falls through to the optimizer lr
+    warmup_max_lr: float | None = param("float", 0.001, nullable=True, ge=0)
+    warmup_num_steps: int = param("int", _WARMUP_STEPS, ge=1)
+    warmup_type: str = param("str", "log", choices=_WARMUP_TYPES)
+
+    def build(self, base_lr: float) -> DeepSpeedWarmupLR:
+        return DeepSpeedWarmupLR(
+            float(self.warmup_min_lr), float(or_(self.warmup_max_lr, base_lr)),
+            max(2, self.warmup_num_steps), self.warmup_type, self.total_num_steps)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeepSpeedWarmupCosineLRConfig(ScheduleConfig):
+    name: ClassVar[str] = "ds_warmup_cosine"
+    total_num_steps: int = param("int", ge=1, auto=True)
+    warmup_min_ratio: float = param("float", 0.0, ge=0, le=1)
+    warmup_num_steps: int = param("int", _WARMUP_STEPS, ge=1)
+    cos_min_ratio: float = param("float", 0.0001, ge=0, le=1)
+    warmup_type: str = param("str", "log", choices=_WARMUP_TYPES)
+
+    def build(self, base_lr: float) -> DeepSpeedWarmupCosineLR:
+        return DeepSpeedWarmupCosineLR(
+            base_lr, self.total_num_steps, float(self.warmup_min_ratio),
+            max(2, self.warmup_num_steps), float(self.cos_min_ratio), self.warmup_type)
 
 
 def _onecycle_checks(v: dict[str, Any], base_lr: float | None) -> list[Problem]:
@@ -212,63 +268,22 @@ TYPES = (
     ScheduleType(
         "onecycle", "cycle_first_step_size",
         ("cycle_first_step_size", "cycle_second_step_size", "decay_step_size"),
-        ("cycle_min_lr", "cycle_max_lr"), False, True,
-        {
-            "cycle_min_lr": Param("float", required=True, ge=0),
-            "cycle_max_lr": Param("float", required=True, ge=0),
-            "decay_lr_rate": Param("float", default=0.0, ge=0),
-            "cycle_first_step_size": Param("int", default=2000, ge=1),
-            # None: same as the first half
-            "cycle_second_step_size": Param("int", default=None, nullable=True, ge=0),
-            # <= 0: continuous; > 0: that many flat stairs per half (DeepSpeed >= 0.19.4)
-            "cycle_first_stair_count": Param("int", default=0),
-            "cycle_second_stair_count": Param("int", default=None, nullable=True),
-            "decay_step_size": Param("int", default=0, ge=0),  # 0: no decay at all
-            "cycle_momentum": Param("bool", default=True),
-            "cycle_min_mom": Param("float", default=0.8, ge=0, lt=1),
-            "cycle_max_mom": Param("float", default=0.9, ge=0, lt=1),
-            "decay_mom_rate": Param("float", default=0.0, ge=0),
-        },
-        make=_make_onecycle, cross_checks=_onecycle_checks,
+        ("cycle_min_lr", "cycle_max_lr"), False, True, DeepSpeedOneCycleConfig,
+        cross_checks=_onecycle_checks,
     ),
     ScheduleType(
         "ds_warmuplr", "warmup_num_steps", ("warmup_num_steps",),
-        ("warmup_min_lr", "warmup_max_lr"), False, False,
-        {
-            "warmup_min_lr": Param("float", default=0.0, ge=0),
-            "warmup_max_lr": Param("float", default=None, nullable=True, ge=0),
-            "warmup_num_steps": _WARMUP_STEPS,
-            "warmup_type": _WARMUP_TYPE,
-        },
-        optimizer_lr_fallbacks=("warmup_max_lr",), counts_from=-1,
-        make=_make_warmuplr, cross_checks=_warmup_checks,
+        ("warmup_min_lr", "warmup_max_lr"), False, False, DeepSpeedWarmupLRConfig,
+        optimizer_lr_fallbacks=("warmup_max_lr",), counts_from=-1, cross_checks=_warmup_checks,
     ),
     ScheduleType(
         "ds_warmup_decay", "warmup_num_steps", ("warmup_num_steps", "total_num_steps"),
-        ("warmup_min_lr", "warmup_max_lr"), False, False,
-        {
-            "total_num_steps": Param("int", required=True, ge=1, auto=True),
-            "warmup_min_lr": Param("float", default=0.0, ge=0),
-            # quirk: WarmupDecayLR defaults to 0.001, not to the optimizer lr as WarmupLR
-            # does; only an explicit null falls through to the optimizer lr
-            "warmup_max_lr": Param("float", default=0.001, nullable=True, ge=0),
-            "warmup_num_steps": _WARMUP_STEPS,
-            "warmup_type": _WARMUP_TYPE,
-        },
-        optimizer_lr_fallbacks=("warmup_max_lr",), counts_from=-1,
-        make=_make_warmuplr, cross_checks=_warmup_checks,
+        ("warmup_min_lr", "warmup_max_lr"), False, False, DeepSpeedWarmupDecayLRConfig,
+        optimizer_lr_fallbacks=("warmup_max_lr",), counts_from=-1, cross_checks=_warmup_checks,
     ),
     ScheduleType(
         "ds_warmup_cosine", "warmup_num_steps", ("warmup_num_steps", "total_num_steps"),
-        (), True, False,
-        {
-            "total_num_steps": Param("int", required=True, ge=1, auto=True),
-            "warmup_min_ratio": Param("float", default=0.0, ge=0, le=1),
-            "warmup_num_steps": _WARMUP_STEPS,
-            "cos_min_ratio": Param("float", default=0.0001, ge=0, le=1),
-            "warmup_type": _WARMUP_TYPE,
-        },
-        counts_from=-1, make=_make_cosine,
+        (), True, False, DeepSpeedWarmupCosineLRConfig, counts_from=-1,
     ),
 )
 # Case matters: WeNet's "warmuplr" and DeepSpeed's "WarmupLR" are different schedules.

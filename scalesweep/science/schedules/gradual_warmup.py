@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from scalesweep.science.schedules._types import (
     Change,
     NoMomentum,
-    Param,
+    ScheduleConfig,
     ScheduleType,
     check_update,
     or_,
+    param,
 )
 
 
@@ -36,9 +37,16 @@ class GradualWarmup(NoMomentum):
         return (self.steps + 1,)
 
 
-def _make(p: dict[str, Any], base: float) -> GradualWarmup:
-    # start_lr None (not filled in by scaling.apply) means the reference lr: base here
-    return GradualWarmup(base, float(or_(p["start_lr"], base)), p["warmup_steps"])
+@dataclass(frozen=True, kw_only=True)
+class GradualWarmupConfig(ScheduleConfig):
+    name: ClassVar[str] = "gradual_warmup"
+    warmup_steps: int = param("int", ge=0)
+    #: None: the reference lr, filled in by scaling.apply (Goyal et al. 2017)
+    start_lr: float | None = param("float", None, nullable=True, ge=0)
+
+    def build(self, base_lr: float) -> GradualWarmup:
+        # start_lr None (not filled in by scaling.apply) means the reference lr: base here
+        return GradualWarmup(base_lr, float(or_(self.start_lr, base_lr)), self.warmup_steps)
 
 
 def _scale_lr(params: Mapping[str, Any], optimizer_lr: float, new_lr: float) -> list[Change]:
@@ -53,12 +61,7 @@ def _scale_lr(params: Mapping[str, Any], optimizer_lr: float, new_lr: float) -> 
 TYPES = (
     ScheduleType(
         "gradual_warmup", "warmup_steps", ("warmup_steps",), ("start_lr",), True, False,
-        {
-            "warmup_steps": Param("int", required=True, ge=0),
-            # None: the reference lr, filled in by scaling.apply (Goyal et al. 2017)
-            "start_lr": Param("float", default=None, nullable=True, ge=0),
-        },
-        make=_make, scale_lr=_scale_lr,
+        GradualWarmupConfig, scale_lr=_scale_lr,
     ),
 )
 ALIASES: dict[str, str] = {}

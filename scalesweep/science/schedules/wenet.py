@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
-from scalesweep.science.schedules._types import NoMomentum, Param, ScheduleType, check_update
+from scalesweep.science.schedules._types import (
+    NoMomentum,
+    ScheduleConfig,
+    ScheduleType,
+    check_update,
+    param,
+)
 
 
 @dataclass(frozen=True)
@@ -29,14 +35,17 @@ class WeNetWarmupLR(NoMomentum):
         return (self.warmup,)
 
 
-def _make(p: dict[str, Any], base: float) -> WeNetWarmupLR:
-    return WeNetWarmupLR(base, p["warmup_steps"])
+@dataclass(frozen=True, kw_only=True)
+class WeNetWarmupLRConfig(ScheduleConfig):
+    name: ClassVar[str] = "warmuplr"
+    warmup_steps: int = param("int", 25000, ge=0)
+
+    def build(self, base_lr: float) -> WeNetWarmupLR:
+        return WeNetWarmupLR(base_lr, self.warmup_steps)
 
 
 TYPES = (
-    ScheduleType(
-        "warmuplr", "warmup_steps", ("warmup_steps",), (), True, False,
-        {"warmup_steps": Param("int", default=25000, ge=0)}, counts_from=1, make=_make,
-    ),
+    ScheduleType("warmuplr", "warmup_steps", ("warmup_steps",), (), True, False, WeNetWarmupLRConfig,
+                 counts_from=1),
 )
 ALIASES: dict[str, str] = {}

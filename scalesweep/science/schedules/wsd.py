@@ -5,18 +5,19 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from scalesweep.science.schedules._types import (
     AUTO,
     Change,
     NoMomentum,
-    Param,
     Problem,
     ScaleCount,
+    ScheduleConfig,
     ScheduleType,
     at_most,
     check_update,
+    param,
 )
 
 DECAY_TYPES = ("linear", "cosine", "1-sqrt")
@@ -79,10 +80,23 @@ class WarmupStableDecay(NoMomentum):
         return (self.warmup + 1, self.total - self.decay + 1, self.total + 1)
 
 
-def _make(p: dict[str, Any], base: float) -> WarmupStableDecay:
-    return WarmupStableDecay(
-        base, p["warmup_steps"], p["decay_steps"], p["total_steps"],
-        float(p["warmup_min_ratio"]), float(p["min_lr_ratio"]), p["decay_type"])
+@dataclass(frozen=True, kw_only=True)
+class WarmupStableDecayConfig(ScheduleConfig):
+    name: ClassVar[str] = "wsd"
+    warmup_steps: int = param("int", ge=0)
+    decay_steps: int = param("int", ge=1)
+    #: "auto" until fill_auto: a config is made only once it is filled in
+    total_steps: int = param("int", ge=1, auto=True)
+    #: same name and meaning as ds_warmup_cosine's: the warmup's first lr / base
+    warmup_min_ratio: float = param("float", 0.0, ge=0, le=1)
+    min_lr_ratio: float = param("float", 0.0, ge=0, le=1)
+    #: 1-sqrt: Hägele et al. 2024 find it beats linear for the same decay length
+    decay_type: str = param("str", "1-sqrt", choices=DECAY_TYPES)
+
+    def build(self, base_lr: float) -> WarmupStableDecay:
+        return WarmupStableDecay(
+            base_lr, self.warmup_steps, self.decay_steps, self.total_steps,
+            float(self.warmup_min_ratio), float(self.min_lr_ratio), self.decay_type)
 
 
 def _cross_checks(v: dict[str, Any], base_lr: float | None) -> list[Problem]:
@@ -122,17 +136,7 @@ def _scale_counts(params: Mapping[str, Any], auto: Sequence[str], scale: ScaleCo
 TYPES = (
     ScheduleType(
         "wsd", "warmup_steps", ("warmup_steps", "decay_steps", "total_steps"), (), True, False,
-        {
-            "warmup_steps": Param("int", required=True, ge=0),
-            "decay_steps": Param("int", required=True, ge=1),
-            "total_steps": Param("int", required=True, ge=1, auto=True),
-            # same name and meaning as ds_warmup_cosine's: the warmup's first lr / base
-            "warmup_min_ratio": Param("float", default=0.0, ge=0, le=1),
-            "min_lr_ratio": Param("float", default=0.0, ge=0, le=1),
-            # 1-sqrt: Hägele et al. 2024 find it beats linear for the same decay length
-            "decay_type": Param("str", default="1-sqrt", choices=DECAY_TYPES),
-        },
-        make=_make, cross_checks=_cross_checks, scale_counts=_scale_counts,
+        WarmupStableDecayConfig, cross_checks=_cross_checks, scale_counts=_scale_counts,
     ),
 )
 ALIASES: dict[str, str] = {}
