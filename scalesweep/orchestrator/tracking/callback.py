@@ -8,6 +8,7 @@ never sent again.
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import sys
 import threading
@@ -160,7 +161,8 @@ class SweepCallback(tune.Callback):
             return
         if result.get(STATUS_TAG) == "failed":  # a ddp trial whose Ray Train retries are spent
             self.status[name] = "failed"
-            self.errors[name] = str(result.get(ERROR_TAG) or "failed")
+            error = str(result.get(ERROR_TAG) or "failed")
+            self.errors[name] = memory_note(error, error, trial_resources(trial))
             return
         if "update" not in result:
             return
@@ -273,7 +275,8 @@ class SweepCallback(tune.Callback):
             self._say(f"{'paused':<9} {name} ({self._why_paused()}): resume goes on from its last checkpoint")
             return
         self.status[name] = "failed"
-        self.errors[name] = _error(trial)
+        text = _error_text(trial)
+        self.errors[name] = memory_note(_error_line(text), text, trial_resources(trial))
         self._say(f"{'failed':<9} {name}: {self.errors[name]}")
         self._close(name)
 
@@ -355,6 +358,11 @@ def run_status(status: str) -> str:
 
 def _error(trial: Any) -> str:
     """The last line of the trial's error (Tune keeps the traceback in its error file)."""
+    return _error_line(_error_text(trial))
+
+
+def _error_text(trial: Any) -> str:
+    """The trial's whole error: Tune's traceback, or what the trial holds."""
     text = ""
     # Tune writes the error file in the driver's staging directory (``error_file``) and copies
     # it to storage (what ``get_error`` reads) only at its next sync, which may come minutes
@@ -366,8 +374,49 @@ def _error(trial: Any) -> str:
                 text = f.read()
     with contextlib.suppress(Exception):  # storage unreadable: use what the trial holds
         text = text or str(trial.get_error() or "")
-    text = text or str(getattr(trial, "error_msg", None) or "error")
+    return text or str(getattr(trial, "error_msg", None) or "error")
+
+
+def _error_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     # the exception line, not Ray's framing ("ray::...", "The actor died ...")
     useful = [ln for ln in lines if "Error" in ln and not ln.startswith(("ray::", "File "))]
     return (useful or lines or ["error"])[-1][:300]
+
+
+#: what a trial's error says when it ran out of memory: Ray's memory monitor killed a worker
+#: ("... killed due to the node running low on memory", OutOfMemoryError), Python could not
+#: allocate (MemoryError), torch's allocator could not (CPU "can't allocate memory", "CUDA out
+#: of memory", torch.OutOfMemoryError), or the kernel's OOM killer ended the process
+MEMORY_FAILURE = re.compile(
+    r"OutOfMemoryError|\bMemoryError\b|out of memory|low on memory|memory pressure"
+    r"|can(?:'|no)t allocate memory|\bOOM\b", re.IGNORECASE)
+MEMORY_HINT = "out of memory"
+
+
+def trial_resources(trial: Any) -> str:
+    """The resources a trial asked for, as the sweep file names them (``resources``)."""
+    with contextlib.suppress(Exception):
+        config = trial.config["trial_config"]
+        spec = config["trial"]
+        workers = int(spec.get("physical_workers") or spec.get("world_size") or 1)
+        parts = [f"{workers} worker{'s' if workers != 1 else ''}" if spec.get("backend") == "ddp"
+                 else "1 process (simulate)",
+                 f"cpus_per_worker {float(config.get('cpus_per_worker', 1.0)):g}"]
+        if spec.get("use_gpu"):
+            parts.append(f"gpus_per_worker {float(config.get('gpus_per_worker', 1.0)):g}")
+        return ", ".join(parts)
+    return "unknown"
+
+
+def memory_note(line: str, text: str, resources: str) -> str:
+    """``line`` (a failed trial's error), with what to do when ``text`` (its whole error) says
+    the trial ran out of memory; ``line`` unchanged otherwise."""
+    if not MEMORY_FAILURE.search(text) or line.startswith(MEMORY_HINT):
+        return line
+    gpu = "CUDA" in text
+    return (f"{MEMORY_HINT} ({line[:200]}): the trial's resources were {resources}, and Ray "
+            + ("reserves no GPU memory for it" if gpu else "places trials by CPU, not memory")
+            + ": lower training.per_worker_batch (accum_grad keeps the global batch), or run "
+            "fewer trials at once (resources.max_concurrent_trials)"
+            + ("" if gpu else " or give each worker more CPUs (resources.cpus_per_worker)"))
