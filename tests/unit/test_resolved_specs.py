@@ -40,11 +40,21 @@ def test_resolve_names_every_problem_with_field_value_and_rule() -> None:
 
 
 def test_integral_floats_are_counts_only_where_a_file_gave_them() -> None:
+    """YAML's integral floats become counts where the sweep's layers are merged (Settings.layer,
+    the one place, for the file, its recipe and each axis value); the science API takes ints."""
+    from scalesweep.orchestrator.spec.load import Settings
+
     given = {"type": "warmuplr", "warmup_steps": 300.0}  # a YAML axis value
-    assert schedules.resolve(given, yaml_counts=True)["warmup_steps"] == 300
-    assert type(schedules.resolve(given, yaml_counts=True)["warmup_steps"]) is int
+    layered = Settings()
+    layered.layer("scheduler", given, "sweep")
+    assert type(layered.scheduler["warmup_steps"]) is int
+    assert schedules.resolve(layered.scheduler)["warmup_steps"] == 300
+    layered.layer("scheduler", {"warmup_steps": 75.0}, "axis scheduler.warmup_steps")
+    assert type(layered.scheduler["warmup_steps"]) is int
     with pytest.raises(schedules.ScheduleError, match="must be an integer"):
         schedules.resolve(given)
+    with pytest.raises(TypeError):
+        schedules.resolve(given, yaml_counts=True)  # type: ignore[call-arg]
 
 
 def test_a_resolved_spec_is_frozen_hashable_picklable_and_json_as_before() -> None:
@@ -127,9 +137,8 @@ def test_an_optimizer_spec_is_its_block_betas_a_list_for_json_a_tuple_for_torch(
 
 
 def test_the_planner_judges_a_trials_schedule_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Per trial, the rules' result (scaling.apply) is judged; the sweep's schedule once for
-    all trials: the warmup_steps walk's one validation (docs/design.md §2)."""
-    sweep = load_sweep(SWEEPS / "wenet_4v16.yaml")
+    """The sweep's schedule is judged once, at load, into Sweep.scheduler; per trial, the
+    rules' result (scaling.apply) once: the warmup_steps walk's validations (docs/design.md §2)."""
     calls: list[dict[str, Any]] = []
     judge = schedules._spec.problems
 
@@ -138,9 +147,13 @@ def test_the_planner_judges_a_trials_schedule_once(monkeypatch: pytest.MonkeyPat
         return judge(spec, base_lr)
 
     monkeypatch.setattr(schedules._spec, "problems", counted)
+    monkeypatch.setattr(schedules._validation, "problems", counted)
+    sweep = load_sweep(SWEEPS / "wenet_4v16.yaml")
+    assert len(calls) == 1 and isinstance(sweep.scheduler, schedules.ScheduleSpec)
+    calls.clear()
     plan = make_plan(sweep)
     trials = len(plan.rows) + sum(len(r.also) for r in plan.rows)
-    assert len(calls) == trials + 1
+    assert len(calls) == trials
 
 
 def test_a_user_loops_config_has_one_scheduler_the_spec() -> None:

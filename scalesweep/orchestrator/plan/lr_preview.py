@@ -85,7 +85,7 @@ def preview(path: str | Path, updates: int) -> Preview:
     base_lr = float(lr) if isinstance(lr, int | float) and not isinstance(lr, bool) and lr > 0 else 1.0
     spec = None
     try:  # the one judge of the schedule
-        spec = schedules.resolve(sched, base_lr, yaml_counts=True)
+        spec = schedules.resolve(sched, base_lr)  # counts: integral as layered or read
     except schedules.ScheduleError as exc:
         problems += [Problem(origins.get(f"scheduler.{p.field}", p.field), p.value, p.rule)
                      for p in exc.problems]

@@ -377,7 +377,7 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     try:
         # the sweep's schedule, resolved once; a trial's own where axes set its params (load
         # judged each value alone, so together they meet only here); apply judges the result
-        reference = (schedules.resolve(settings.scheduler, yaml_counts=True)
+        reference = (schedules.resolve(settings.scheduler)
                      if any(key.startswith("scheduler.") for key in free) else sweep.scheduler)
         scheduler, lr, notes = scaling.apply(
             reference, base_lr, lr_factor=factor, warmup_rule=combo["warmup_rule"],

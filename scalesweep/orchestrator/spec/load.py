@@ -4,7 +4,6 @@ problems reported together. Nothing here starts Ray or touches MLflow."""
 from __future__ import annotations
 
 import copy
-import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,7 +48,9 @@ TRAINING_FROM_WORKLOAD = ("per_worker_batch", "epochs", "eval_every_epochs", "ac
 
 @dataclass
 class Settings:
-    """Optimizer, scheduler and loop settings, each value with where it came from."""
+    """Optimizer, scheduler and loop settings, each value with where it came from: the layers
+    (built-in, workload, recipe, sweep, an axis value) merged, before they are judged. The
+    scheduler is judged once, at load, into ``Sweep.scheduler``."""
 
     optimizer: dict[str, Any] = field(default_factory=dict)
     scheduler: dict[str, Any] = field(default_factory=dict)
@@ -67,6 +68,11 @@ class Settings:
             target[key] = value
             path = f"{section}.{key}"
             self.origins[path] = origin if isinstance(origin, str) else origin.get(path, "?")
+        if section == "scheduler":
+            # the one place YAML's counts become integers (`warmup_steps: 25000.0` from a file
+            # or an axis): every layer comes through here, and WeNet and DeepSpeed count with
+            # integral floats as with integers
+            target.update(schedules.integral_counts(target))
 
     def copy(self) -> Settings:
         return copy.deepcopy(self)
@@ -104,16 +110,13 @@ class Sweep:
     #: the sweep file's text as read and validated (``load_sweep``): what a run keeps as its
     #: copy for ``resume``, whatever the file on disk holds by then; None for a mapping's
     text: str | None = field(default=None, repr=False)
+    #: the sweep's schedule before the axes (``base.scheduler``), judged once at load into
+    #: its typed record for all its trials
+    scheduler: schedules.ScheduleSpec = field(kw_only=True)
 
     @property
     def ignored(self) -> list[str]:
         return list(self.recipe.ignored) if self.recipe else []
-
-    @functools.cached_property
-    def scheduler(self) -> schedules.ScheduleSpec:
-        """The sweep's schedule before the axes, resolved once for all its trials (the checks
-        have listed its problems, if any, under their paths)."""
-        return schedules.resolve(self.base.scheduler, yaml_counts=True)
 
 
 def parse_overrides(items: Sequence[str]) -> list[tuple[str, Any]]:
@@ -254,8 +257,10 @@ def _raw_checks(data: Mapping[str, Any]) -> list[Problem]:
                      for p in optimizers.validate(opt) if not (p.path == "lr" and p.value is None)]
     sched = data.get("scheduler")
     if isinstance(sched, dict) and "type" in sched:
+        block = Settings()
+        block.layer("scheduler", sched, "sweep")
         problems += [Problem(f"scheduler.{p.field}", p.value, p.rule)
-                     for p in schedules.validate(sched, yaml_counts=True)]
+                     for p in schedules.validate(block.scheduler)]
     return problems
 
 
@@ -282,7 +287,8 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path, narrowed: set[str] | Non
     recipe = _load_recipe(spec, sweep_path, problems)
     workload = _make_workload(spec, problems)
     base, ref_ws, ds_batch = _base_settings(spec, workload, recipe, problems, notes)
-    problems.extend(_check_settings(base))
+    scheduler = _judge_scheduler(base, problems)
+    problems.extend(_check_settings(base, schedule=False))
     problems.extend(_check_axes(spec, base, narrowed or set(), notes))
     problems.extend(_check_baseline_values(spec.baseline or {}))
     notes.extend(_baseline_notes(spec))
@@ -297,9 +303,25 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path, narrowed: set[str] | Non
     problems.extend(_check_curtail(spec))
     if problems:
         raise InputError(src, _dedupe(problems))
-    assert workload is not None
+    assert workload is not None and scheduler is not None
     return Sweep(spec=spec, source=src, base=base, workload=workload, recipe=recipe,
-                 reference_world_size=ref_ws, notes=notes, deepspeed_batch=ds_batch)
+                 reference_world_size=ref_ws, notes=notes, deepspeed_batch=ds_batch,
+                 scheduler=scheduler)
+
+
+def _judge_scheduler(base: Settings, problems: list[Problem]) -> schedules.ScheduleSpec | None:
+    """The sweep's schedule before the axes, judged once: its record, or None and its problems
+    (under their paths and origins)."""
+    try:
+        return schedules.resolve(base.scheduler)
+    except schedules.ScheduleError as exc:
+        problems.extend(_schedule_problems(base, exc.problems))
+        return None
+
+
+def _schedule_problems(s: Settings, found: Iterable[schedules.Problem], context: str = ""
+                       ) -> list[Problem]:
+    return [Problem(s.where(f"scheduler.{p.field}") + context, p.value, p.rule) for p in found]
 
 
 def _load_recipe(spec: SweepSpec, sweep_path: Path, problems: list[Problem]) -> Recipe | None:
@@ -391,8 +413,6 @@ def _layer_sweep(base: Settings, spec: SweepSpec) -> None:
     base.layer("training", explicit_training, "sweep")
     for key in ("dtype", "checkpoint_every", "checkpoint_every_s", "fuse", "fuse_max_samples"):
         base.training.setdefault(key, getattr(spec.training, key))
-    # `warmup_steps: 25000.0`: WeNet and DeepSpeed count with integral floats as with integers
-    base.scheduler.update(schedules.integral_counts(base.scheduler))
 
 
 def _baseline_notes(spec: SweepSpec) -> list[str]:
@@ -523,15 +543,15 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
     return out
 
 
-def _check_settings(s: Settings, context: str = "") -> list[Problem]:
+def _check_settings(s: Settings, context: str = "", *, schedule: bool = True) -> list[Problem]:
+    """Every problem of the settings; ``schedule=False``: but the schedule's, judged apart
+    (``_judge_scheduler``)."""
     problems = [
         Problem(s.where(f"optimizer.{p.path}") + context, p.value, p.rule)
         for p in optimizers.validate(s.optimizer)
     ]
-    problems.extend(
-        Problem(s.where(f"scheduler.{p.field}") + context, p.value, p.rule)
-        for p in schedules.validate(s.scheduler, yaml_counts=True)
-    )
+    if schedule:
+        problems.extend(_schedule_problems(s, schedules.validate(s.scheduler), context))
     t = s.training
     checks: list[tuple[str, bool, str]] = [
         ("per_worker_batch", _is_int(t.get("per_worker_batch"), 1), "must be an integer >= 1"),
@@ -592,7 +612,8 @@ def _check_axes(spec: SweepSpec, base: Settings, narrowed: set[str], notes: list
         for i, v in enumerate(values):
             trial = base.copy()
             trial.layer(section, {param: v}, f"axis {key}")
-            for p in _check_settings(trial, context=""):
+            # the schedule is judged again only where the axis sets one of its params
+            for p in _check_settings(trial, schedule=section == "scheduler"):
                 problems.append(Problem(f"{path}[{i}] -> {p.path}", p.value, p.rule))
     for label, assignment in [("baseline", spec.baseline or {})] + [
         (f"exclude[{i}]", e) for i, e in enumerate(spec.exclude)

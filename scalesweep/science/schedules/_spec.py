@@ -80,16 +80,13 @@ class ScheduleSpec(TypedParams):
 
 
 def resolve(spec: Mapping[str, Any] | ScheduleSpec, base_lr: float | None = None,
-            *, yaml_counts: bool = False, prefix: str = "invalid schedule") -> ScheduleSpec:
+            *, prefix: str = "invalid schedule") -> ScheduleSpec:
     """The one judge of a schedule: ``{"type": name, **params}`` (an alias for its canonical
     name) as a ``ScheduleSpec`` with every default applied; ``ScheduleError`` naming every
     problem. ``base_lr``: the optimizer lr, for the rules that read it (DeepSpeed's
-    warmup_min_lr <= it). ``yaml_counts``: the spec comes from a sweep file, a recipe or an
-    axis, whose integral floats are counts (``integral_counts``); elsewhere 2.0 is no count."""
-    if isinstance(spec, ScheduleSpec):
-        raw = spec.as_dict()
-    else:
-        raw = integral_counts(spec) if yaml_counts else dict(spec)
+    warmup_min_lr <= it). A count is an int: 2.0 is none (YAML's integral floats become ints
+    where the sweep file's layers are merged, ``integral_counts``)."""
+    raw = spec.as_dict() if isinstance(spec, ScheduleSpec) else dict(spec)
     found = problems(raw, base_lr)
     if found:
         raise ScheduleError(found, prefix)

@@ -95,8 +95,7 @@ def problems(spec: Mapping[str, Any], base_lr: float | None = None) -> list[Prob
     return out
 
 
-def validate(spec: Mapping[str, Any], base_lr: float | None = None, *,
-             yaml_counts: bool = False) -> list[Problem]:
+def validate(spec: Mapping[str, Any], base_lr: float | None = None) -> list[Problem]:
     """Every problem in ``{"type": name, **params}``, not just the first (``resolve`` raises
-    them; the spec layer lists them under its own paths). ``yaml_counts``: as ``resolve``."""
-    return problems(integral_counts(spec) if yaml_counts else spec, base_lr)
+    them; the spec layer lists them under its own paths)."""
+    return problems(spec, base_lr)
