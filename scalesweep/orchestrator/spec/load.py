@@ -287,8 +287,9 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path, narrowed: set[str] | Non
     recipe = _load_recipe(spec, sweep_path, problems)
     workload = _make_workload(spec, problems)
     base, ref_ws, ds_batch = _base_settings(spec, workload, recipe, problems, notes)
-    scheduler = _judge_scheduler(base, problems)
-    problems.extend(_check_settings(base, schedule=False))
+    judged: list[Problem] = []
+    scheduler = _judge_scheduler(base, judged)
+    problems.extend(_check_settings(base, judged=judged))
     problems.extend(_check_axes(spec, base, narrowed or set(), notes))
     problems.extend(_check_baseline_values(spec.baseline or {}))
     notes.extend(_baseline_notes(spec))
@@ -543,15 +544,16 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
     return out
 
 
-def _check_settings(s: Settings, context: str = "", *, schedule: bool = True) -> list[Problem]:
-    """Every problem of the settings; ``schedule=False``: but the schedule's, judged apart
-    (``_judge_scheduler``)."""
+def _check_settings(s: Settings, context: str = "", *,
+                    judged: list[Problem] | None = None) -> list[Problem]:
+    """Every problem of the settings; ``judged``: the schedule's, found already (none to
+    look for: the schedule was judged apart, or is not what changed)."""
     problems = [
         Problem(s.where(f"optimizer.{p.path}") + context, p.value, p.rule)
         for p in optimizers.validate(s.optimizer)
     ]
-    if schedule:
-        problems.extend(_schedule_problems(s, schedules.validate(s.scheduler), context))
+    problems.extend(_schedule_problems(s, schedules.validate(s.scheduler), context)
+                    if judged is None else judged)
     t = s.training
     checks: list[tuple[str, bool, str]] = [
         ("per_worker_batch", _is_int(t.get("per_worker_batch"), 1), "must be an integer >= 1"),
@@ -613,7 +615,7 @@ def _check_axes(spec: SweepSpec, base: Settings, narrowed: set[str], notes: list
             trial = base.copy()
             trial.layer(section, {param: v}, f"axis {key}")
             # the schedule is judged again only where the axis sets one of its params
-            for p in _check_settings(trial, schedule=section == "scheduler"):
+            for p in _check_settings(trial, judged=None if section == "scheduler" else []):
                 problems.append(Problem(f"{path}[{i}] -> {p.path}", p.value, p.rule))
     for label, assignment in [("baseline", spec.baseline or {})] + [
         (f"exclude[{i}]", e) for i, e in enumerate(spec.exclude)
