@@ -58,7 +58,7 @@ def test_stop_at_target_ends_trials_early_as_stopped(tmp_path: Path, ray_head: R
 
 def test_asha_search_ends_every_trial_with_a_final_status(tmp_path: Path, ray_head: RayHead) -> None:
     # 2 epochs: ASHA's grace period (1 epoch) and max_t (2) still leave it a rung to stop at
-    proc = scalesweep("run", "--no-report", SMOKE, "--set", "search.scheduler=asha",
+    proc = scalesweep("run", "--no-report", SMOKE, "--set", "search.trial_scheduler=asha",
                       "--set", "training.epochs=2", "--summary-json", "s.json", *ray_head.args(),
                       cwd=tmp_path, **ray_head.env())
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -132,7 +132,8 @@ def test_a_fixed_design_reads_every_level_at_its_own_confidence() -> None:
      "give seeds by hand or adaptive replicates"),
     (["replicates={min: 5, max: 3}"], "replicates", "min (5) must be at most max (3)"),
     (["replicates={min: 1, max: 3}"], "replicates.min", "greater than or equal to 2"),
-    ([*ADAPTIVE, "search.scheduler=asha"], "search.scheduler", "adaptive replicates decide from whole"),
+    ([*ADAPTIVE, "search.trial_scheduler=asha"], "search.trial_scheduler",
+     "adaptive replicates decide from whole"),
     ([*ADAPTIVE, "target={metric: dev_loss, value: 0.5}", "baseline={world_size: 8}"], "replicates",
      "adaptive seeds decide each arm against its baseline arm, but these arms have none"),
 ])

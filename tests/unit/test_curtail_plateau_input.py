@@ -39,5 +39,5 @@ def test_curtailment_on_a_study_without_levels(capsys: pytest.CaptureFixture[str
 
 def test_curtailment_with_asha(capsys: pytest.CaptureFixture[str]) -> None:
     rc, err = plan(capsys, "curtail=true", "replicates=null", "axes.seed=[0, 1]",
-                   "search={type: grid, scheduler: asha}")
-    assert rc == 2 and "curtail = True: cannot run with search.scheduler: asha" in err
+                   "search={type: grid, trial_scheduler: asha}")
+    assert rc == 2 and "curtail = True: cannot run with search.trial_scheduler: asha" in err

@@ -59,7 +59,7 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
                 **_loop_config(plan, r, curves.get(r.name, []))} for r in rows]
 
     scheduler = None
-    if spec.search.scheduler == "asha":
+    if spec.search.trial_scheduler == "asha":
         from scalesweep.orchestrator.spec.load import metric_mode
 
         scheduler = tune.schedulers.ASHAScheduler(

@@ -4,6 +4,7 @@ problems reported together. Nothing here starts Ray or touches MLflow."""
 from __future__ import annotations
 
 import copy
+import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,9 @@ from scalesweep.orchestrator.spec.schema import (
     DISTRIBUTIONS,
     FIXED_AXES,
     FREE_AXIS_SECTIONS,
+    OLD_TRIAL_SCHEDULER_KEY,
     TRAINING_AXES,
+    TRIAL_SCHEDULER_RENAMED,
     SweepSpec,
 )
 from scalesweep.science import batch_ramp, optimizers, schedules
@@ -44,6 +47,9 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "training": {"accum_grad": 1, "eval_every_epochs": 0.5},
 }
 TRAINING_FROM_WORKLOAD = ("per_worker_batch", "epochs", "eval_every_epochs", "accum_grad")
+#: under the library's logger ("scalesweep"): with no logging set up, Python prints a warning on
+#: stderr, which is where the CLI's deprecation messages belong
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -224,6 +230,7 @@ def sweep_of(data: dict[str, Any], path: str | Path, overrides: Sequence[str] = 
     problems = apply_overrides(data, parsed)
     if problems:
         raise InputError(src, problems)
+    _deprecations(data, src)
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
@@ -240,6 +247,14 @@ def sweep_of(data: dict[str, Any], path: str | Path, overrides: Sequence[str] = 
     sweep = _check(replicates.expand(spec), src, Path(path), narrowed)
     job_recipe(sweep)  # a job that contradicts its recipe: exit 2 here
     return sweep
+
+
+def _deprecations(data: Mapping[str, Any], src: str) -> None:
+    """A key renamed but still accepted: one warning per load, naming the new key."""
+    search = data.get("search")
+    if isinstance(search, dict) and OLD_TRIAL_SCHEDULER_KEY in search \
+            and "trial_scheduler" not in search:
+        log.warning("%s: %s", src, TRIAL_SCHEDULER_RENAMED)
 
 
 def job_recipe(sweep: Sweep) -> reference_job.ReferenceJob | None:
@@ -686,8 +701,8 @@ def _check_curtail(spec: SweepSpec) -> list[Problem]:
         return [Problem("curtail", True, "needs a study with levels: a target relative to the "
                         f"baseline arm (target.relative_to_baseline), not target.value: "
                         f"{spec.target.value}")]
-    if spec.search.scheduler == "asha":
-        return [Problem("curtail", True, "cannot run with search.scheduler: asha, which stops "
+    if spec.search.trial_scheduler == "asha":
+        return [Problem("curtail", True, "cannot run with search.trial_scheduler: asha, which stops "
                         "trials by its own rule and could drop one a decision still needs")]
     return []
 

@@ -21,8 +21,9 @@ def problems(spec: SweepSpec) -> list[Problem]:
     if spec.search.type != "grid":
         out.append(Problem("search.type", spec.search.type, "adaptive replicates need a grid search "
                            "(every arm with the same seeds, paired by seed number)"))
-    if spec.search.scheduler != "fifo":
-        out.append(Problem("search.scheduler", spec.search.scheduler, "adaptive replicates decide "
+    if spec.search.trial_scheduler != "fifo":
+        out.append(Problem("search.trial_scheduler", spec.search.trial_scheduler,
+                           "adaptive replicates decide "
                            "from whole trials; an early-stopping scheduler would cut them short"))
     return out
 

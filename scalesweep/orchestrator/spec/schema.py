@@ -154,12 +154,32 @@ class TargetSpec(BaseModel):
         return self
 
 
+#: search.scheduler, the old name of search.trial_scheduler: accepted for one release, with
+#: TRIAL_SCHEDULER_RENAMED logged at load (issue 49: `scheduler` is the lr schedule's name)
+OLD_TRIAL_SCHEDULER_KEY = "scheduler"
+TRIAL_SCHEDULER_RENAMED = ("search.scheduler is deprecated and will be refused in the next "
+                           "release: use search.trial_scheduler (Tune's trial scheduler, fifo or "
+                           "asha); `scheduler` is the lr schedule's section")
+
+
 class SearchSpec(BaseModel):
     model_config = STRICT
     type: Literal["grid", "random"] = "grid"
     samples: int | None = Field(default=None, ge=1)
     seed: int = 0
-    scheduler: Literal["fifo", "asha"] = "fifo"  # asha: Tune's early stopping for large searches
+    #: Tune's trial scheduler; asha: its early stopping for large searches
+    trial_scheduler: Literal["fifo", "asha"] = "fifo"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_trial_scheduler_key(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or OLD_TRIAL_SCHEDULER_KEY not in data:
+            return data
+        if "trial_scheduler" in data:
+            raise ValueError("give trial_scheduler only: scheduler is its deprecated name")
+        # load_sweep logs TRIAL_SCHEDULER_RENAMED, once per load
+        out = {k: v for k, v in data.items() if k != OLD_TRIAL_SCHEDULER_KEY}
+        return {**out, "trial_scheduler": data[OLD_TRIAL_SCHEDULER_KEY]}
 
     @model_validator(mode="after")
     def _samples_for_random(self) -> SearchSpec:
