@@ -220,7 +220,7 @@ def _sources(config: Mapping[str, Any], planned: Mapping[str, Any]) -> dict[str,
     (HF's are off) but the sweep's ``scheduler`` block, which :func:`optimizers` applies."""
     schedule = (f"the trial's warmup and lr schedule are not the Trainer's (its own are off: "
                 f"{key}={planned[key]!r}) but the sweep's `scheduler` block, where the plan holds "
-                f"{config.get('schedule')!r} (after the warmup rule), applied by "
+                f"{config.get('scheduler')!r} (after the warmup rule), applied by "
                 "optimizers=hf.optimizers(model, config): change `scheduler` (or the warmup_rule "
                 "axis) in the sweep file instead"
                 for key in ("warmup_steps", "lr_scheduler_type"))

@@ -71,7 +71,7 @@ def test_a_warmup_override_is_refused_with_where_the_plans_warmup_lives() -> Non
     # the plan's warmup is inside its schedule (16 updates of warmuplr), not TrainingArguments'
     # warmup_steps (0, off): the refusal says so and names the sweep's scheduler block (#34)
     config = trial_config()
-    assert config["schedule"] == {"type": "warmuplr", "warmup_steps": 16}
+    assert config["scheduler"] == {"type": "warmuplr", "warmup_steps": 16}
     for key, value in (("warmup_steps", 40), ("lr_scheduler_type", "linear")):
         with pytest.raises(AdapterConfigError) as refused:
             hf.training_arguments(config, tiny_gpt2(), **{key: value})

@@ -16,13 +16,13 @@ def loop_config(row: PlanRow, train_size: int) -> dict[str, Any]:
     resolved spec (type and every parameter after the lr and warmup rules) in place of the
     row's name of it; plus ``optimizer`` (resolved too), ``train_size``, ``options`` (the
     sweep's ``workload.options``) and ``grad_clip``. Plain JSON values: it is a Tune config.
-    ``schedule``, the same spec, is kept for loops written when it was named so."""
+    One key holds the schedule: ``schedule``, its old duplicate, is gone (docs/workloads.md);
+    ``loop_schedule`` still reads it in a config an older version made."""
     trial = row.trial
     return {
         **row.to_json(),
         "scheduler": trial.scheduler.as_dict(),
         "optimizer": trial.optimizer.as_dict(),
-        "schedule": trial.scheduler.as_dict(),  # deprecated name (docs/workloads.md)
         "train_size": train_size,
         "options": dict(trial.workload_options),
         "grad_clip": trial.grad_clip,
