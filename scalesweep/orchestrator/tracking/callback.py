@@ -30,6 +30,7 @@ from scalesweep.mlflow_names import (
 )
 from scalesweep.orchestrator.tracking.tracker import (
     JournalUnwritable,
+    RunsLost,
     SweepTracker,
     curve_metrics,
     fail_fast,
@@ -181,7 +182,7 @@ class SweepCallback(tune.Callback):
         status = result.get(STATUS_TAG)
         if status in ("completed", "diverged", "stopped"):
             self.status[name] = str(status)
-        self.tracker.maybe_flush()
+        self._maybe_flush()
         self._progress(trials)
 
     def _add(self, run_id: str, step: int, metrics: dict[str, float], ts: int | None = None) -> bool:
@@ -196,6 +197,8 @@ class SweepCallback(tune.Callback):
     def _why_paused(self) -> str:
         if isinstance(self.stopped_by, JournalUnwritable):
             return "the journal's disk"
+        if isinstance(self.stopped_by, RunsLost):
+            return "MLflow's store lost the runs"
         return "the loop's contract" if self.stopped_by is not None else "Ctrl-C"
 
     def _contract_kept(self) -> bool:
@@ -243,7 +246,14 @@ class SweepCallback(tune.Callback):
             raise error
 
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
-        self.tracker.maybe_flush()
+        self._maybe_flush()
+
+    def _maybe_flush(self) -> None:
+        """The tracker's timed flush; a store that lost the sweep's runs stops the sweep."""
+        try:
+            self.tracker.maybe_flush()
+        except RunsLost as exc:
+            self._stop_for(exc)
 
     def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         self._say(f"retrying {self.name(trial)} from its last checkpoint ({_error(trial)})")
@@ -296,6 +306,9 @@ class SweepCallback(tune.Callback):
                 self.tracker.flush(raise_on_error=True)
                 self.tracker.set_tags(run_id, tags)
                 self.tracker.end_run(run_id, run_status(status))
+        except RunsLost as exc:  # the store lost its runs: stop, nothing dropped
+            self.deferred_tags[name] = tags
+            self._stop_for(exc)
         except Exception as exc:  # tracking outage: the end of the sweep retries
             if not is_outage(exc):
                 raise

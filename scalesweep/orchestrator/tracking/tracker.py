@@ -78,6 +78,26 @@ class JournalUnwritable(ScalesweepError, RuntimeError):
             f"`scalesweep resume {journal.parent}`")
 
 
+class RunsLost(ScalesweepError, RuntimeError):
+    """The store no longer has runs the sweep writes to: the server came back on another store,
+    or on an empty one. Every metric would be refused (404) and dropped name by name, so the
+    sweep stops instead, its evals kept (buffered, journaled) for a resume against the right
+    store."""
+
+    def __init__(self, uri: str, runs: Mapping[str, str], sweep_dir: Path | None) -> None:
+        self.runs = dict(runs)  # run id -> trial name (or the run id)
+        named = ", ".join(f"{name} ({run_id})" if name != run_id else run_id
+                          for run_id, name in sorted(self.runs.items(), key=lambda kv: kv[1]))
+        where = (f"`scalesweep resume {sweep_dir}`" if sweep_dir
+                 else "`scalesweep resume` with the sweep's directory")
+        super().__init__(
+            f"the MLflow store at {uri} no longer has the sweep's runs {named}: the server came "
+            "back on another or an empty store (a database lost in a restart, another "
+            "--backend-store-uri), where every metric would be refused and dropped. The sweep "
+            "stops instead: finished trials are kept, and the journal holds every eval MLflow "
+            f"did not take. Start the server on the sweep's store again, then {where}")
+
+
 def check_reachable(uri: str, timeout_s: float = store_check.TIMEOUT_S) -> None:
     """Before any compute: ``uri`` is a store a sweep can write to (tracking/store_check.py),
     else an ``InputError`` (exit 2) that says what to do."""
@@ -120,6 +140,10 @@ class SweepTracker:
         self._failed_flushes = 0  # in a row: each doubles the wait before the next automatic one
         #: (run id, metric name) -> the server's message, for metrics it refused (4xx)
         self.rejected: dict[tuple[str, str], str] = {}
+        #: run id -> trial name, for the runs this tracker writes to (to name a lost one)
+        self.names: dict[str, str] = {}
+        #: runs the store no longer has (RunsLost): their metrics stay buffered, never dropped
+        self.lost: dict[str, str] = {}
 
     # -- runs -------------------------------------------------------------------------------
     @property
@@ -147,6 +171,7 @@ class SweepTracker:
         found = (existing or {}).get(name)
         if found is not None:
             run_id = self.adopt(str(found.info.run_id))
+            self.names[run_id] = name
             if found.info.status != "RUNNING":
                 self.client.update_run(run_id, status="RUNNING")
             return run_id
@@ -157,6 +182,7 @@ class SweepTracker:
                                                          TRIAL_NAME_TAG: name, STATUS_TAG: "pending"})
             made = self._made[name] = str(run.info.run_id)
             self._buffers[made] = _Buffer()
+            self.names[made] = name
         # again after an outage cut this short: MLflow takes a param logged twice with one value
         self.log_params(made, params)
         return made
@@ -237,7 +263,11 @@ class SweepTracker:
             return self._flush(raise_on_error)
 
     def _flush(self, raise_on_error: bool) -> bool:
+        """Raises RunsLost, whatever ``raise_on_error``, once the store lacks a run: no later
+        flush sends anything (the metrics wait for a resume against the right store)."""
         self._last_flush = time.monotonic()
+        if self.lost:
+            raise self._runs_lost()
         ok = True
         for run_id, buf in self._buffers.items():
             if not ok:  # the server did not answer: the other runs' metrics wait too
@@ -247,6 +277,11 @@ class SweepTracker:
                 try:
                     self.client.log_batch(run_id, metrics=chunk)
                 except Exception as exc:
+                    if _missing(exc) and self._gone(run_id):
+                        # not this metric refused: the store lost the run (and likely all)
+                        self.lost = {r: self.names.get(r, r) for r in self._buffers
+                                     if r == run_id or self._gone(r)}
+                        raise self._runs_lost() from exc
                     if _rejected(exc):
                         # the server refused the request (4xx): retrying cannot help, and
                         # holding it would block every later metric of the run
@@ -268,6 +303,17 @@ class SweepTracker:
             self._failing_since = None
         self._failed_flushes = 0 if ok else min(self._failed_flushes + 1, 16)
         return ok
+
+    def _gone(self, run_id: str) -> bool:
+        """Whether the store answers that it has no run ``run_id`` (not: does not answer)."""
+        try:
+            self.client.get_run(run_id)
+        except Exception as exc:
+            return _missing(exc)
+        return False
+
+    def _runs_lost(self) -> RunsLost:
+        return RunsLost(self.uri, self.lost, None if self.journal is None else self.journal.parent)
 
     def _send_apart(self, run_id: str, chunk: list[Metric]) -> list[Metric]:
         """After a 4xx on ``chunk``: send it again one metric name at a time, so only the names
@@ -293,11 +339,17 @@ class SweepTracker:
         return sum(len(b.metrics) for b in self._buffers.values())
 
     def flush_with_retry(self, deadline_s: float = 120.0) -> bool:
+        """False at once where the store lost runs (RunsLost): no retry can help."""
+        if self.lost:
+            return False
         end = time.monotonic() + deadline_s
         delay = 0.5
         while True:
-            if self.flush():
-                return True
+            try:
+                if self.flush():
+                    return True
+            except RunsLost:
+                return False
             if time.monotonic() > end:
                 return False
             time.sleep(delay)
@@ -322,6 +374,11 @@ def is_outage(exc: BaseException) -> bool:
     from mlflow.exceptions import MlflowException
 
     return isinstance(exc, MlflowException | OSError) and not _rejected(exc)
+
+
+def _missing(exc: BaseException) -> bool:
+    """Whether MLflow answered that what the request names does not exist (404)."""
+    return getattr(exc, "error_code", None) == "RESOURCE_DOES_NOT_EXIST"
 
 
 def _rejected(exc: BaseException) -> bool:
