@@ -334,10 +334,14 @@ def failed_result(exc: BaseException) -> dict[str, Any]:
 
 
 def failure_line(exc: BaseException) -> str:
-    """The line of a Ray Train failure that names the error (the workers' own exception)."""
+    """The line of a Ray Train failure that names the error (the workers' own exception); one
+    that names memory first, since the driver can only say "out of memory" (with the trial's
+    resources) when the line it gets says so, and a worker the memory monitor killed is often
+    reported under a later, more generic line."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     useful = [ln for ln in lines if "Error" in ln and not ln.startswith(("ray::", "File "))]
-    return (useful or lines or [type(exc).__name__])[-1][:300]
+    memory = [ln for ln in lines if "memory" in ln.lower() and not ln.startswith("File ")]
+    return (memory or useful or lines or [type(exc).__name__])[-1][:300]
 
 
 def shared_workload(trial: TrialConfig) -> Any:

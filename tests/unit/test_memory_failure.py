@@ -94,3 +94,21 @@ def test_other_errors_are_left_as_they_are(text: str) -> None:
 
 def test_resources_unknown_when_the_trial_holds_none() -> None:
     assert trial_resources(object()) == "unknown"
+
+
+def test_a_ddp_failure_keeps_the_line_that_names_memory() -> None:
+    """Ray Train reports a worker the memory monitor killed under a generic last line: the line
+    the driver hands on (trial_driver.failure_line) is the one naming memory, so the callback
+    can say "out of memory"."""
+    from scalesweep.trainables.trial_driver import failure_line
+
+    text = ("Training worker 0 failed.\n"
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+            "  File \"/x/train.py\", line 3, in loop\n"
+            "ray.train.base_trainer.TrainingFailedError: The Ray Train run failed.")
+    line = failure_line(RuntimeError(text))
+    assert line == ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low "
+                    "on memory.")
+    assert memory_note(line, line, "r").startswith(MEMORY_HINT)
+    plain = "ValueError: bad\nray.train.base_trainer.TrainingFailedError: The Ray Train run failed."
+    assert failure_line(RuntimeError(plain)) == plain.splitlines()[-1]  # no memory: the last error
