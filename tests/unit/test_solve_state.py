@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from scalesweep.mlflow_names import STATUS_TAG
 from scalesweep.orchestrator.launch.solve_state import (
     SOLVE_JOURNAL,
@@ -222,3 +224,21 @@ def test_a_candidate_journaled_before_the_driver_died_gets_its_evals_into_mlflow
         [(4, 0.4), (8, 0.1)]
     assert resumed.client.get_run(killed).info.status == "KILLED"
     assert "epoch" not in resumed.client.get_run(killed).data.metrics
+
+
+def test_ctrl_c_in_the_verification_names_the_solve_to_resume(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """run's Ctrl-C line names the verification's own sweep directory, whose resume finishes
+    the sweep but answers no solve; the solve adds the state directory that does."""
+    from types import SimpleNamespace
+
+    from scalesweep.orchestrator.launch import solve
+
+    def stopped(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(solve, "_verify_or_resume", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        solve._verification(SimpleNamespace(sweep_dir=tmp_path), [(4.0, 75)], None)  # type: ignore[arg-type]
+    assert capsys.readouterr().err == (f"this was the solve's verification: `scalesweep resume "
+                                       f"{tmp_path}` continues it and prints the solve's answer\n")

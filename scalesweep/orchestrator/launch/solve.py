@@ -286,7 +286,7 @@ def _passes(ctx: _Solve, journal: list[Finished], used_names: list[str], record:
         with contextlib.suppress(Exception), fail_fast():
             ctx.tracker.end_run(ctx.parent, status)
     picks = _picks(found, sp.candidates)
-    verification, finished_before = _verify_or_resume(ctx, picks, prior)
+    verification, finished_before = _verification(ctx, picks, prior)
     result = SolveResult(sp.world_size, ctx.parent, ctx.sweep_dir, found, verification)
     result.answer = answer(ctx.sweep, sp, picks, verification, spent, curves, ctx.cluster)
     if finished_before:
@@ -369,6 +369,18 @@ def _prior_verification(ctx: _Solve) -> Any | None:
         filter_string=f"tags.`{SOLVE_SEARCH_TAG}` = '{ctx.parent}' and tags.`{SOLVE_TAG}` = 'verify'",
         max_results=10)
     return runs[0] if runs else None
+
+
+def _verification(ctx: _Solve, picks: list[tuple[float, int]], prior: Any | None
+                  ) -> tuple[Outcome | None, bool]:
+    """``_verify_or_resume``; on Ctrl-C, after run's line (which names the verification's own
+    sweep directory, whose resume would not answer the solve), the one that does."""
+    try:
+        return _verify_or_resume(ctx, picks, prior)
+    except KeyboardInterrupt:
+        print(f"this was the solve's verification: `scalesweep resume {ctx.sweep_dir}` continues "
+              "it and prints the solve's answer", file=sys.stderr)
+        raise
 
 
 def _verify_or_resume(ctx: _Solve, picks: list[tuple[float, int]], prior: Any | None
