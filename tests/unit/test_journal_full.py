@@ -8,7 +8,6 @@ once space is freed, to its head (tests/support/full_journal.py drives it)."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,23 +17,14 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.support.helpers import ROOT, bounded_run, cli_env
-
-MOUNT = 'mount -t tmpfs -o size=256k tmpfs "$1" && shift && exec "$@"'
+from tests.support.small_disk import on_small_disk
 
 
 def _drive(tmp_path: Path, mode: str) -> tuple[dict[str, Any], str, Path]:
     uri, small = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "small"
     small.mkdir()
-    cmd = [sys.executable, "-m", "tests.support.full_journal", uri, str(small), mode]
-    if mode == "tmpfs":
-        unshare = shutil.which("unshare")
-        if unshare is None:
-            pytest.skip("no unshare: no filesystem of our own to fill")
-        probe = subprocess.run([unshare, "--user", "--map-root-user", "--mount", "sh", "-c", MOUNT,
-                                "sh", str(small), "true"], capture_output=True, text=True)
-        if probe.returncode != 0:
-            pytest.skip(f"no user namespace with a mount of its own here: {probe.stderr.strip()}")
-        cmd = [unshare, "--user", "--map-root-user", "--mount", "sh", "-c", MOUNT, "sh", str(small), *cmd]
+    cmd = on_small_disk([sys.executable, "-m", "tests.support.full_journal", uri, str(small), mode],
+                        small, mode)
     done = bounded_run(cmd, cwd=ROOT, env=cli_env(), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1]), uri, small

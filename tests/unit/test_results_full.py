@@ -7,8 +7,6 @@ temporary file left (tests/support/full_results.py drives it)."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +14,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.support.helpers import ROOT, bounded_run, cli_env
-from tests.unit.test_journal_full import MOUNT
+from tests.support.small_disk import on_small_disk
 
 
 @pytest.mark.parametrize(("mode", "reason"), [("tmpfs", "No space left on device, ENOSPC"),
@@ -25,16 +23,8 @@ def test_results_the_disk_cannot_take_stop_the_sweep_for_resume(tmp_path: Path, 
                                                                  reason: str) -> None:
     uri, small = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "small"
     small.mkdir()
-    cmd = [sys.executable, "-m", "tests.support.full_results", uri, str(small), mode]
-    if mode == "tmpfs":
-        unshare = shutil.which("unshare")
-        if unshare is None:
-            pytest.skip("no unshare: no filesystem of our own to fill")
-        probe = subprocess.run([unshare, "--user", "--map-root-user", "--mount", "sh", "-c", MOUNT,
-                                "sh", str(small), "true"], capture_output=True, text=True)
-        if probe.returncode != 0:
-            pytest.skip(f"no user namespace with a mount of its own here: {probe.stderr.strip()}")
-        cmd = [unshare, "--user", "--map-root-user", "--mount", "sh", "-c", MOUNT, "sh", str(small), *cmd]
+    cmd = on_small_disk([sys.executable, "-m", "tests.support.full_results", uri, str(small), mode],
+                        small, mode)
     done = bounded_run(cmd, cwd=ROOT, env=cli_env(), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])

@@ -1,0 +1,27 @@
+"""A directory whose filesystem fills up: a 256 KB tmpfs mounted on it in a user namespace of
+the command's own (nothing is mounted outside it, and it goes away with the command), or, with
+``mode="fsize"``, the command's RLIMIT_FSIZE, set by the command itself."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+MOUNT = 'mount -t tmpfs -o size=256k tmpfs "$1" && shift && exec "$@"'
+
+
+def on_small_disk(cmd: list[str], small: Path, mode: str) -> list[str]:
+    """``cmd`` run with ``small`` on a tmpfs of its own (``mode="tmpfs"``), else as it is."""
+    if mode != "tmpfs":
+        return cmd
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare: no filesystem of our own to fill")
+    wrap = [unshare, "--user", "--map-root-user", "--mount", "sh", "-c", MOUNT, "sh", str(small)]
+    probe = subprocess.run([*wrap, "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no user namespace with a mount of its own here: {probe.stderr.strip()}")
+    return [*wrap, *cmd]
