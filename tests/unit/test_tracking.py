@@ -20,11 +20,11 @@ from mlflow.tracking import MlflowClient
 
 from scalesweep.mlflow_names import PARENT_TAG, ROLE_TAG
 from scalesweep.orchestrator.spec.errors import InputError
+from scalesweep.orchestrator.tracking.store_check import check_store
 from scalesweep.orchestrator.tracking.tracker import (
     FAIL_FAST,
     MAX_BATCH,
     SweepTracker,
-    check_reachable,
     curve_metrics,
 )
 from tests.conftest import MlflowHttp
@@ -217,7 +217,7 @@ def test_dead_port_fails_fast_keeps_every_metric_and_restores_the_environment(
         monkeypatch: pytest.MonkeyPatch) -> None:
     uri = f"http://127.0.0.1:{free_port()}"  # bound, then closed: nothing listens there
     with pytest.raises(InputError, match="cannot reach the MLflow server"):
-        check_reachable(uri)
+        check_store(uri, reading=False)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "7")
     monkeypatch.delenv("MLFLOW_HTTP_REQUEST_TIMEOUT", raising=False)
     dead = SweepTracker(uri, "nowhere")

@@ -33,6 +33,7 @@ from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep
 from scalesweep.orchestrator.tracking import atomic_file
 from scalesweep.orchestrator.tracking.machine import machine_tags
+from scalesweep.orchestrator.tracking.store_check import check_store
 from scalesweep.orchestrator.tracking.study_checks import end_lines
 from scalesweep.orchestrator.tracking.summary import arm_summaries, headline_target, summarize
 from scalesweep.orchestrator.tracking.sweep_runs import (
@@ -45,7 +46,6 @@ from scalesweep.orchestrator.tracking.sweep_runs import (
 )
 from scalesweep.orchestrator.tracking.tracker import (
     SweepTracker,
-    check_reachable,
     curve_metrics,
     fail_fast,
     is_outage,
@@ -195,7 +195,7 @@ def run_loaded(sweep: Sweep, *, sweep_file: Path | None, overrides: list[str], a
     ``overrides``), or, for a sweep given as a mapping, ``sweep_text``, its YAML; either is
     copied into the sweep directory for ``resume``."""
     make_plan(sweep)  # every input problem the plan finds, before Ray starts or MLflow is touched
-    check_reachable(tracking_uri)
+    check_store(tracking_uri, reading=False)
     connect_ray(address, verbose)
     from scalesweep.orchestrator.cluster.storage_check import check_shared_storage
     from scalesweep.orchestrator.plan.cluster import connected_cluster
@@ -254,7 +254,7 @@ def _resume(sweep_dir: Path, *, address: str | None, tracking_uri: str | None,
     for line in edited_since(state.get(ORIGINALS_KEY) or {}):
         print(line)
     make_plan(sweep)  # input problems before Ray starts
-    check_reachable(uri)
+    check_store(uri, reading=False)
     address = ray_address(address) or state.get("address")
     if address and address.startswith("ray://"):
         raise InputError("resume", [Problem("--address", address, "resume runs where the sweep's "

@@ -72,9 +72,10 @@ from scalesweep.orchestrator.spec.files import dump_yaml
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep, metric_mode
 from scalesweep.orchestrator.tracking import atomic_file
 from scalesweep.orchestrator.tracking.machine import machine_tags
+from scalesweep.orchestrator.tracking.store_check import check_store
 from scalesweep.orchestrator.tracking.summary import points
 from scalesweep.orchestrator.tracking.sweep_runs import trial_params
-from scalesweep.orchestrator.tracking.tracker import SweepTracker, check_reachable, curve_metrics, fail_fast
+from scalesweep.orchestrator.tracking.tracker import SweepTracker, curve_metrics, fail_fast
 from scalesweep.science.solve import Score, score, verify_order
 from scalesweep.science.stats.convergence import first_crossing
 from scalesweep.science.stats.targets import reference_bests, target_of
@@ -141,7 +142,7 @@ def solve(path: str, *, overrides: list[str], world_size: int, budget: float | N
     sp = plan_solve(sweep, local_cluster(), **kwargs)
     for line in [*sp.space.describe(), _budget_line(sp)]:
         print(line, flush=True)
-    check_reachable(tracking_uri)
+    check_store(tracking_uri, reading=False)
     connect_ray(address, verbose)
     from scalesweep.orchestrator.plan.cluster import connected_cluster
 
@@ -199,7 +200,7 @@ def resume_solve(state_dir: Path, *, address: str | None, tracking_uri: str | No
     kwargs["sampler"] = state.get("sampler", "tpe")  # a state written before the grid was one
     kwargs.update({k: None if state[k] is None else tuple(state[k]) for k in ("lr", "warmup")})
     uri = tracking_uri or state["tracking_uri"]
-    check_reachable(uri)
+    check_store(uri, reading=False)
     address = ray_address(address) or state.get("address")
     connect_ray(address, verbose)
     from scalesweep.orchestrator.plan.cluster import connected_cluster

@@ -32,7 +32,7 @@ from scalesweep.mlflow_names import (
     STATUS_TAG,
     TRIAL_NAME_TAG,
 )
-from scalesweep.orchestrator.tracking import atomic_file, sqlite_template, store_check
+from scalesweep.orchestrator.tracking import atomic_file, sqlite_template
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +96,6 @@ class RunsLost(ScalesweepError, RuntimeError):
             "--backend-store-uri), where every metric would be refused and dropped. The sweep "
             "stops instead: finished trials are kept, and the journal holds every eval MLflow "
             f"did not take. Start the server on the sweep's store again, then {where}")
-
-
-def check_reachable(uri: str, timeout_s: float = store_check.TIMEOUT_S) -> None:
-    """Before any compute: ``uri`` is a store a sweep can write to (tracking/store_check.py),
-    else an ``InputError`` (exit 2) that says what to do."""
-    store_check.check_store(uri, reading=False, timeout_s=timeout_s)
 
 
 def curve_metrics(result: Mapping[str, Any]) -> dict[str, float]:
