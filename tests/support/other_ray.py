@@ -37,26 +37,50 @@ class OtherRay:
         self.env = cli_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token),
                            RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0")
         self.proc: subprocess.Popen[bytes] | None = None
+        self.log = tmp_path / "other_ray.log"
 
     def __enter__(self) -> OtherRay:
-        self.proc = subprocess.Popen(
-            [RAY, "start", "--head", f"--port={self.port}", "--num-cpus=1",
-             "--node-ip-address=127.0.0.1", "--include-dashboard=false",
-             f"--dashboard-agent-listen-port={free_port()}",
-             f"--ray-client-server-port={free_port()}", "--disable-usage-stats", "--block"],
-            env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        # a free port can be taken by a parallel test between free_port() and Ray binding it:
+        # one fresh try, then the other Ray's own words in the failure
+        for attempt in (1, 2):
+            with self.log.open("wb") as out:  # the child keeps its own copy of the descriptor
+                self.proc = subprocess.Popen(
+                    [RAY, "start", "--head", f"--port={self.port}", "--num-cpus=1",
+                     "--node-ip-address=127.0.0.1", "--include-dashboard=false",
+                     f"--dashboard-agent-listen-port={free_port()}",
+                     f"--ray-client-server-port={free_port()}", "--disable-usage-stats", "--block"],
+                    env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                if self._wait_current(last=attempt == 2):
+                    break
+            except BaseException:
+                self._stop()
+                raise
+            self.port = free_port()
         try:
-            deadline = time.monotonic() + DEADLINE_S
-            while not (CURRENT.exists() and CURRENT.read_text().strip().endswith(f":{self.port}")):
-                assert self.proc.poll() is None, "the other Ray did not start"
-                assert time.monotonic() < deadline, f"the other Ray was not up in {DEADLINE_S} s"
-                time.sleep(0.5)
             before = self._status()
             assert before.returncode == 0, before.stderr
         except BaseException:
             self._stop()
             raise
         return self
+
+    def _wait_current(self, *, last: bool) -> bool:
+        """True once this Ray is the host's current cluster; False if it exited early (a retry
+        may follow); an AssertionError with its log on the last try or past the deadline."""
+        assert self.proc is not None
+        deadline = time.monotonic() + DEADLINE_S
+        while not (CURRENT.exists() and CURRENT.read_text().strip().endswith(f":{self.port}")):
+            if self.proc.poll() is not None:
+                assert not last, f"the other Ray did not start:\n{self._log_tail()}"
+                return False
+            assert time.monotonic() < deadline, \
+                f"the other Ray was not up in {DEADLINE_S} s:\n{self._log_tail()}"
+            time.sleep(0.5)
+        return True
+
+    def _log_tail(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
 
     def assert_untouched(self) -> None:
         """Still up, still its one node of 1 CPU, nothing of ours on it."""
