@@ -3,7 +3,7 @@
 Each MLPerf benchmark's RCP file gives, per global batch size, the epochs (or samples) to
 converge of several reference runs, with hyperparameters tuned at that batch
 (benchmarks/data/mlperf_rcps/, the newest version of each benchmark; SOURCE.md says from where).
-Batch sizes are held out and predicted by :func:`scalesweep.science.stats.predict.predict`
+Batch sizes are held out and predicted by :func:`scalesweep.science.prediction.epochs.predict`
 (90 % interval, the bare method: ``extrapolation_factor=1``); a hit is the held-out runs'
 median inside the interval. Four ways, each its own row, since a user's case is one of them:
 
@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import ROOT, Column, Report, Table, parse_args
-from scalesweep.science.stats.predict import (
+from scalesweep.science.prediction.epochs import (
     EXTRAPOLATION_SLOPE,
     MAX_FACTOR,
     BatchPoint,

@@ -3,7 +3,7 @@
 Reads the study from MLflow (:func:`scalesweep.dashboards.mlflow_data.load_study`), takes updates
 to target from the trials' summaries the report shows
 (:func:`scalesweep.dashboards.convergence_table.study_trials`: the driver's computation, on the
-logged history), and fits S = S_min (1 + B_crit / B) with :mod:`scalesweep.science.stats.batch_fit`:
+logged history), and fits S = S_min (1 + B_crit / B) with :mod:`scalesweep.science.prediction.batch_fit`:
 
 * an *arm* is an lr rule × warmup rule; at each global batch its value is its best
   hyperparameter setting (free axes such as ``optimizer.lr``), each setting the median of its
@@ -28,10 +28,10 @@ from scalesweep.dashboards.arms_table import arm_summaries
 from scalesweep.dashboards.convergence_table import StudyTrial, study_trials
 from scalesweep.dashboards.mlflow_data import Study, load_study
 from scalesweep.mlflow_names import STATUS_TAG
+from scalesweep.science.prediction.batch_fit import Arm, Fit, Recommendation, judge, recommend
 from scalesweep.science.solve import DECISION_RANK
 from scalesweep.science.stats.arm_text import interval_text, median_text
 from scalesweep.science.stats.arms import ArmSummary
-from scalesweep.science.stats.batch_fit import Arm, Fit, Recommendation, judge, recommend
 
 BEST = "best per batch"
 #: the noise scale compared with B_crit is read over the last half of each trial's updates

@@ -7,7 +7,7 @@ seeds' epochs to target: the setting (warmup rule, free axes) with the fewest me
 there, a seed that never reached counting as +inf. At the reference batch every lr rule is the
 same trial (the planner merged them), so that trial belongs to each rule. The late-training
 noise scale, where the trials measured it, is the second source of
-:func:`scalesweep.science.stats.predict.predict`.
+:func:`scalesweep.science.prediction.epochs.predict`.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from scalesweep.dashboards.advice import late_noise_scale
 from scalesweep.dashboards.convergence_table import StudyTrial, study_trials
 from scalesweep.dashboards.mlflow_data import Study, load_study
 from scalesweep.mlflow_names import STATUS_TAG
-from scalesweep.science.prediction_record import RulePrediction, StudyPrediction
-from scalesweep.science.stats.best_lr import BestLr, BestLrUnknown, predict_best_lr
-from scalesweep.science.stats.predict import (
+from scalesweep.science.prediction.best_lr import BestLr, BestLrUnknown, predict_best_lr
+from scalesweep.science.prediction.epochs import (
     MAX_FACTOR,
     BatchPoint,
     PredictionRefused,
     predict,
 )
+from scalesweep.science.prediction.record import RulePrediction, StudyPrediction
 
 #: a ramp's trials ran at several batches; the law is over constant ones
 _RAMPED_OFF = ("", "none", "nan")

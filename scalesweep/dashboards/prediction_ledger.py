@@ -1,7 +1,7 @@
 """Predictions kept in MLflow, read back and scored (docs/beyond.md, "Predict, then verify").
 
 `scalesweep predict` records each prediction on the study's parent run as the artifact
-``predictions/<id>.json`` (:func:`scalesweep.science.prediction_record.record_of` makes it, and
+``predictions/<id>.json`` (:func:`scalesweep.science.prediction.record.record_of` makes it, and
 holds the ledger's lines this module fills). This module reads those back from every
 experiment (or one), and scores each against the trials its experiment holds at the predicted
 global batch, from any parent run (a verification sweep logs to the same experiment): per lr
@@ -25,9 +25,9 @@ from scalesweep.dashboards.mlflow_data import load_study
 from scalesweep.dashboards.prediction import points_of_rule, usable_trials
 from scalesweep.dashboards.solve_ledger import is_solve, solve_lines
 from scalesweep.mlflow_names import PREDICTION_OUTCOME_SUFFIX, PREDICTIONS_ARTIFACT_DIR, ROLE_TAG
-from scalesweep.science.prediction_record import LedgerLine, RuleOutcome
+from scalesweep.science.prediction.ledger import observed_median, running_hit_rate
+from scalesweep.science.prediction.record import LedgerLine, RuleOutcome
 from scalesweep.science.solve_record import Line, SolveLedgerLine
-from scalesweep.science.stats.ledger import observed_median, running_hit_rate
 
 
 def _parents(client: MlflowClient, experiment_id: str) -> list[str]:

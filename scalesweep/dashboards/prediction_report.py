@@ -8,8 +8,8 @@ import html
 import math
 from collections.abc import Sequence
 
+from scalesweep.science.prediction.ledger import running_hit_rate
 from scalesweep.science.solve_record import Line, SolveLedgerLine
-from scalesweep.science.stats.ledger import running_hit_rate
 
 
 def _cells(x: Line) -> list[str]:

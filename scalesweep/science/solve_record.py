@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from scalesweep.mlflow_names import ARM_PARAM, BASELINE_ARM_PARAM, SOLVE_PREDICTION_METRIC_FORMAT
-from scalesweep.science.prediction_record import LedgerLine
-from scalesweep.science.stats.ledger import HitRate, Scored, bounded_hit
+from scalesweep.science.prediction.ledger import HitRate, Scored, bounded_hit
+from scalesweep.science.prediction.record import LedgerLine
 from scalesweep.science.stats.replicates import Estimate, Observation, finite_or_none, median_interval
 
 #: the record's ``kind`` (a `predict` record has none)

@@ -25,6 +25,7 @@ from mlflow.tracking import MlflowClient
 
 from scalesweep.orchestrator.cluster import submit as sub
 from scalesweep.orchestrator.cluster.storage_check import is_uri, local_path
+from scalesweep.orchestrator.launch import client_run
 from tests.conftest import MlflowHttp
 from tests.support.cluster_helpers import RayCluster, can_unshare_mount
 from tests.support.helpers import ROOT, SWEEPS, cli_env
@@ -135,7 +136,7 @@ def test_a_client_server_that_did_not_start_is_connected_to_again(
         if calls.count("init") < 3:
             raise ConnectionAbortedError([SERVER_DIED, SERVER_GONE][calls.count("init") - 1])
 
-    sub.connect_client(init, reset=lambda: calls.append("reset"))
+    client_run.connect_client(init, reset=lambda: calls.append("reset"))
     assert calls == ["init", "reset", "init", "reset", "init"]
     err = capsys.readouterr().err
     assert "did not start (attempt 1 of 3)" in err and "(attempt 2 of 3)" in err
@@ -149,8 +150,8 @@ def test_connecting_gives_up_after_the_attempts_and_at_once_on_other_failures() 
         raise ConnectionAbortedError(SERVER_DIED)
 
     with pytest.raises(ConnectionAbortedError, match="Starting Ray client server failed"):
-        sub.connect_client(dead, reset=lambda: None)
-    assert len(calls) == sub.CLIENT_CONNECT_ATTEMPTS
+        client_run.connect_client(dead, reset=lambda: None)
+    assert len(calls) == client_run.CLIENT_CONNECT_ATTEMPTS
 
     calls.clear()
 
@@ -159,7 +160,7 @@ def test_connecting_gives_up_after_the_attempts_and_at_once_on_other_failures() 
         raise ConnectionAbortedError("Initialization failure from server: version mismatch")
 
     with pytest.raises(ConnectionAbortedError, match="version mismatch"):
-        sub.connect_client(refused, reset=lambda: None)
+        client_run.connect_client(refused, reset=lambda: None)
     assert calls == ["init"]
 
 

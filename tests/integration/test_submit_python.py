@@ -136,7 +136,7 @@ def test_parse_report_takes_the_marked_line_and_local_report_is_this_interpreter
 def test_submit_shows_the_mlflow_parent_run_not_the_heads_report_path(
         capsys: pytest.CaptureFixture[str]) -> None:
     from scalesweep.orchestrator.cluster import submit as sub
-    from scalesweep.orchestrator.launch.run import parent_run_line
+    from scalesweep.orchestrator.tracking.sweep_runs import parent_run_line
 
     logs = ("sweep smoke: 1 trials, MLflow parent run 0123abcd at http://mlflow:5000; state in /s\n"
             "report: reports/smoke/report.html\n")

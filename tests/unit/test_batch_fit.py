@@ -1,4 +1,4 @@
-"""science.stats.batch_fit: S = S_min (1 + B_crit / B) on synthetic data, refusals, recommendations."""
+"""science.prediction.batch_fit: S = S_min (1 + B_crit / B) on synthetic data, refusals, recommendations."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from scalesweep.science.stats import batch_fit as bf
+from scalesweep.science.prediction import batch_fit as bf
 
 S_MIN, B_CRIT = 1000.0, 512.0
 BATCHES = [64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0]

@@ -1,4 +1,4 @@
-"""The best lr at an unmeasured batch (scalesweep.science.stats.best_lr): the power law through
+"""The best lr at an unmeasured batch (scalesweep.science.prediction.best_lr): the power law through
 the per-batch best grid lr, the grid and seed terms of its interval, and what it cannot say."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from scalesweep.science.stats.best_lr import BestLrUnknown, predict_best_lr
+from scalesweep.science.prediction.best_lr import BestLrUnknown, predict_best_lr
 
 GRID = (0.025, 0.05, 0.1, 0.2, 0.4)  # a factor-2 grid
 

@@ -1,6 +1,6 @@
 """A tracking URI's credentials (scalesweep.orchestrator.tracking.credentials) are the URI's:
 they win over the environment, stay with their URI when a process uses two stores, and are
-what `submit` hands to the job (scalesweep.orchestrator.cluster.submit._env_vars)."""
+what `submit` hands to the job (scalesweep.orchestrator.cluster.submit.job_env_vars)."""
 
 from __future__ import annotations
 
@@ -81,10 +81,10 @@ def test_submit_passes_the_uris_credentials_to_the_job_and_no_other(monkeypatch:
     monkeypatch.setenv("SCALESWEEP_STORAGE", "/shared/runs")
     monkeypatch.setenv(credentials.PG_PASSWORD, "a-db-password")  # not the http store's
     uri = credentials.strip(ALICE)
-    assert submit._env_vars(uri) == {"PYTHONUNBUFFERED": "1", credentials.USERNAME: "alice",
+    assert submit.job_env_vars(uri) == {"PYTHONUNBUFFERED": "1", credentials.USERNAME: "alice",
                                      credentials.PASSWORD: "s3cr@t", "SCALESWEEP_STORAGE": "/shared/runs"}
     other = credentials.strip(OTHER)
-    assert submit._env_vars(other) == {"PYTHONUNBUFFERED": "1", "SCALESWEEP_STORAGE": "/shared/runs"}
+    assert submit.job_env_vars(other) == {"PYTHONUNBUFFERED": "1", "SCALESWEEP_STORAGE": "/shared/runs"}
     db = credentials.strip(BOB_DB)
-    assert submit._env_vars(db) == {"PYTHONUNBUFFERED": "1", credentials.PG_USER: "bob",
+    assert submit.job_env_vars(db) == {"PYTHONUNBUFFERED": "1", credentials.PG_USER: "bob",
                                     credentials.PG_PASSWORD: "p:w", "SCALESWEEP_STORAGE": "/shared/runs"}

@@ -169,16 +169,13 @@ def test_no_import_cycle() -> None:
 #: orchestrator's stages, top to bottom (docs/design.md §3.1): a stage imports only stages below it.
 #: The use cases sit below the CLI's commands, which are argparse and formatting over them
 STAGES = ("cli", "commands", "usecases", "launch", "cluster", "tracking", "plan", "spec")
-#: stages of one rank, which may import each other: the run loop connects through cluster's
-#: ray_auth and checks its storage_check, and cluster's submit runs the loop on the head
-SAME_RANK = {"cluster": "launch"}
 
 
 def _stage(module: str) -> int | None:
     parts = module.split(".")
     if parts[:2] != [TOP, "orchestrator"] or len(parts) < 3:
         return None
-    return STAGES.index(SAME_RANK.get(parts[2], parts[2])) if parts[2] in STAGES else None
+    return STAGES.index(parts[2]) if parts[2] in STAGES else None
 
 
 def test_the_api_stands_on_the_use_cases_not_on_the_cli() -> None:
@@ -207,9 +204,8 @@ def test_every_orchestrator_module_belongs_to_a_stage() -> None:
 
 
 def test_stage_packages_import_nothing() -> None:
-    # a Tune trial of a sweep started before issue 32 §2 imports the trainable by its old path,
-    # scalesweep.orchestrator.launch.trial_driver, which runs scalesweep/orchestrator/launch/
-    # __init__.py first: an import there would load the launcher on every worker
+    # importing one module of a stage runs its package's __init__.py first: an import there
+    # would load, say, the launcher and MLflow for a caller that wanted only the spec
     for stage in STAGES[1:]:
         tree = ast.parse((ROOT / TOP / "orchestrator" / stage / "__init__.py").read_text(encoding="utf-8"))
         assert [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)] == [], stage
@@ -255,3 +251,17 @@ def test_a_plan_on_a_cpu_machine_imports_no_torch() -> None:
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
                          check=True)
     assert out.stdout.split("\n")[-2:] == ["0 []", ""], out.stdout + out.stderr
+
+
+#: a package past this many modules holds more than one feature: split it so that a newcomer
+#: finds one from the folder listing (as science.prediction left science.stats)
+MAX_MODULES = 15
+
+
+def test_no_package_holds_more_than_fifteen_modules() -> None:
+    crowded = {}
+    for package in (ROOT / TOP).rglob("__init__.py"):
+        modules = [p for p in package.parent.glob("*.py") if p.name != "__init__.py"]
+        if len(modules) > MAX_MODULES:
+            crowded[_module(package)] = len(modules)
+    assert crowded == {}, f"packages of more than {MAX_MODULES} modules: {crowded}"

@@ -1,4 +1,4 @@
-"""Scoring predictions (scalesweep.science.stats.ledger): a hit is a finite observed median
+"""Scoring predictions (scalesweep.science.prediction.ledger): a hit is a finite observed median
 inside the closed interval; the running hit rate counts verified predictions only."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from scalesweep.science.stats.ledger import Scored, is_hit, observed_median, running_hit_rate
+from scalesweep.science.prediction.ledger import Scored, is_hit, observed_median, running_hit_rate
 
 
 @pytest.mark.parametrize(("observed", "hit"), [

@@ -1,4 +1,4 @@
-"""Epochs to target at an unmeasured batch (scalesweep.science.stats.predict): the law's exact
+"""Epochs to target at an unmeasured batch (scalesweep.science.prediction.epochs): the law's exact
 values, the refusals by name, and the interval's coverage on synthetic studies whose truth is
 known (seeded, so the counts are exact and the test is fast)."""
 
@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from scalesweep.science.stats.predict import (
+from scalesweep.science.prediction.epochs import (
     EXTRAPOLATION_SLOPE,
     MAX_FACTOR,
     NOISE_SCALE_RANGE,

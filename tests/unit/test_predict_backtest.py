@@ -41,7 +41,7 @@ from benchmarks.predict_backtest import (
     lobo_slopes,
     summary,
 )
-from scalesweep.science.stats.predict import EXTRAPOLATION_SLOPE
+from scalesweep.science.prediction.epochs import EXTRAPOLATION_SLOPE
 from tests.support.helpers import ROOT
 
 

@@ -12,7 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from scalesweep.orchestrator.cli import main
-from scalesweep.science.stats.predict import widening
+from scalesweep.science.prediction.epochs import widening
 from tests.unit.test_advice import DATASET, STUDY, T, _log, _s
 
 #: base lr swept at three batches; the best one doubles with the batch (1e-3 at 64): lr* ∝ B

@@ -37,14 +37,15 @@ def test_a_ray_client_address_in_the_environment_runs_the_driver_on_the_head(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # as --address ray://... does (tests/integration/test_cluster.py runs that path on a real
     # cluster): the address is resolved before the run use case picks the Ray Client path
-    from scalesweep.orchestrator.cluster import submit
+    from scalesweep.orchestrator.launch import client_run
     from scalesweep.orchestrator.launch import run as launch_run
     from scalesweep.orchestrator.usecases.progress import console
     from scalesweep.orchestrator.usecases.run import run_study
     from scalesweep.orchestrator.usecases.study import load_file
 
     calls: list[tuple[str, str]] = []
-    monkeypatch.setattr(submit, "run_via_client", lambda sweep, **kw: calls.append(("client", kw["address"])))
+    monkeypatch.setattr(client_run, "run_via_client",
+                        lambda sweep, **kw: calls.append(("client", kw["address"])))
     monkeypatch.setattr(launch_run, "run_loaded", lambda sweep, **kw: calls.append(("here", kw["address"])))
     study = load_file(SWEEPS / "smoke.yaml")
     monkeypatch.setenv("RAY_ADDRESS", "ray://10.0.0.5:10001")

@@ -31,10 +31,10 @@ from scalesweep.dashboards.prediction_report import predictions_html
 from scalesweep.dashboards.solve_ledger import solve_outcome
 from scalesweep.orchestrator.cli import main
 from scalesweep.orchestrator.tracking.predictions import record_solve
-from scalesweep.science.prediction_record import LedgerLine, RuleOutcome
+from scalesweep.science.prediction.ledger import bounded_hit
+from scalesweep.science.prediction.record import LedgerLine, RuleOutcome
 from scalesweep.science.solve_record import Line, SolveLedgerLine, SolveOutcome
 from scalesweep.science.stats.arms import ArmSummary, paired_epochs_ratios
-from scalesweep.science.stats.ledger import bounded_hit
 from scalesweep.science.stats.replicates import INF, Estimate
 
 #: the store below is built once, on the one worker that runs this module (under scripts/test.sh's

@@ -26,10 +26,9 @@ def test_trial_entry_point_imports_none_of_the_driver() -> None:
 
     # Tune pickles the trainable by reference: the trial process imports this module
     assert trial_driver.trainable.__module__ == "scalesweep.trainables.trial_driver"
-    for path in ("scalesweep.trainables.trial_driver", "scalesweep.orchestrator.launch.trial_driver"):
-        modules = _imported_after(f"import {path}")
-        assert "scalesweep.trainables.checkpointing" in modules and "ray.tune" in modules
-        assert [m for m in modules if m.startswith(DRIVER_ONLY)] == [], path
+    modules = _imported_after("import scalesweep.trainables.trial_driver")
+    assert "scalesweep.trainables.checkpointing" in modules and "ray.tune" in modules
+    assert [m for m in modules if m.startswith(DRIVER_ONLY)] == []
 
 
 

@@ -6,7 +6,8 @@
   absolute path, found by a probe job first (``cluster_python``): the shell's ``python`` there
   need not be it, nor have torch. A cluster whose workers lack a dependency gets nothing.
 * ``scalesweep run SWEEP --address ray://HEAD:10001`` (Ray Client): the same run, as one task
-  pinned to the head; the summary comes back to this machine.
+  pinned to the head (``scalesweep.orchestrator.launch.client_run``, above this stage, with what
+  it ships from here).
 
 Both validate the sweep here first (exit 2, nothing submitted), then ship a snapshot of the
 project (the ``working_dir`` of the runtime env) with the sweep file and its recipe, copied in
@@ -29,7 +30,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import re
 import shlex
@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,6 @@ from scalesweep.orchestrator.cluster.cluster_python import Verdict
 from scalesweep.orchestrator.cluster.ray_auth import (
     AUTH_HINT,
     auth_token,
-    enable_token_auth,
     host_of,
     is_loopback,
 )
@@ -167,8 +166,10 @@ def _tracking_problems(uri: str) -> list[Problem]:
     return []
 
 
-def _validate(sweep_path: str, overrides: list[str], tracking_uri: str,
-              arg_problems: list[Problem]) -> tuple[Any, Path | None]:
+def validate_here(sweep_path: str, overrides: list[str], tracking_uri: str,
+                  arg_problems: list[Problem]) -> tuple[Any, Path | None]:
+    """The sweep loaded and the URI's form checked on this machine, before anything is shipped
+    (exit 2 naming every problem); its resolved recipe, to ship beside it."""
     from scalesweep.orchestrator.spec.load import load_sweep
 
     problems = arg_problems + _tracking_problems(tracking_uri)
@@ -181,7 +182,7 @@ def _validate(sweep_path: str, overrides: list[str], tracking_uri: str,
     return sweep, _resolved_recipe(sweep, sweep_path)
 
 
-def _env_vars(tracking_uri: str) -> dict[str, str]:
+def job_env_vars(tracking_uri: str) -> dict[str, str]:
     """The job's environment: the tracking URI's credentials (never in the entrypoint, which
     the dashboard shows), and the storage root as the head sees it."""
     env = {"PYTHONUNBUFFERED": "1", **credentials.job_env(tracking_uri)}
@@ -192,7 +193,7 @@ def _env_vars(tracking_uri: str) -> dict[str, str]:
     return env
 
 
-def _warn_loopback_tracking(address: str, tracking_uri: str) -> None:
+def warn_loopback_tracking(address: str, tracking_uri: str) -> None:
     if tracking_uri.startswith(("http://", "https://")) and is_loopback(host_of(tracking_uri)) \
             and not is_loopback(host_of(address)):
         print(f"warning: --tracking-uri {tracking_uri} names a loopback address, which on the "
@@ -221,8 +222,8 @@ def submit(args: argparse.Namespace) -> int:
             "--address", address or None,
             "submit needs the Ray dashboard's address, http://HEAD:8265 (`scalesweep run "
             "--address` takes auto, host:port or ray://host:10001)"))
-    sweep, recipe = _validate(args.sweep, list(args.set), uri, arg_problems)
-    _warn_loopback_tracking(address, uri)
+    sweep, recipe = validate_here(args.sweep, list(args.set), uri, arg_problems)
+    warn_loopback_tracking(address, uri)
     client = _jobs_client(address)
     python = _probe_python(client, address)  # exit 2 where the workers' python cannot run it
     with shipment(args.sweep, list(args.set), recipe, max_upload) as ship:
@@ -230,7 +231,7 @@ def submit(args: argparse.Namespace) -> int:
         job_id = f"scalesweep-{sweep.spec.name}-{uuid.uuid4().hex[:8]}"
         client.submit_job(
             entrypoint=entrypoint, submission_id=job_id,
-            runtime_env={"working_dir": str(ship.directory), "env_vars": _env_vars(uri)},
+            runtime_env={"working_dir": str(ship.directory), "env_vars": job_env_vars(uri)},
             metadata={"scalesweep.sweep": sweep.spec.name, "scalesweep.file": args.sweep})
     print(f"submitted Ray job {job_id} to {address}: {entrypoint.split(';')[0]}", flush=True)
     print("following its logs (Ctrl-C stops the job)", flush=True)
@@ -260,7 +261,7 @@ def submit(args: argparse.Namespace) -> int:
 def _where_results_are(logs: str, uri: str) -> None:
     """Where the user finds the report: the MLflow parent run, not the head's job directory
     (the paths the driver printed are inside the job's temporary working_dir)."""
-    from scalesweep.orchestrator.launch.run import PARENT_RUN_PATTERN, parent_run_line
+    from scalesweep.orchestrator.tracking.sweep_runs import PARENT_RUN_PATTERN, parent_run_line
 
     parents = PARENT_RUN_PATTERN.findall(logs)
     if not parents:
@@ -343,7 +344,7 @@ def job_exit_code(info: Any) -> int:
 
 def _dry_run(args: argparse.Namespace, uri: str, problems: list[Problem], max_upload: int) -> int:
     """``submit --dry-run``: what would be uploaded and run; nothing is contacted or submitted."""
-    _, recipe = _validate(args.sweep, list(args.set), uri, problems)
+    _, recipe = validate_here(args.sweep, list(args.set), uri, problems)
     files = project_manifest()
     print(files.describe())
     with shipment(args.sweep, list(args.set), recipe, max_upload) as ship:  # exit 2 if too big
@@ -447,94 +448,3 @@ def _write_summary(logs: str, path: str) -> bool:
     # whole or not at all: a full disk must not leave half a JSON where the user's script reads
     atomic_file.write_text(path, json.dumps(json.loads(lines[-1][len(SUMMARY_MARK):]), indent=1))
     return True
-
-
-# -- scalesweep run --address ray://... ------------------------------------------------------
-
-
-# The head starts one "specific" Ray Client server per connection. On a starved head that
-# process can die before it serves anyone: Ray then answers "Starting Ray client server failed"
-# (the reason stays in ray_client_server_<port>.err on the head), or, when it dies while the
-# proxy reads its command line, passes on psutil's ZombieProcess/NoSuchProcess. Nothing has run
-# on the cluster yet, so connecting again -- a new server on the next port -- is safe.
-CLIENT_CONNECT_ATTEMPTS = 3
-_SERVER_DID_NOT_START = ("Starting Ray client server failed", "Proxy failed to Connect to backend",
-                         "psutil.ZombieProcess", "psutil.NoSuchProcess")
-
-
-def connect_client(init: Callable[[], object], *, reset: Callable[[], object],
-                   attempts: int = CLIENT_CONNECT_ATTEMPTS) -> None:
-    """``init()`` (a Ray Client ``ray.init``), again after ``reset()`` while the head's client
-    server failed to start, ``attempts`` times in all; any other failure at once."""
-    for attempt in range(1, attempts + 1):
-        try:
-            init()
-            return
-        except ConnectionAbortedError as exc:
-            if attempt == attempts or not any(m in str(exc) for m in _SERVER_DID_NOT_START):
-                raise
-            print(f"warning: the head's Ray Client server did not start (attempt {attempt} of "
-                  f"{attempts}); connecting again", file=sys.stderr, flush=True)
-            with contextlib.suppress(Exception):
-                reset()
-
-
-def run_via_client(path: str, *, overrides: list[str], address: str, tracking_uri: str,
-                   summary_json: str | None, verbose: bool) -> Any:
-    """``run`` through Ray Client: the whole run is one task on the head, in the shipped tree.
-
-    A Ray Client driver cannot run the sweep itself: Tune moves its driver to the head then,
-    and the MLflow callback's state would never come back. So the head runs ``run_sweep`` and
-    returns its ``Outcome``; the summary JSON is written here.
-    """
-    sweep, recipe = _validate(path, overrides, tracking_uri, [])
-    _warn_loopback_tracking(address, tracking_uri)
-    enable_token_auth(address)
-    import ray
-    from ray.exceptions import RayTaskError
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    with shipment(path, overrides, recipe) as ship:
-        runtime_env = {"working_dir": str(ship.directory), "env_vars": _env_vars(tracking_uri)}
-        connect_client(lambda: ray.init(address=address, runtime_env=runtime_env,
-                                        logging_level=logging.WARNING, log_to_driver=True),
-                       reset=ray.shutdown)
-    head = next((n["NodeID"] for n in ray.nodes()
-                 if n.get("Alive") and "node:__internal_head__" in n.get("Resources", {})), None)
-    strategy = NodeAffinitySchedulingStrategy(head, soft=False) if head else "DEFAULT"
-    print(f"sweep {sweep.spec.name}: its driver runs on the head of {address}", flush=True)
-    task = ray.remote(_run_on_head).options(num_cpus=0, max_retries=0, scheduling_strategy=strategy)
-    ref = task.remote(ship.sweep, ship.overrides, tracking_uri, verbose)
-    try:
-        outcome = ray.get(ref)
-    except KeyboardInterrupt:
-        ray.cancel(ref, force=True)
-        raise
-    except RayTaskError as exc:  # input and tracking problems keep their exit codes
-        if isinstance(exc.cause, InputError):
-            raise exc.cause from None
-        raise
-    if summary_json:
-        Path(summary_json).parent.mkdir(parents=True, exist_ok=True)
-        atomic_file.write_text(summary_json, json.dumps(outcome.trials, indent=1, default=str))
-    return outcome
-
-
-def _run_on_head(sweep: str, overrides: list[str], tracking_uri: str, verbose: bool) -> Any:
-    from scalesweep.orchestrator.launch.run import run_sweep
-
-    # A Ray worker's stdout/stderr are Ray's flushing wrappers around files opened "a", and
-    # Tune pickles its callbacks (ours keeps sys.stdout) when it starts: cloudpickle can pickle
-    # sys.stdout itself, not a wrapper of it. So the plain files, line-buffered, for this run.
-    saved = sys.stdout, sys.stderr
-    for name in ("stdout", "stderr"):
-        inner = getattr(getattr(sys, name), "stream", None)
-        if inner is not None and hasattr(inner, "reconfigure"):
-            inner.reconfigure(line_buffering=True)
-            setattr(sys, name, inner)
-    try:
-        # already inside the cluster: run_sweep's connect is a no-op here
-        return run_sweep(sweep, overrides=overrides, address=None, tracking_uri=tracking_uri,
-                         verbose=verbose)
-    finally:
-        sys.stdout, sys.stderr = saved

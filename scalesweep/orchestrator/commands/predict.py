@@ -21,7 +21,7 @@ from scalesweep.orchestrator.commands._common import (
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 
 if TYPE_CHECKING:
-    from scalesweep.science.prediction_record import StudyPrediction
+    from scalesweep.science.prediction.record import StudyPrediction
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -96,7 +96,7 @@ def _predict_ledger(args: argparse.Namespace) -> int:
         raise InputError("predict --ledger", extra)
     lines = ledger(tracking_uri(args.tracking_uri), args.experiment, record=not args.no_record)
     from scalesweep.dashboards.prediction_ledger import render_ledger  # after the store check
-    from scalesweep.science.stats.ledger import running_hit_rate
+    from scalesweep.science.prediction.ledger import running_hit_rate
     if args.json:
         rates = running_hit_rate([x.scored for x in lines])
         print(json.dumps([x.as_json(r) for x, r in zip(lines, rates, strict=True)], indent=1))

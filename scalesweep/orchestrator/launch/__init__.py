@@ -2,8 +2,9 @@
 resumed.
 
 Public names: ``run.run_sweep``/``resume_sweep`` (the ``run`` and ``resume`` commands),
-``tune.launch`` (the Tuner built from the plan). What each Tune trial runs is
-``scalesweep.trainables.trial_driver``; ``trial_driver`` here is its old path, an alias that a
-sweep started before the move still imports, so this ``__init__`` imports nothing. Reaching a
-cluster (auth, shared storage, ``submit``) is ``scalesweep.orchestrator.cluster``.
+``tune.launch`` (the Tuner built from the plan), ``client_run.run_via_client`` (``run --address
+ray://``: the run as one task on the head). What each Tune trial runs is
+``scalesweep.trainables.trial_driver``. Reaching a cluster (auth, shared storage, ``submit``) is
+``scalesweep.orchestrator.cluster``, below this stage. Imports nothing, like every stage's
+``__init__``.
 """

@@ -10,7 +10,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from scalesweep.orchestrator.tracking.sweep_runs import (
     close_runs,
     history,
     parent_params,
+    parent_run_line,
     spool_unsent,
     tracking_grace_s,
     trial_params,
@@ -87,14 +87,6 @@ class Outcome:
         return {t["name"]: t[STATUS_TAG] for t in self.trials}
 
 
-
-#: how the driver names its MLflow parent run in its output; `submit` reads it back from a
-#: cluster job's logs (PARENT_RUN_PATTERN), so the two live here together
-PARENT_RUN_PATTERN = re.compile(r"MLflow parent run (\w+) at ")
-
-
-def parent_run_line(run_id: str, tracking_uri: str) -> str:
-    return f"MLflow parent run {run_id} at {tracking_uri}"
 
 def storage_root(sweep: Sweep | None = None) -> Path:
     """Where sweep state, Tune and Train checkpoints go: the sweep's ``storage_path``, else
@@ -158,7 +150,7 @@ def connect_ray(address: str | None, verbose: bool) -> None:
         raise InputError("ray", [Problem("address", address, "a Ray Client address cannot host "
                                          "the sweep driver: `scalesweep run --address ray://...` "
                                          "runs it on the head "
-                                         "(scalesweep.orchestrator.cluster.submit.run_via_client)")])
+                                         "(scalesweep.orchestrator.launch.client_run.run_via_client)")])
     if address:
         from scalesweep.orchestrator.cluster.ray_auth import enable_token_auth
 

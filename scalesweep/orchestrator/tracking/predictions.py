@@ -1,7 +1,7 @@
 """Keeping score in MLflow: each `scalesweep predict` recorded on the study's parent run, each
 `scalesweep solve` answer on its verification's parent run, and each one's outcome written
 beside it once the experiment holds trials to score it with (docs/beyond.md, "Predict, then
-verify"; docs/solve.md), in the form of scalesweep/science/prediction_record.py and
+verify"; docs/solve.md), in the form of scalesweep/science/prediction/record.py and
 solve_record.py. The reading side is scalesweep/dashboards/prediction_ledger.py."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from scalesweep.mlflow_names import ARM_PARAM, PREDICTION_OUTCOME_SUFFIX, PREDICTIONS_ARTIFACT_DIR
-from scalesweep.science.prediction_record import LedgerLine, StudyPrediction, metric_key, record_of
+from scalesweep.science.prediction.record import LedgerLine, StudyPrediction, metric_key, record_of
 from scalesweep.science.solve_record import (
     KIND,
     Line,

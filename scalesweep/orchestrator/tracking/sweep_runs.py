@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -43,6 +44,13 @@ from scalesweep.science.stats.trial_summary import TrialSummary
 
 #: where the metrics MLflow never accepted are kept, in the sweep directory
 UNSENT = "unsent_metrics.jsonl"
+#: how the driver names its MLflow parent run in its output; `submit` reads it back from a
+#: cluster job's logs (PARENT_RUN_PATTERN), so the two live here together
+PARENT_RUN_PATTERN = re.compile(r"MLflow parent run (\w+) at ")
+
+
+def parent_run_line(run_id: str, tracking_uri: str) -> str:
+    return f"MLflow parent run {run_id} at {tracking_uri}"
 
 
 def tracking_grace_s() -> float:

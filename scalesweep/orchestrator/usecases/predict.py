@@ -16,7 +16,7 @@ from scalesweep.orchestrator.usecases.defaults import keyword
 if TYPE_CHECKING:
     import pandas as pd
 
-    from scalesweep.science.prediction_record import StudyPrediction
+    from scalesweep.science.prediction.record import StudyPrediction
     from scalesweep.science.solve_record import Line
 
 
@@ -43,7 +43,7 @@ def study_prediction(uri: str, *, experiment: str | None, run_id: str | None, wo
     check_readable(uri)  # before the dashboards' imports (MLflow, pandas): a wrong URI costs little
     from scalesweep.dashboards.prediction import load_prediction
     from scalesweep.orchestrator.usecases.results import study_lookup
-    from scalesweep.science.stats.predict import PredictionRefused
+    from scalesweep.science.prediction.epochs import PredictionRefused
 
     try:
         with study_lookup("predict", uri, experiment=experiment, run_id=run_id, spell=spell):

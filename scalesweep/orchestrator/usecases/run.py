@@ -39,7 +39,7 @@ def _on_the_head(study: SweepSource, address: str, tracking_uri: str, summary_js
                  verbose: bool) -> Outcome:
     # a Ray Client driver cannot host the sweep (Tune's callbacks would run remotely); its
     # driver runs on the head instead, from the sweep file shipped there
-    from scalesweep.orchestrator.cluster.submit import run_via_client
+    from scalesweep.orchestrator.launch.client_run import run_via_client
 
     if study.path is None:
         raise InputError("run", [Problem("address", address, "a sweep given as a mapping runs "

@@ -3,7 +3,7 @@ then verify"). Pure: no torch, no Ray, no MLflow.
 
 The model is McCandlish et al. (2018): tuned well, the epochs needed to reach a target grow
 linearly with the batch, ``E(B) = E_min (1 + B / B_crit)`` (the same law as
-``S = S_min (1 + B_crit / B)`` in :mod:`scalesweep.science.stats.batch_fit`, counted in epochs,
+``S = S_min (1 + B_crit / B)`` in :mod:`scalesweep.science.prediction.batch_fit`, counted in epochs,
 where it is a straight line in B). Measured epochs at two or more batch sizes fix the line;
 one batch size and a gradient noise scale fix it through ``B_crit``.
 

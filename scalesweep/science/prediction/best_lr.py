@@ -24,7 +24,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scalesweep.science.stats.predict import MAX_FACTOR, bootstrap_half_width, student_t
+from scalesweep.science.prediction.epochs import MAX_FACTOR, bootstrap_half_width, student_t
 
 #: Mapping: global batch -> lr -> each seed's epochs to target (+inf: never reached)
 Cells = Mapping[float, Mapping[float, Sequence[float]]]

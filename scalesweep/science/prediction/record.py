@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from scalesweep.mlflow_names import PREDICTION_METRIC_FORMAT
-from scalesweep.science.stats.best_lr import BestLr
-from scalesweep.science.stats.ledger import HitRate, Scored, is_hit
-from scalesweep.science.stats.predict import Prediction
+from scalesweep.science.prediction.best_lr import BestLr
+from scalesweep.science.prediction.epochs import Prediction
+from scalesweep.science.prediction.ledger import HitRate, Scored, is_hit
 
 
 @dataclass(frozen=True)
