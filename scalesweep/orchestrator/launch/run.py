@@ -27,6 +27,7 @@ from scalesweep.mlflow_names import (
 )
 from scalesweep.orchestrator.launch import sweep_lock
 from scalesweep.orchestrator.launch.sweep_copy import ORIGINALS_KEY, edited_since, keep_copies
+from scalesweep.orchestrator.plan.placement import place
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep
@@ -186,13 +187,13 @@ def run_loaded(sweep: Sweep, *, sweep_file: Path | None, overrides: list[str], a
     """Run ``sweep``, already validated: the file it was loaded from (``sweep_file``, with
     ``overrides``), or, for a sweep given as a mapping, ``sweep_text``, its YAML; either is
     copied into the sweep directory for ``resume``."""
-    make_plan(sweep)  # every input problem the plan finds, before Ray starts or MLflow is touched
+    plan = make_plan(sweep)  # every input problem the plan finds, before Ray starts or MLflow is touched
     check_store(tracking_uri, reading=False)
     connect_ray(address, verbose)
     from scalesweep.orchestrator.cluster.storage_check import check_shared_storage
     from scalesweep.orchestrator.plan.cluster import connected_cluster
 
-    plan = make_plan(sweep, connected_cluster())
+    place(plan, connected_cluster())  # the same trials, where Ray can run them
     _check_feasible(plan)
     check_shared_storage(storage_root(sweep))  # multi-node: every node must see it (exit 2 if not)
     tracker = SweepTracker(tracking_uri, sweep.spec.name)
@@ -245,7 +246,7 @@ def _resume(sweep_dir: Path, *, address: str | None, tracking_uri: str | None,
     sweep = load_sweep(state[SWEEP_FILE_TAG], state["overrides"])
     for line in edited_since(state.get(ORIGINALS_KEY) or {}):
         print(line)
-    make_plan(sweep)  # input problems before Ray starts
+    plan = make_plan(sweep)  # input problems before Ray starts
     check_store(uri, reading=False)
     address = ray_address(address) or state.get("address")
     if address and address.startswith("ray://"):
@@ -255,7 +256,7 @@ def _resume(sweep_dir: Path, *, address: str | None, tracking_uri: str | None,
     from scalesweep.orchestrator.cluster.storage_check import check_shared_storage
     from scalesweep.orchestrator.plan.cluster import connected_cluster
 
-    plan = make_plan(sweep, connected_cluster())
+    place(plan, connected_cluster())
     check_shared_storage(sweep_dir)
     tracker = SweepTracker(uri, sweep.spec.name, journal=sweep_dir / JOURNAL)
     parent_id = state["parent_run_id"]

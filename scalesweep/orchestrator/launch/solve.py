@@ -66,6 +66,7 @@ from scalesweep.orchestrator.launch.solve_state import (
 )
 from scalesweep.orchestrator.launch.sweep_copy import ORIGINALS_KEY, edited_since, keep_copies
 from scalesweep.orchestrator.plan.cluster import local_cluster
+from scalesweep.orchestrator.plan.placement import place
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
 from scalesweep.orchestrator.plan.solve_plan import SolvePlan, plan_solve, verification_spec
 from scalesweep.orchestrator.spec.files import dump_yaml
@@ -135,7 +136,7 @@ def solve(path: str, *, overrides: list[str], world_size: int, budget: float | N
     study); else it is loaded here. Its text as loaded is what the state keeps for resume."""
     if sweep is None:
         sweep = load_sweep(path, overrides)
-    make_plan(sweep)  # the study itself is valid, before anything starts
+    plan = make_plan(sweep)  # the study itself is valid, before anything starts
     kwargs: dict[str, Any] = {"world_size": world_size, "budget": budget, "candidates": candidates,
                               "lr": lr, "warmup": warmup, "search_seed": search_seed,
                               "sampler": sampler}
@@ -168,7 +169,7 @@ def solve(path: str, *, overrides: list[str], world_size: int, budget: float | N
                             "experiment": experiment})
     print(f"solve {sweep.spec.name} at {world_size} workers: MLflow parent run {parent} "
           f"(experiment {experiment}); state in {sweep_dir}", flush=True)
-    ctx = _Solve(str(kept.sweep), kept.overrides, sweep, sp, make_plan(sweep, cluster), cluster,
+    ctx = _Solve(str(kept.sweep), kept.overrides, sweep, sp, place(plan, cluster), cluster,
                  tracker, parent, sweep_dir, experiment, address, tracking_uri, verbose)
     with sweep_lock.hold(sweep_dir, "solve"):
         return _passes(ctx, [], [], record)
@@ -195,7 +196,7 @@ def resume_solve(state_dir: Path, *, address: str | None, tracking_uri: str | No
     sweep = load_sweep(state["sweep"], state["overrides"])
     for line in edited_since(state.get(ORIGINALS_KEY) or {}):
         print(line, flush=True)
-    make_plan(sweep)
+    plan = make_plan(sweep)
     kwargs = {k: state[k] for k in ("world_size", "budget", "candidates", "search_seed")}
     kwargs["sampler"] = state.get("sampler", "tpe")  # a state written before the grid was one
     kwargs.update({k: None if state[k] is None else tuple(state[k]) for k in ("lr", "warmup")})
@@ -209,7 +210,7 @@ def resume_solve(state_dir: Path, *, address: str | None, tracking_uri: str | No
     sp = plan_solve(sweep, cluster, **kwargs)
     tracker = SweepTracker(uri, state["experiment"])
     parent = str(state["parent_run_id"])
-    ctx = _Solve(state["sweep"], state["overrides"], sweep, sp, make_plan(sweep, cluster), cluster,
+    ctx = _Solve(state["sweep"], state["overrides"], sweep, sp, place(plan, cluster), cluster,
                  tracker, parent, state_dir, state["experiment"], address, uri, verbose)
     with sweep_lock.hold(state_dir, "resume"):
         journal = read_journal(state_dir)

@@ -1,5 +1,5 @@
-"""Expand a validated sweep into one row per trial: every derived number, and whether the
-trial can run where it is going."""
+"""Expand a validated sweep into one row per trial: its ``TrialConfig`` and every number the
+plan derives (where it runs is plan/placement.py's)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scalesweep.orchestrator.plan.cluster import WORKER_MEMORY_GB, ClusterInfo, local_cluster
+from scalesweep.orchestrator.plan.cluster import ClusterInfo, local_cluster
+from scalesweep.orchestrator.plan.placement import place_row
 from scalesweep.orchestrator.plan.rules import study_rules
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep
@@ -35,31 +36,24 @@ PLAN_FIELDS = (
 
 @dataclass
 class PlanRow:
-    name: str
+    """One trial of a plan: its ``TrialConfig`` (what the trial runs), where it sits in the
+    sweep's axes, and the numbers derived for the plan's table; the trial's own settings
+    (world size, seed, lr, schedule, workers, ...) are read from the config, never copied."""
+
     axes: dict[str, Any]
-    world_size: int
     scaling_rule: str | float  # a name, or an explicit lr factor
     warmup_rule: str | int
-    seed: int
     global_batch: int
     reference_global_batch: int
     base_lr: float  # the optimizer lr as tuned at the reference
-    lr: float  # the optimizer lr this trial uses
     peak_lr: float
-    scheduler: str
-    warmup_steps: int
     warmup_epochs: float
     updates_per_epoch: int
-    total_updates: int
     epochs: float
-    eval_every: int
-    backend: str
-    physical_workers: int
-    accum_grad: int
-    per_worker_batch: int
-    feasible: bool
-    reason: str | None
     trial: TrialConfig
+    #: where it can run (plan/placement.py): set when the row is placed on a cluster
+    feasible: bool = True
+    reason: str | None = None
     notes: list[str] = field(default_factory=list)
     also: list[dict[str, Any]] = field(default_factory=list)  # merged identical combinations
     #: the trial's settings minus its seed: trials of one arm are replicates (docs/design.md §4)
@@ -71,6 +65,66 @@ class PlanRow:
     batch_ramp: str = "none"
     #: notes on the sweep's settings rather than this trial's changes; the plan lists each once
     setting_notes: list[str] = field(default_factory=list)
+    #: the placement's note (plan/placement.py) and its index in ``notes``
+    placement_note: str = ""
+    placement_at: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.trial.name
+
+    def rename(self, name: str) -> None:
+        self.trial = self.trial.model_copy(update={"name": name})
+
+    @property
+    def world_size(self) -> int:
+        return self.trial.world_size
+
+    @property
+    def seed(self) -> int:
+        return self.trial.seed
+
+    @property
+    def lr(self) -> float:
+        """The optimizer lr this trial uses, after its lr rule."""
+        return self.trial.optimizer.lr
+
+    @property
+    def scheduler(self) -> str:
+        return self.trial.scheduler.type
+
+    @property
+    def warmup_steps(self) -> int:
+        return self.trial.scheduler.warmup_steps or 0
+
+    @property
+    def total_updates(self) -> int:
+        return self.trial.total_updates
+
+    @property
+    def eval_every(self) -> int:
+        return self.trial.eval_every
+
+    @property
+    def backend(self) -> str:
+        return self.trial.backend
+
+    @property
+    def physical_workers(self) -> int:
+        return self.trial.physical_workers
+
+    @property
+    def accum_grad(self) -> int:
+        return self.trial.accum_grad
+
+    @property
+    def per_worker_batch(self) -> int:
+        return self.trial.per_worker_batch
+
+    @property
+    def combo_text(self) -> str:
+        """Its axes as error messages name a trial."""
+        return _short_combo(self.axes)
 
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in PLAN_FIELDS}
@@ -293,8 +347,7 @@ def _unique_names(rows: list[PlanRow]) -> None:
         n = seen.get(row.name, 0)
         seen[row.name] = n + 1
         if n:
-            row.name = f"{row.name}-{n + 1}"
-            row.trial = row.trial.model_copy(update={"name": row.name})
+            row.rename(f"{row.name}-{n + 1}")
 
 
 def _assign_arms(rows: list[PlanRow]) -> None:
@@ -391,18 +444,9 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     except ValueError as exc:  # only scaling.apply's own refusal is the warmup rule's to answer
         raise _WarmupRuleMismatch(str(exc)) from exc
     notes.extend(ramp_notes)
+    placement_at = len(notes)  # the placement's note goes here (plan/placement.py)
     peak_note = _peak_note(reference, settings.scheduler, base_lr)
     warmup = scheduler.warmup_steps or 0
-    # with a ramp, P must fit its smallest stage: a worker plays at least one rank of every V
-    backend, workers, how = _placement(spec, min([ws, *(s.world_size for s in stages)]), cluster)
-    if stages and workers > stages[0].world_size:
-        raise InputError(sweep.source, [Problem("physical_workers", workers, (
-            f"must be at most the batch ramp's first world size ({stages[0].world_size}): a "
-            f"worker plays at least one virtual rank of every stage (trial {_short_combo(combo)})"))])
-    assert backend in ("ddp", "simulate")
-    if how:
-        notes.append(how)
-    feasible, reason = _feasible(spec, backend, workers, cluster)
 
     # free axes (a ramp) follow the seed
     name = f"ws{ws}-warmup{warmup}-{scaling.rule_label(combo['scaling_rule'])}"
@@ -420,12 +464,11 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     if combo["scaling_rule"] == "sqrt_adam":
         optimizer, adam_notes = _sqrt_adam(sweep, combo, optimizer, scheduler, gb, ref_gb)
         notes.extend(adam_notes)
-    # the trial's optimizer, judged once (load judged the sweep's block and each axis value)
+    # the trial's optimizer, judged once (load judged the sweep's block and each axis value);
+    # one worker until place_row puts it on the cluster
     trial = TrialConfig(
         name=name, workload=spec.workload.label, workload_options=dict(spec.workload.options),
-        train_loop=spec.workload.train_loop,
-        world_size=ws, physical_workers=workers, backend=backend,  # type: ignore[arg-type]
-        use_gpu=spec.resources.gpus_per_worker > 0 and backend == "ddp",
+        train_loop=spec.workload.train_loop, world_size=ws, physical_workers=1,
         per_worker_batch=batch, accum_grad=accum, optimizer=optimizers.resolve(optimizer),
         scheduler=scheduler,
         grad_clip=t.get("grad_clip"), total_updates=total, eval_every=eval_every,
@@ -434,27 +477,24 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
         seed=seed,
         dtype=t.get("dtype", "float32"), fuse=t.get("fuse", "auto"),
         fuse_max_samples=t.get("fuse_max_samples"), stop_at_target=stop,
-        divergence_threshold=t.get("divergence_threshold"),
-        min_workers=(min(spec.resources.elastic.min_workers, workers)
-                     if spec.resources.elastic is not None and backend == "ddp" else None),
-        batch_ramp=stages,
+        divergence_threshold=t.get("divergence_threshold"), batch_ramp=stages,
     )
     data = trial.data_plan(sweep.workload.train_size())
     last = data.segments[-1]
     epochs = last.first_epoch + last.updates / last.updates_per_epoch
-    return PlanRow(
-        name=name, axes=combo, world_size=ws, scaling_rule=combo["scaling_rule"],
-        warmup_rule=combo["warmup_rule"], seed=seed, global_batch=gb, reference_global_batch=ref_gb,
-        base_lr=base_lr, lr=lr, peak_lr=schedules.peak_lr(scheduler, lr), scheduler=scheduler.type,
-        warmup_steps=warmup,
+    row = PlanRow(
+        axes=combo, scaling_rule=combo["scaling_rule"], warmup_rule=combo["warmup_rule"],
+        global_batch=gb, reference_global_batch=ref_gb, base_lr=base_lr,
+        peak_lr=schedules.peak_lr(scheduler, lr),
         # a ramp's earlier stages cover the warmup's positions at their own pace
         warmup_epochs=data.epoch_at_position(warmup) if stages and warmup else warmup / upe,
-        updates_per_epoch=upe, total_updates=total, epochs=epochs, eval_every=eval_every,
-        backend=backend, batch_ramp=batch_ramp.describe(
-            [batch_ramp.Stage(s.world_size, s.epochs) for s in stages]),
-        physical_workers=workers, accum_grad=accum, per_worker_batch=batch, feasible=feasible,
-        reason=reason, trial=trial, notes=notes, setting_notes=[peak_note] if peak_note else [],
+        updates_per_epoch=upe, epochs=epochs,
+        batch_ramp=batch_ramp.describe([batch_ramp.Stage(s.world_size, s.epochs) for s in stages]),
+        trial=trial, notes=notes, setting_notes=[peak_note] if peak_note else [],
+        placement_at=placement_at,
     )
+    place_row(row, spec, cluster, sweep.source)
+    return row
 
 
 def _peak_note(scheduler: schedules.ScheduleSpec, given: Mapping[str, Any],
@@ -569,109 +609,3 @@ def _total_updates(training: dict[str, Any], upe: int, ramp_epochs: int = 0,
         assert cap is not None  # the sweep check requires epochs or max_updates
         return int(cap)
     return min(total, int(cap)) if cap else total
-
-
-def _loop_placement(spec: Any, ws: int) -> tuple[str, int, str]:
-    """A train_loop's trial: ddp (load refuses simulate), one worker per virtual rank unless
-    physical_workers says else: a plain DDP loop's ranks are its workers, and only a loop that
-    plays virtual ranks (scalesweep.loop_helpers.VirtualRanks) may have fewer."""
-    note = "backend auto -> ddp (a train_loop runs on Ray Train workers)" \
-        if spec.backend == "auto" else ""
-    if spec.physical_workers == "auto":
-        return "ddp", ws, note
-    workers = int(spec.physical_workers)
-    if workers < ws:
-        note = _join(note, f"physical_workers {workers} of world_size {ws}: the train_loop must "
-                           f"play the virtual ranks ({_assignment(ws, workers)})")
-    return "ddp", workers, note
-
-
-def _placement(spec: Any, ws: int, cluster: ClusterInfo) -> tuple[str, int, str]:
-    """(backend, physical workers, a note when something was chosen for the user)."""
-    if spec.workload.train_loop is not None:
-        return _loop_placement(spec, ws)
-    res = spec.resources
-    backend = spec.backend
-    note = ""
-    if backend == "auto":
-        wants_gpu = res.gpus_per_worker > 0
-        workers = ws if spec.physical_workers == "auto" else spec.physical_workers
-        if wants_gpu and cluster.gpus >= workers * res.gpus_per_worker:
-            backend = "ddp"
-            note = f"backend auto -> ddp ({cluster.where} has {cluster.gpus:g} GPUs)"
-        else:
-            backend = "simulate"
-            why = "no GPUs asked for" if not wants_gpu else (
-                f"{cluster.where} has {cluster.gpus:g} GPUs, needs {workers * res.gpus_per_worker:g}")
-            note = f"backend auto -> simulate ({why})"
-    if backend == "simulate":
-        return "simulate", 1, note
-    if spec.physical_workers != "auto":
-        workers = int(spec.physical_workers)
-        if workers <= ws and ws % workers:
-            note = _join(note, f"physical_workers {workers} of world_size {ws}: "
-                               f"{_assignment(ws, workers)}{_pace(ws, workers)}")
-        return "ddp", workers, note
-    # ddp, auto workers: one per virtual rank, unless the cluster is smaller. An update lasts
-    # as long as its busiest worker's ceil(ws/P) virtual ranks, so: the fewest workers that
-    # reach the smallest ceil(ws/P) the cluster allows. That is a divisor of ws whenever one
-    # is as fast (it was the rule before workers could play unequal shares, and it keeps every
-    # worker busy), and an uneven split only where it is faster: ws 16 on 6 CPUs runs 6
-    # workers of 3, 3, 3, 3, 2, 2 ranks (3 per update) rather than 4 of 4; on 12 CPUs, 8 of 2
-    # (12 workers would be no faster and hold 4 more CPUs that concurrent trials could use).
-    fitting = [p for p in range(1, ws + 1) if p * res.cpus_per_worker <= cluster.cpus
-               and p * res.gpus_per_worker <= cluster.gpus + 1e-9]
-    workers = _fewest_workers(ws, max(fitting)) if fitting else ws
-    if workers != ws:
-        note = _join(note, f"physical_workers auto -> {workers} ({cluster.where} has "
-                           f"{cluster.cpus:g} CPUs); {_assignment(ws, workers)}")
-    return "ddp", workers, note
-
-
-def _fewest_workers(ws: int, most: int) -> int:
-    """The fewest workers whose busiest one plays as few virtual ranks as ``most`` workers'."""
-    per = -(-ws // most)  # ceil(ws / most): the busiest worker's ranks with ``most`` workers
-    return -(-ws // per)
-
-
-def _assignment(ws: int, workers: int) -> str:
-    """Who plays how many of the ``ws`` virtual ranks (sharding.virtual_rank_counts)."""
-    q, r = divmod(ws, workers)
-    if not r:
-        return f"each plays {q} virtual ranks"
-    first = "the first plays" if r == 1 else f"the first {r} play"
-    rest = "the last plays" if workers - r == 1 else f"the other {workers - r} play"
-    return f"{first} {q + 1} virtual ranks, {rest} {q}"
-
-
-def _pace(ws: int, workers: int) -> str:
-    """Where fewer workers would update as fast (the busiest one sets the pace), say so."""
-    fewest = _fewest_workers(ws, workers)
-    if fewest == workers:
-        return ""
-    return (f"; each update waits for the busiest worker's {-(-ws // workers)} ranks, as fast "
-            f"as with {fewest} workers")
-
-
-def _join(note: str, more: str) -> str:
-    return f"{note}; {more}" if note else more
-
-
-def _feasible(spec: Any, backend: str, workers: int, cluster: ClusterInfo) -> tuple[bool, str | None]:
-    res = spec.resources
-    if backend == "simulate":
-        need_cpu = res.cpus_per_worker
-        if need_cpu > cluster.cpus:
-            return False, f"needs {need_cpu:g} CPUs, {cluster.where} has {cluster.cpus:g}"
-        return True, None
-    need_cpu, need_gpu = workers * res.cpus_per_worker, workers * res.gpus_per_worker
-    if need_cpu > cluster.cpus:
-        return False, (f"physical_workers({workers}) * cpus_per_worker({res.cpus_per_worker:g}) = "
-                       f"{need_cpu:g} CPUs > {cluster.cpus:g} on {cluster.where}")
-    if need_gpu > cluster.gpus + 1e-9:
-        return False, (f"physical_workers({workers}) * gpus_per_worker({res.gpus_per_worker:g}) = "
-                       f"{need_gpu:g} GPUs > {cluster.gpus:g} on {cluster.where}")
-    need_mem = workers * WORKER_MEMORY_GB
-    if cluster.memory_gb and need_mem > cluster.memory_gb:
-        return False, f"~{need_mem:.1f} GiB for {workers} workers > {cluster.memory_gb:.1f} GiB"
-    return True, None

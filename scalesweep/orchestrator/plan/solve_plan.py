@@ -103,15 +103,13 @@ class SolvePlan:
         mode = metric_mode(self.sweep)
         row = row_for(self.sweep, {"world_size": self.world_size, "warmup_rule": warmup,
                                    "scaling_rule": lr_factor, "seed": seed}, cluster)
-        name = f"c{number:02d}-{row.name}"
         row.trial = row.trial.model_copy(update={
-            "name": name,
+            "name": f"c{number:02d}-{row.name}",
             "stop_at_target": StopAtTarget(metric=spec.target.metric, value=target, mode=mode,
                                            smoothing=spec.target.smoothing),
             "objective": SearchObjective(metric=spec.target.metric, target=target, mode=mode,
                                          baseline_epochs=baseline_epochs,
                                          smoothing=spec.target.smoothing)})
-        row.name = name
         return row
 
 
