@@ -9,6 +9,10 @@ stopped (fast shutdown: every connection closed) and the trial let go. It is hel
 6th evaluation until the driver has found the store down, so evaluations 2-5 are made during the
 outage on any machine; then PostgreSQL starts again on the same data directory and port, and
 the sweep goes on. The other trials run as they please, before, across or after the outage.
+
+The sweep's restart lands between requests; the driver's requests cut in the middle by a
+restart are the last test's: MLflow's SQL store then raises SQLAlchemy's own error at times, not
+its 503, and the sweep must take that for an outage too.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -186,3 +191,60 @@ def test_postgres_restarted_under_a_sweep_loses_and_duplicates_no_eval(
     # every eval the trials' models made (one model each: none restarted) is one step logged
     counts = eval_counts(gate)
     assert len(counts) == len(TRIALS) and sum(counts.values()) == logged, (counts, logged)
+
+
+#: restarts in the test below: most cut a request in flight, so a dozen meet both kinds of failure
+RESTARTS = 12
+
+
+def test_requests_cut_by_restarts_fail_only_as_outages(database: Postgres) -> None:
+    """The driver's requests on a direct URI (a trial's tags, its metrics), sent without a pause
+    from a thread of their own while PostgreSQL restarts under them RESTARTS times, each
+    restart once requests go through again since the last (an event, not a clock). Every
+    request that fails is an outage to the sweep (buffered, tried again), never an error that
+    would end it, and every eval is in MLflow once."""
+    from scalesweep.orchestrator.tracking.tracker import SweepTracker, fail_fast, is_outage
+
+    tracker = SweepTracker(database.uri, "pg-restart-requests")
+    run_id = tracker.child(tracker.start_parent({}, {}), "t0", {"lr": 0.1})
+    stop = threading.Event()
+    answered: list[int] = []  # the step of each request that went through
+    outages: list[BaseException] = []
+    errors: list[BaseException] = []
+    steps = [0]
+
+    def requests() -> None:
+        while not stop.is_set():
+            step = steps[0] = steps[0] + 1
+            tracker.add_result(run_id, step, {"dev_loss": 1.0 / step})
+            for request in (partial(tracker.set_tags, run_id, {"last": str(step)}),
+                            partial(tracker.flush, raise_on_error=True)):
+                try:
+                    with fail_fast():
+                        request()
+                    answered.append(step)
+                except Exception as exc:
+                    (outages if is_outage(exc) else errors).append(exc)
+
+    thread = threading.Thread(target=requests, daemon=True)
+    thread.start()
+
+    def through_again() -> None:
+        seen, deadline = len(answered), time.monotonic() + DEADLINE_S
+        while len(answered) < seen + 2:
+            assert thread.is_alive() and time.monotonic() < deadline, "no request went through"
+            time.sleep(0.01)
+
+    try:
+        for _ in range(RESTARTS):
+            through_again()
+            database.restart()
+        through_again()
+    finally:
+        stop.set()
+        thread.join(timeout=DEADLINE_S)
+    assert not errors, [f"{type(e).__module__}.{type(e).__name__}: {e}" for e in errors]
+    assert outages  # the restarts were met
+    assert tracker.flush_with_retry(deadline_s=60)
+    history = [m.step for m in tracker.client.get_metric_history(run_id, "dev_loss")]
+    assert sorted(history) == list(range(1, steps[0] + 1))

@@ -367,7 +367,18 @@ def is_outage(exc: BaseException) -> bool:
     that it refused the request (or that our own code failed)."""
     from mlflow.exceptions import MlflowException
 
-    return isinstance(exc, MlflowException | OSError) and not _rejected(exc)
+    return (isinstance(exc, MlflowException | OSError) and not _rejected(exc)) or _database_cut(exc)
+
+
+def _database_cut(exc: BaseException) -> bool:
+    """Whether a direct database URI's connection was refused or cut. MLflow's SQL store turns
+    that into a 503 MlflowException, except where the rollback of its outer session fails on
+    the same dead connection (log_batch nests two sessions): then SQLAlchemy's own error
+    comes out, as a PostgreSQL restart in the middle of a request shows."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    return isinstance(exc, OperationalError) or (isinstance(exc, DBAPIError)
+                                                 and bool(exc.connection_invalidated))
 
 
 def _missing(exc: BaseException) -> bool:
