@@ -197,15 +197,18 @@ def test_postgres_restarted_under_a_sweep_loses_and_duplicates_no_eval(
 RESTARTS = 12
 
 
-def test_requests_cut_by_restarts_fail_only_as_outages(database: Postgres) -> None:
-    """The driver's requests on a direct URI (a trial's tags, its metrics), sent without a pause
-    from a thread of their own while PostgreSQL restarts under them RESTARTS times, each
-    restart once requests go through again since the last (an event, not a clock). Every
-    request that fails is an outage to the sweep (buffered, tried again), never an error that
-    would end it, and every eval is in MLflow once."""
+@pytest.mark.parametrize("path", ["server", "direct"])
+def test_requests_cut_by_restarts_fail_only_as_outages(path: str, database: Postgres,
+                                                       request: pytest.FixtureRequest) -> None:
+    """The driver's requests (a trial's tags, its metrics), sent without a pause from a thread
+    of their own while PostgreSQL restarts under them RESTARTS times, each restart once requests
+    go through again since the last (an event, not a clock). Every request that fails is an
+    outage to the sweep (buffered, tried again), never an error that would end it nor a refusal
+    that would drop a metric, and every eval is in MLflow once."""
     from scalesweep.orchestrator.tracking.tracker import SweepTracker, fail_fast, is_outage
 
-    tracker = SweepTracker(database.uri, "pg-restart-requests")
+    uri = request.getfixturevalue("server").uri if path == "server" else database.uri
+    tracker = SweepTracker(uri, f"pg-restart-requests-{path}")
     run_id = tracker.child(tracker.start_parent({}, {}), "t0", {"lr": 0.1})
     stop = threading.Event()
     answered: list[int] = []  # the step of each request that went through
@@ -246,5 +249,6 @@ def test_requests_cut_by_restarts_fail_only_as_outages(database: Postgres) -> No
     assert not errors, [f"{type(e).__module__}.{type(e).__name__}: {e}" for e in errors]
     assert outages  # the restarts were met
     assert tracker.flush_with_retry(deadline_s=60)
+    assert not tracker.rejected
     history = [m.step for m in tracker.client.get_metric_history(run_id, "dev_loss")]
     assert sorted(history) == list(range(1, steps[0] + 1))
