@@ -12,10 +12,12 @@ computation on the logged history), the table
 from __future__ import annotations
 
 import base64
+import errno
 import html
 import io
 import json
 import math
+import os
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,7 +37,9 @@ from scalesweep.dashboards.prediction_ledger import ledger_lines
 from scalesweep.dashboards.prediction_report import predictions_html
 from scalesweep.dashboards.solve_report import solve_html
 from scalesweep.dashboards.study_checks import checks_html
+from scalesweep.errors import ScalesweepError
 from scalesweep.mlflow_names import EPOCHS_TO_TARGET_METRIC, TRIAL_NAME_TAG
+from scalesweep.science import atomic_file
 from scalesweep.science.stats.arm_text import conditioning_text, interval_text, levels_text, median_text
 from scalesweep.science.stats.arms import (
     ArmSummary,
@@ -44,7 +48,7 @@ from scalesweep.science.stats.arms import (
 from scalesweep.science.stats.decisions import band
 from scalesweep.science.stats.replicates import CONFIDENCE, METHOD, PAIRED_METHOD, MedianInterval
 
-__all__ = ["PROJECTED", "ReportPaths", "build_report", "convergence_table"]
+__all__ = ["PROJECTED", "ReportPaths", "ReportUnwritable", "build_report", "convergence_table"]
 
 X_LABELS = {
     "step": "optimizer updates",
@@ -373,7 +377,6 @@ def build_report(
     """Load the study from MLflow and write report.html, trials.csv/.json and one PNG a figure."""
     study = load_study(tracking_uri, experiment=experiment, parent_run_id=parent_run_id)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     trials = study_trials(study)
     table = convergence_table(study, trials)
     arms = arm_summaries(study, trials)
@@ -390,16 +393,54 @@ def build_report(
         trials=trials,
         arms=arms,
     )
-    for name, png in pngs.items():
-        paths.figures[name].write_bytes(png)
-    table.to_csv(paths.csv, index=False)
-    table.to_json(paths.json, orient="records", indent=2)
-    paths.arms_json.write_text(json.dumps([a.as_json() for a in arms], indent=1), encoding="utf-8")
-    arms_frame(arms).to_csv(paths.arms_csv, index=False)
     advice = advice_text(study, trials)
-    paths.advice.write_text(advice + "\n", encoding="utf-8")
     predicted = predictions_html(ledger_lines(tracking_uri, study.experiment_name))
     predicted += solve_html(tracking_uri, study.parent_run_id)
-    paths.html.write_text(render_html(study, table, trials, pngs, advice, arms, predicted,
-                                      checks_html(study)), encoding="utf-8")
+    files: list[tuple[Path, bytes | str]] = [
+        *((paths.figures[name], png) for name, png in pngs.items()),
+        (paths.csv, table.to_csv(index=False)),
+        (paths.json, str(table.to_json(orient="records", indent=2))),
+        (paths.arms_json, json.dumps([a.as_json() for a in arms], indent=1)),
+        (paths.arms_csv, arms_frame(arms).to_csv(index=False)),
+        (paths.advice, advice + "\n"),
+        # last: the page a reader opens is there only once the files beside it are
+        (paths.html, render_html(study, table, trials, pngs, advice, arms, predicted,
+                                 checks_html(study))),
+    ]
+    write_files(files, again=again_command(study.experiment_name, out))
     return paths
+
+
+class ReportUnwritable(ScalesweepError, RuntimeError):
+    """A report file the disk cannot take (ENOSPC, EDQUOT, EFBIG): each file of the report is
+    whole (the new one, the old one, or none); the sweep's trials are finished and in MLflow,
+    and ``again`` (``scalesweep report ...``) writes the report once there is space."""
+
+    def __init__(self, path: Path, error: OSError, again: str) -> None:
+        self.path = path
+        self.error = error
+        code = errno.errorcode.get(error.errno or 0, str(error.errno))
+        super().__init__(
+            f"{path}: cannot write the report ({os.strerror(error.errno or 0)}, {code}); the "
+            "sweep's trials are finished and in MLflow, and each file of the report is whole "
+            f"(the one before, if any). Free space, then `{again}` writes it again")
+
+
+def again_command(experiment: str, out: Path) -> str:
+    """The command that writes this study's report to ``out`` again."""
+    default = Path("reports") / experiment
+    where = "" if Path(out) == default else f" --out {out}"
+    return f"scalesweep report --experiment {experiment}{where}"
+
+
+def write_files(files: Sequence[tuple[Path, bytes | str]], *, again: str) -> None:
+    """Each file whole (a temporary file renamed over it); one the disk cannot take stops the
+    report with :class:`ReportUnwritable`, any other OSError as it is."""
+    for path, data in files:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_file.write_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
+        except OSError as exc:
+            if exc.errno not in atomic_file.DISK_FULL_ERRNOS:
+                raise
+            raise ReportUnwritable(path, exc, again) from exc

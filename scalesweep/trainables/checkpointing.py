@@ -25,6 +25,7 @@ that draw outside ``loss``; they are restored anyway so such a workload still re
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -139,13 +140,44 @@ def save(
 
 
 def _atomic(target: Path, write: Callable[[Any], object]) -> None:
-    """Write ``target`` under a temporary name, fsync it, then rename it into place."""
+    """Write ``target`` under a temporary name, fsync it, then rename it into place. An
+    OSError names the file (a write's own error does not: a full disk must say where)."""
     tmp = target.with_name(f".{target.name}.tmp")
-    with tmp.open("wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
+    recording = _Recording()
+    try:
+        with tmp.open("wb") as f:
+            recording.f = f
+            write(recording)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except Exception as exc:
+        with contextlib.suppress(OSError):  # a part-written file only takes space
+            tmp.unlink()
+        # torch.save turns the file's OSError into its own RuntimeError ("unexpected pos"):
+        # the recorded one says why (ENOSPC, EDQUOT)
+        error = exc if isinstance(exc, OSError) else recording.error
+        if error is None or error.filename is not None:
+            raise
+        raise OSError(error.errno, error.strerror or str(error), str(target)) from exc
+
+
+class _Recording:
+    """A binary file that keeps the OSError its ``write`` raised."""
+
+    def __init__(self) -> None:
+        self.f: Any = None
+        self.error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return int(self.f.write(data))
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.f, name)
 
 
 def _fingerprint(path: Path) -> dict[str, Any]:

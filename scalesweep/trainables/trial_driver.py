@@ -68,7 +68,7 @@ import ray.tune
 from ray.tune import PlacementGroupFactory
 
 from scalesweep.mlflow_names import ERROR_TAG, STATUS_TAG
-from scalesweep.trainables import checkpointing, tune_handover
+from scalesweep.trainables import checkpointing, disk_full, tune_handover
 from scalesweep.trainables.config import TrialConfig
 
 # torch, the loop and the worlds are imported where a trial runs: the sweep driver imports this
@@ -203,6 +203,28 @@ def simulate_checkpoints(sweep_dir: Path, name: str) -> list[Path]:
 
 
 def _run_simulate(trial: TrialConfig, fallback: str | None, sweep_dir: Path | None) -> None:
+    try:
+        _simulate(trial, fallback, sweep_dir)
+    except Exception as exc:
+        full = disk_full.disk_full(exc)
+        if full is None:
+            raise
+        # every trial checkpoints to this disk: the sweep stops on this result (the callback),
+        # rather than Tune retrying this trial and then failing the next ones alike
+        ray.tune.report(disk_full.failed_result(full, _tune_trial_dir() or sweep_dir))
+
+
+def _tune_trial_dir() -> str | None:
+    """Where Tune persists this trial's checkpoints (its storage), when Tune says."""
+    with contextlib.suppress(Exception):
+        from ray.train._internal.session import get_session
+
+        session = get_session()
+        return None if session is None else str(session.storage.trial_fs_path)
+    return None
+
+
+def _simulate(trial: TrialConfig, fallback: str | None, sweep_dir: Path | None) -> None:
     from scalesweep.trainables import loop
     from scalesweep.trainables.world import LocalWorld
 
@@ -277,7 +299,7 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
     except TrainingFailedError as exc:
         # Ray Train spent this trial's retries: report the failure and end, so Tune's own
         # FailureConfig does not start max_failures more rounds of them ((m + 1)^2 tries)
-        final = failed_result(exc)
+        final = failed_result(exc, Path(storage_path) / name if storage_path else None)
     # never ray.tune.report here, nor a plain return: either can deadlock the trial (module docs)
     tune_handover.hand_over(final)
 
@@ -321,12 +343,16 @@ def _workers(trial: TrialConfig, config: Mapping[str, Any]) -> tuple[Any, dict[s
             TuneReportCallback())
 
 
-def failed_result(exc: BaseException) -> dict[str, Any]:
+def failed_result(exc: BaseException, run_dir: str | Path | None = None) -> dict[str, Any]:
     """The last result of a trial Ray Train failed with ``exc``: its error's line; for a break
     of the loop's contract every trial shares, the whole message (the sweep stops with it) and
-    the key that says so."""
+    the key that says so; for a checkpoint the disk refused, where (the file, else
+    ``run_dir``, the run's storage) and why, with its own key (the sweep stops on it too)."""
     from scalesweep.trainables.user_loop import SHARED_FAILURE_KEY, shared_failure
 
+    full = disk_full.disk_full(exc)
+    if full is not None:
+        return disk_full.failed_result(full, run_dir)
     shared = shared_failure(exc)
     if shared is None:
         return {STATUS_TAG: "failed", ERROR_TAG: failure_line(exc)}

@@ -46,6 +46,7 @@ from tests.support.helpers import (
     scalesweep,
     wait_for,
 )
+from tests.support.postgres_server import alive
 
 pytestmark = pytest.mark.slow
 
@@ -137,14 +138,6 @@ class TeamMlflow:
         self.proc = None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamMlflow]:
     server = TeamMlflow(tmp_path_factory.mktemp("team_mlflow"), free_port(), free_port())
@@ -152,7 +145,7 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamMlflow]:
         yield server.start()
     finally:  # a start that failed or timed out too
         server.stop()
-    leftover = [pid for pid in server.pids if _alive(pid)]
+    leftover = [pid for pid in server.pids if alive(pid)]
     assert not leftover, f"scripts/mlflow_server.sh left {leftover} running"
 
 

@@ -56,6 +56,10 @@ def can_unshare_mount() -> bool:
         shutil.rmtree(probe, ignore_errors=True)
 
 
+#: what `ray start` says when its raylet did not register in Ray's fixed window
+RAYLET_TIMED_OUT = "The current node timed out during startup"
+
+
 class RayCluster:
     """``ray start --head`` plus one ``ray start --address`` worker node, on 127.0.0.1."""
 
@@ -122,6 +126,22 @@ class RayCluster:
 
     # lifecycle ---------------------------------------------------------------------------
     def start(self, timeout: float = 120.0) -> RayCluster:
+        """Both nodes up; one fresh try where a node's `ray start` gave up on its own raylet:
+        Ray allows a raylet a fixed 30 s to register with the GCS (ray/_private/node.py), which
+        a host starved by parallel tests can miss. Any other failure at once."""
+        for attempt in (1, 2):
+            try:
+                return self._start(timeout)
+            except RuntimeError as exc:
+                if attempt == 2 or RAYLET_TIMED_OUT not in str(exc):
+                    raise
+                self.stop()
+                for log in self.logs:  # appended to: the next try must not read this one's lines
+                    log.rename(log.with_name(f"{log.stem}.try{attempt}.log"))
+                self.logs.clear()
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout: float) -> RayCluster:
         self.base.mkdir(parents=True, exist_ok=True)
         self.token_file.write_text(self.token)
         self.token_file.chmod(0o600)

@@ -36,6 +36,7 @@ from scalesweep.orchestrator.tracking.tracker import (
     fail_fast,
     is_outage,
 )
+from scalesweep.trainables.disk_full import DISK_FULL_KEY, CheckpointUnwritable, from_text
 from scalesweep.trainables.user_loop import SHARED_FAILURE_KEY, SharedContractError
 
 #: what we keep of a Tune result for convergence metrics and the summary
@@ -156,6 +157,9 @@ class SweepCallback(tune.Callback):
     def on_trial_result(self, iteration: int, trials: list[Any], trial: Any,
                         result: dict[str, Any], **info: Any) -> None:
         name = self.name(trial)
+        if result.get(STATUS_TAG) == "failed" and DISK_FULL_KEY in result:
+            self._stop_for_disk(name, str(result.get(ERROR_TAG)))
+            return
         if result.get(STATUS_TAG) == "failed" and result.get(SHARED_FAILURE_KEY) \
                 and not self._contract_kept():
             self._stop_at(name, str(result.get(ERROR_TAG)))
@@ -197,6 +201,8 @@ class SweepCallback(tune.Callback):
     def _why_paused(self) -> str:
         if isinstance(self.stopped_by, JournalUnwritable):
             return "the journal's disk"
+        if isinstance(self.stopped_by, CheckpointUnwritable):
+            return "a full disk"
         if isinstance(self.stopped_by, RunsLost):
             return "MLflow's store lost the runs"
         return "the loop's contract" if self.stopped_by is not None else "Ctrl-C"
@@ -221,6 +227,17 @@ class SweepCallback(tune.Callback):
             f"{error}\nEvery trial of the sweep runs this loop and would fail the same way, so the "
             "sweep stopped at this first failure: the finished trials are kept. Fix the loop, "
             f"then {where} runs the rest, this trial too."), say=False)
+
+    def _stop_for_disk(self, name: str, line: str) -> None:
+        """Trial ``name`` could not write to a full disk (its checkpoint, ``line`` says where):
+        every trial writes there, so stop the sweep and leave the trial open in MLflow; resume
+        runs it from its last whole checkpoint once there is space. Said once, at the end."""
+        if self.stopped_by is not None:
+            return
+        self.stopped_at = name
+        self._say(f"{'stopped':<9} {name}: the disk is full; no more trials start")
+        sweep_dir = self.tracker.journal.parent if self.tracker.journal else None
+        self._stop_for(CheckpointUnwritable(line, name, sweep_dir), say=False)
 
     def stopper(self, inner: tune.Stopper | None = None) -> tune.Stopper:
         """The experiment's stopper (``inner``'s decisions, if any, and this callback's): once
@@ -284,8 +301,11 @@ class SweepCallback(tune.Callback):
         if self.interrupted:  # the Ctrl-C reached the trial's process too: not a failure
             self._say(f"{'paused':<9} {name} ({self._why_paused()}): resume goes on from its last checkpoint")
             return
-        self.status[name] = "failed"
         text = _error_text(trial)
+        if from_text(text) is not None:  # a full disk Tune failed the trial on: stop, as above
+            self._stop_for_disk(name, _error_line(text))
+            return
+        self.status[name] = "failed"
         self.errors[name] = memory_note(_error_line(text), text, trial_resources(trial))
         self._say(f"{'failed':<9} {name}: {self.errors[name]}")
         self._close(name)

@@ -367,7 +367,18 @@ def is_outage(exc: BaseException) -> bool:
     that it refused the request (or that our own code failed)."""
     from mlflow.exceptions import MlflowException
 
-    return isinstance(exc, MlflowException | OSError) and not _rejected(exc)
+    return (isinstance(exc, MlflowException | OSError) and not _rejected(exc)) or _database_cut(exc)
+
+
+def _database_cut(exc: BaseException) -> bool:
+    """Whether a direct database URI's connection was refused or cut. MLflow's SQL store turns
+    that into a 503 MlflowException, except where the rollback of its outer session fails on
+    the same dead connection (log_batch nests two sessions): then SQLAlchemy's own error
+    comes out, as a PostgreSQL restart in the middle of a request shows."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    return isinstance(exc, OperationalError) or (isinstance(exc, DBAPIError)
+                                                 and bool(exc.connection_invalidated))
 
 
 def _missing(exc: BaseException) -> bool:
@@ -389,6 +400,26 @@ def _rejected(exc: BaseException) -> bool:
     return 400 <= status < 500
 
 
+#: the logger of MLflow's SQL store, which logs a traceback at each request the database failed
+SQL_STORE_LOGGER = "mlflow.store.db.utils"
+
+
+class _DatabaseDownTraceback(logging.Filter):
+    """Drops MLflow's SQL store's traceback of a database it could not reach (a connection
+    refused or cut: SQLAlchemy's OperationalError, which the store turns into a 503 error
+    that the code inside ``fail_fast`` handles as an outage and reports itself, once). A
+    PostgreSQL restart under a direct URI would otherwise print one long traceback per
+    request that failed, for an outage the sweep rides out."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from sqlalchemy.exc import OperationalError
+
+        return not (record.exc_info and isinstance(record.exc_info[1], OperationalError))
+
+
+_DATABASE_DOWN = _DatabaseDownTraceback()
+
+
 @contextlib.contextmanager
 def fail_fast() -> Iterator[None]:
     """MLflow's HTTP client retries a failed request for minutes by default; the driver's Tune
@@ -397,9 +428,16 @@ def fail_fast() -> Iterator[None]:
     # a server that accepts connections and never answers costs this read timeout per request
     timeout = os.environ.get("SCALESWEEP_TRACKING_TIMEOUT_S") or FAIL_FAST["MLFLOW_HTTP_REQUEST_TIMEOUT"]
     os.environ.update({**FAIL_FAST, "MLFLOW_HTTP_REQUEST_TIMEOUT": timeout})
+    sql_log = logging.getLogger(SQL_STORE_LOGGER)
+    # nested: only the outermost removes it
+    filtering = _DATABASE_DOWN not in sql_log.filters
+    if filtering:
+        sql_log.addFilter(_DATABASE_DOWN)
     try:
         yield
     finally:
+        if filtering:
+            sql_log.removeFilter(_DATABASE_DOWN)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)

@@ -89,14 +89,18 @@ def report_dir_for(experiment: str, report: bool | str | Path) -> Path | None:
 def write_report(outcome: Outcome, out_dir: Path) -> ReportMade:
     """The report of a finished sweep (read back from MLflow, as ``scalesweep report`` makes it)
     written to ``out_dir`` and logged on its parent run as artifacts ``report/``. A report
-    that cannot be made is no error (the trials are safe in MLflow): ``problem`` says why."""
+    that cannot be made is no error (the trials are safe in MLflow): ``problem`` says why; but
+    one the disk cannot take raises ``ReportUnwritable`` (the file, and how to write it again)."""
     later = f"scalesweep report --run-id {outcome.parent_run_id}"
     if not outcome.tracking_closed:  # the report reads MLflow, which did not answer just now
         return ReportMade(None, None, f"report: not made (MLflow did not answer); after "
                                       f"`scalesweep resume`, make it with {later}")
     from mlflow.tracking import MlflowClient
 
-    from scalesweep.dashboards.report import build_report  # matplotlib, pandas: only for a report
+    from scalesweep.dashboards.report import (  # matplotlib, pandas: only for a report
+        ReportUnwritable,
+        build_report,
+    )
 
     def failed(exc: Exception) -> str:
         return f"warning: report failed ({type(exc).__name__}: {exc}); make it later with {later}"
@@ -104,6 +108,8 @@ def write_report(outcome: Outcome, out_dir: Path) -> ReportMade:
     try:
         paths = build_report(outcome.tracking_uri, parent_run_id=outcome.parent_run_id,
                              out_dir=str(out_dir))
+    except ReportUnwritable:  # a full disk: the command's error (exit 1), not a warning
+        raise
     except Exception as exc:
         return ReportMade(None, None, failed(exc))
     try:
