@@ -46,7 +46,7 @@ marks = []
 def mark(name, c=[time.process_time()]):
     now = time.process_time(); marks.append((name, now - c[0])); c[0] = now
 import ray.train, ray.train.torch; mark("import ray.train, ray.train.torch (and torch)")
-import scalesweep.trainables.ray_worker; mark("import scalesweep.trainables.ray_worker (our worker module)")
+import scalesweep.trainables.ray_train.ray_worker; mark("import our worker module")
 from scalesweep.trainables import workloads
 w = workloads.make(sys.argv[1], json.loads(sys.argv[2]))
 getattr(w, "prepare", lambda: None)()  # lazily generated data: generate it now

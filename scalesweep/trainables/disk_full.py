@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from scalesweep.atomic_file import DISK_FULL_ERRNOS
 from scalesweep.errors import ScalesweepError
 from scalesweep.mlflow_names import ERROR_TAG, STATUS_TAG
-from scalesweep.science.atomic_file import DISK_FULL_ERRNOS
 
 #: the key of a failed trial's last result whose checkpoint the disk refused: the path
 DISK_FULL_KEY = "_scalesweep_disk_full"

@@ -25,7 +25,7 @@ Backends:
   trial reports itself ``failed`` (with the error) and returns instead of raising, so Tune does
   not retry it again: ``max_failures`` is one number of retries per trial, whichever layer
   restarts it (Tune's FailureConfig retries simulate trials, Ray Train's ddp ones). After
-  ``fit()`` the trial reports only through :mod:`scalesweep.trainables.tune_handover`.
+  ``fit()`` the trial reports only through :mod:`scalesweep.trainables.ray_train.tune_handover`.
 
 Threads: a simulate trial runs torch with as many intra-op threads as the CPUs Ray reserved for
 it (``cpus_per_worker``, at least 1; :func:`use_assigned_cpus`). Ray sets ``OMP_NUM_THREADS``
@@ -68,8 +68,9 @@ import ray.tune
 from ray.tune import PlacementGroupFactory
 
 from scalesweep.mlflow_names import ERROR_TAG, STATUS_TAG
-from scalesweep.trainables import checkpointing, disk_full, tune_handover
+from scalesweep.trainables import checkpointing, disk_full
 from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.ray_train import tune_handover
 
 # torch, the loop and the worlds are imported where a trial runs: the sweep driver imports this
 # module for the trainable's name, its resources and its checkpoints' files, and needs no torch
@@ -257,7 +258,7 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
     from ray.train.torch import TorchConfig
     from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 
-    from scalesweep.trainables.lean_trainer import LeanTorchTrainer, use_no_preemption_watcher
+    from scalesweep.trainables.ray_train.lean_trainer import LeanTorchTrainer, use_no_preemption_watcher
 
     storage_path = config.get("storage_path")
     name = run_name(trial, ray.tune.get_context().get_trial_id())
@@ -329,7 +330,7 @@ def _workers(trial: TrialConfig, config: Mapping[str, Any]) -> tuple[Any, dict[s
                 LoopReportCallback(checker))
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    from scalesweep.trainables.ray_worker import train_loop_per_worker
+    from scalesweep.trainables.ray_train.ray_worker import train_loop_per_worker
 
     # V2 restores a run by its name and storage path; a checkpoint from an earlier sweep (a new
     # Tune experiment, so a new trial id) is handed to the workers instead.

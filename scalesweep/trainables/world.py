@@ -4,7 +4,7 @@ virtual ranks (V // P or one more: :func:`scalesweep.trainables.sharding.virtual
 The loop talks to its peers only through this interface, so the same loop runs in one process
 (:class:`LocalWorld`, the ``simulate`` backend, P = 1) or as one of P DDP processes
 (:class:`DistributedWorld`, inside a Ray Train worker whose process group TorchTrainer has
-already set up). Ray-free on purpose: the Ray glue lives in :mod:`scalesweep.trainables.ray_worker`.
+already set up). Ray-free on purpose: the Ray glue lives in :mod:`scalesweep.trainables.ray_train.ray_worker`.
 """
 
 from __future__ import annotations

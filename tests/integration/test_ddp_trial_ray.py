@@ -1,9 +1,9 @@
 """How a ddp trial uses Ray, on a real Ray (the session's 4-CPU head):
 
 * a Tune trial whose results come through Ray Train V2's hand-off queue ends, with every result
-  in order (scalesweep.trainables.tune_handover): on Ray 2.60 a trial that reports its own last
+  in order (scalesweep.trainables.ray_train.tune_handover): on Ray 2.60 a trial that reports its own last
   result, or just returns, right after such results deadlocks with its main thread;
-* its Ray Train run starts no helper process it does not use (scalesweep.trainables.lean_trainer).
+* its Ray Train run starts no helper process it does not use (scalesweep.trainables.ray_train.lean_trainer).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from ray import tune
 
-from scalesweep.trainables import lean_trainer, tune_handover
+from scalesweep.trainables.ray_train import lean_trainer, tune_handover
 
 pytestmark = pytest.mark.slow
 HANDED = 3  # results "Train's callback" hands over before the trial's own last one

@@ -125,7 +125,7 @@ class _Groups:
         from ray.train.torch import TorchConfig
         from ray.train.v2.api.config import RunConfig, ScalingConfig
 
-        from scalesweep.trainables.lean_trainer import LeanTorchTrainer
+        from scalesweep.trainables.ray_train.lean_trainer import LeanTorchTrainer
 
         jobs = [job for job in JOBS.get(physical, {}).values() if job.fn.__module__ in self.modules]
         root = self.root / f"p{physical}"

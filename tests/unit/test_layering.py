@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TOP = "scalesweep"
 #: bottom to top; a module imports only its own layer and layers below it, except as
 #: ALSO_ALLOWED says (docs/design.md §3.2)
-LAYERS = ("errors", "mlflow_names", "science", "trainables", "workloads", "loop_helpers", "adapters",
-          "dashboards", "orchestrator", "api")
+LAYERS = ("errors", "atomic_file", "mlflow_names", "science", "trainables", "workloads", "loop_helpers",
+          "adapters", "dashboards", "orchestrator", "api")
 #: the top: the Python API (scalesweep.api, docs/api.md) may import every layer, and none may
 #: import it back (its rank above all of them says so); the package's own lazy names reach it
 API = "api"

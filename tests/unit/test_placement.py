@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from scalesweep.orchestrator.plan.cluster import ClusterInfo
-from scalesweep.orchestrator.plan.placement import place
-from scalesweep.orchestrator.plan.rows import make_plan
+from scalesweep.orchestrator.plan.rows import make_plan, place
 from scalesweep.orchestrator.spec.load import load_sweep
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -27,8 +27,7 @@ from scalesweep.mlflow_names import (
 )
 from scalesweep.orchestrator.launch import sweep_lock
 from scalesweep.orchestrator.launch.sweep_copy import ORIGINALS_KEY, edited_since, keep_copies
-from scalesweep.orchestrator.plan.placement import place
-from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
+from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan, place
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep
 from scalesweep.orchestrator.tracking import atomic_file

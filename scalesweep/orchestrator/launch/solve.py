@@ -66,8 +66,7 @@ from scalesweep.orchestrator.launch.solve_state import (
 )
 from scalesweep.orchestrator.launch.sweep_copy import ORIGINALS_KEY, edited_since, keep_copies
 from scalesweep.orchestrator.plan.cluster import local_cluster
-from scalesweep.orchestrator.plan.placement import place
-from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan
+from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan, place
 from scalesweep.orchestrator.plan.solve_plan import SolvePlan, plan_solve, verification_spec
 from scalesweep.orchestrator.spec.files import dump_yaml
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep, metric_mode

@@ -3,51 +3,14 @@ something was chosen for the user, and whether the cluster can hold it.
 
 A plan's trial arithmetic (plan/rows.py) does not depend on the machine; this does. `run` plans
 once on this machine, to refuse bad input before Ray starts, and places the same rows again
-on the cluster it connected to (:func:`place`), without judging their schedules again.
+on the cluster it connected to (``rows.place``), without judging their schedules again.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scalesweep.orchestrator.plan.cluster import WORKER_MEMORY_GB, ClusterInfo
-from scalesweep.orchestrator.spec.errors import InputError, Problem
-from scalesweep.trainables.config import TrialConfig
-
-if TYPE_CHECKING:
-    from scalesweep.orchestrator.plan.rows import Plan, PlanRow
-
-
-def place(plan: Plan, cluster: ClusterInfo) -> Plan:
-    """``plan``, its rows placed on ``cluster`` (in place: the rows are the plan's own)."""
-    for row in plan.rows:
-        place_row(row, plan.sweep.spec, cluster, plan.sweep.source)
-    plan.cluster = cluster
-    return plan
-
-
-def place_row(row: PlanRow, spec: Any, cluster: ClusterInfo, source: str) -> None:
-    """Set ``row``'s backend, workers, feasibility and placement note for ``cluster``."""
-    trial = row.trial
-    stages = trial.batch_ramp
-    # with a ramp, P must fit its smallest stage: a worker plays at least one rank of every V
-    backend, workers, how = _placement(spec, trial.smallest_world_size, cluster)
-    if stages and workers > stages[0].world_size:
-        raise InputError(source, [Problem("physical_workers", workers, (
-            f"must be at most the batch ramp's first world size ({stages[0].world_size}): a "
-            f"worker plays at least one virtual rank of every stage (trial {row.combo_text})"))])
-    assert backend in ("ddp", "simulate")
-    row.trial = TrialConfig.model_validate({
-        **dict(trial), "physical_workers": workers, "backend": backend,
-        "use_gpu": spec.resources.gpus_per_worker > 0 and backend == "ddp",
-        "min_workers": (min(spec.resources.elastic.min_workers, workers)
-                        if spec.resources.elastic is not None and backend == "ddp" else None)})
-    if row.placement_note:  # placed before, on another cluster
-        del row.notes[row.placement_at]
-    if how:
-        row.notes.insert(row.placement_at, how)
-    row.placement_note = how
-    row.feasible, row.reason = _feasible(spec, backend, workers, cluster)
 
 
 def _loop_placement(spec: Any, ws: int) -> tuple[str, int, str]:
@@ -65,7 +28,7 @@ def _loop_placement(spec: Any, ws: int) -> tuple[str, int, str]:
     return "ddp", workers, note
 
 
-def _placement(spec: Any, ws: int, cluster: ClusterInfo) -> tuple[str, int, str]:
+def placement(spec: Any, ws: int, cluster: ClusterInfo) -> tuple[str, int, str]:
     """(backend, physical workers, a note when something was chosen for the user)."""
     if spec.workload.train_loop is not None:
         return _loop_placement(spec, ws)
@@ -136,7 +99,7 @@ def _join(note: str, more: str) -> str:
     return f"{note}; {more}" if note else more
 
 
-def _feasible(spec: Any, backend: str, workers: int, cluster: ClusterInfo) -> tuple[bool, str | None]:
+def feasible(spec: Any, backend: str, workers: int, cluster: ClusterInfo) -> tuple[bool, str | None]:
     res = spec.resources
     if backend == "simulate":
         need_cpu = res.cpus_per_worker

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scalesweep.orchestrator.plan.cluster import ClusterInfo, local_cluster
-from scalesweep.orchestrator.plan.placement import place_row
+from scalesweep.orchestrator.plan.placement import feasible, placement
 from scalesweep.orchestrator.plan.rules import study_rules
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep
@@ -164,6 +164,39 @@ class Plan:
         free = {k: v for k, v in row.axes.items() if k not in FIXED_AXES and k not in want}
         want = {"seed": row.seed, **free, **want}
         return next((r for r in self.rows if r.matches(want)), None)
+
+
+def place(plan: Plan, cluster: ClusterInfo) -> Plan:
+    """``plan``, its rows placed on ``cluster`` (plan/placement.py) without planning again: in
+    place, the rows are the plan's own."""
+    for row in plan.rows:
+        place_row(row, plan.sweep.spec, cluster, plan.sweep.source)
+    plan.cluster = cluster
+    return plan
+
+
+def place_row(row: PlanRow, spec: Any, cluster: ClusterInfo, source: str) -> None:
+    """Set ``row``'s backend, workers, feasibility and placement note for ``cluster``."""
+    trial = row.trial
+    stages = trial.batch_ramp
+    # with a ramp, P must fit its smallest stage: a worker plays at least one rank of every V
+    backend, workers, how = placement(spec, trial.smallest_world_size, cluster)
+    if stages and workers > stages[0].world_size:
+        raise InputError(source, [Problem("physical_workers", workers, (
+            f"must be at most the batch ramp's first world size ({stages[0].world_size}): a "
+            f"worker plays at least one virtual rank of every stage (trial {row.combo_text})"))])
+    assert backend in ("ddp", "simulate")
+    row.trial = TrialConfig.model_validate({
+        **dict(trial), "physical_workers": workers, "backend": backend,
+        "use_gpu": spec.resources.gpus_per_worker > 0 and backend == "ddp",
+        "min_workers": (min(spec.resources.elastic.min_workers, workers)
+                        if spec.resources.elastic is not None and backend == "ddp" else None)})
+    if row.placement_note:  # placed before, on another cluster
+        del row.notes[row.placement_at]
+    if how:
+        row.notes.insert(row.placement_at, how)
+    row.placement_note = how
+    row.feasible, row.reason = feasible(spec, backend, workers, cluster)
 
 
 def combinations(sweep: Sweep) -> Iterator[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """Files the driver writes whole or appends to, written so that a full disk (ENOSPC, EDQUOT) or
 a kill leaves each one as it was or as it is meant to be, never half: a reader after the fault
 (``resume``, a user's script) finds the old file or the new one, and a journal line either
-whole or not there. The writing itself is ``scalesweep.science.atomic_file``'s (the report's
+whole or not there. The writing itself is ``scalesweep.atomic_file``'s (the report's
 files use it too, and the dashboards may not import the orchestrator); the driver's error for a
 results file the disk refused is here."""
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
+from scalesweep.atomic_file import append_line, write_bytes, write_text
 from scalesweep.errors import ScalesweepError
-from scalesweep.science.atomic_file import append_line, write_bytes, write_text
 
 __all__ = ["ResultsUnwritable", "append_line", "write_bytes", "write_text"]
 

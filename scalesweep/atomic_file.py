@@ -2,8 +2,9 @@
 and results (``orchestrator/tracking/atomic_file.py`` re-exports these), the report's files
 (``dashboards/report.py``). A full disk (ENOSPC, EDQUOT) or a kill leaves each file as it was or
 as it is meant to be, never half: a reader after the fault finds the old file or the new one,
-and a journal line either whole or not there. Standard library only, as the rest of
-``science``: the dashboards may import it, and they may not import the orchestrator."""
+and a journal line either whole or not there. Standard library only, and a layer of its own
+at the bottom (beside ``errors``): the dashboards and trials may import it, and they may not
+import the orchestrator."""
 
 from __future__ import annotations
 
