@@ -62,6 +62,10 @@ class Postgres:
         self.bin = pg_bin()
         #: every pid the test started PostgreSQL as, to check none outlives it
         self.pids: list[int] = []
+        # the environment as it is now, for every later start: a restart runs while another
+        # thread's fail_fast() sets and unsets variables, and a child spawned with the live
+        # environ can read it mid-change (execve failed with EFAULT, "Bad address")
+        self.env = dict(os.environ)
 
     @property
     def uri(self) -> str:
@@ -98,14 +102,24 @@ class Postgres:
             self.proc = subprocess.Popen(
                 [*_as_pg(), str(self.bin / "postgres"), "-D", str(self.data), "-h", "127.0.0.1",
                  "-p", str(self.port), "-c", "unix_socket_directories=", "-c", "fsync=off"],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
         self.pids.append(self.proc.pid)
         end = time.monotonic() + START_S
-        while subprocess.run([str(self.bin / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port),
-                              "-q"], timeout=START_S).returncode != 0:
+        while not self._accepting():  # in this process: no child to spawn per poll
             if self.proc.poll() is not None or time.monotonic() > end:
                 raise RuntimeError(f"PostgreSQL did not start:\n{self.log.read_text()[-3000:]}")
             time.sleep(0.1)
+
+    def _accepting(self) -> bool:
+        """Whether it takes a login now (what pg_isready asks, short of the login)."""
+        import psycopg
+
+        try:
+            with psycopg.connect(host="127.0.0.1", port=self.port, user=USER, password=PASSWORD,
+                                 dbname="postgres", connect_timeout=5):
+                return True
+        except psycopg.OperationalError:
+            return False
 
     def stop(self) -> None:
         """PostgreSQL's fast shutdown (SIGINT to its postmaster): open transactions are rolled
