@@ -92,6 +92,19 @@ RAY_DEFAULT_PORTS = frozenset({52365, 10001, *range(23000, 24001)})
 _HANDED_OUT: set[int] = set()
 
 
+def stop_group(proc: subprocess.Popen[Any], grace_s: float = 60) -> None:
+    """End the process group a test started with ``start_new_session=True`` (``proc`` leads
+    it): SIGTERM, then SIGKILL after ``grace_s``. Nothing outside that group is signalled."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def free_port() -> int:
     while True:
         with socket.socket() as s:

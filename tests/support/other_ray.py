@@ -9,16 +9,14 @@ its own num_cpus). It runs in its own session and is stopped by SIGTERM to that 
 
 from __future__ import annotations
 
-import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 from types import TracebackType
 
-from tests.support.helpers import cli_env, free_port
+from tests.support.helpers import cli_env, free_port, stop_group
 
 RAY = str(Path(sys.executable).parent / "ray")
 DEADLINE_S = 120
@@ -98,13 +96,8 @@ class OtherRay:
                               capture_output=True, text=True, timeout=60)
 
     def _stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        if self.proc is not None:
+            stop_group(self.proc)
         # Ray leaves the file behind: the host's next `ray.init()` would look for a dead Ray
         if CURRENT.exists() and CURRENT.read_text().strip().endswith(f":{self.port}"):
             CURRENT.unlink()

@@ -20,7 +20,7 @@ from contextlib import suppress
 from pathlib import Path
 from urllib.parse import quote
 
-from tests.support.helpers import cli_env, free_port, wait_http
+from tests.support.helpers import cli_env, free_port, stop_group, wait_http
 
 USER = "mlflow"
 DATABASE = "mlflow"
@@ -179,13 +179,7 @@ class MlflowOnPostgres:
     def stop(self) -> None:
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        stop_group(self.proc)
         self.proc = None
 
 

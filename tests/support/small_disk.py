@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,3 +26,19 @@ def on_small_disk(cmd: list[str], small: Path, mode: str) -> list[str]:
     if probe.returncode != 0:
         pytest.skip(f"no user namespace with a mount of its own here: {probe.stderr.strip()}")
     return [*wrap, *cmd]
+
+
+def assert_each_eval_once(client: Any, experiment_id: str, checkpoint_every: int) -> set[str]:
+    """The completed trials of a sweep that a full disk stopped and ``resume`` finished, by
+    name: each FINISHED, each eval in its ``dev_loss`` history once and none missing (every
+    ``eval_every`` updates, every ``checkpoint_every``, and the last)."""
+    finished: set[str] = set()
+    for child in client.search_runs([experiment_id], "tags.status = 'completed'"):
+        assert child.info.status == "FINISHED", child.info.run_name
+        total, every = int(child.data.params["total_updates"]), int(child.data.params["eval_every"])
+        steps = [m.step for m in client.get_metric_history(child.info.run_id, "dev_loss")]
+        assert steps == sorted({*range(every, total + 1, every),
+                                *range(checkpoint_every, total + 1, checkpoint_every), total}), \
+            child.info.run_name
+        finished.add(child.info.run_name)
+    return finished
