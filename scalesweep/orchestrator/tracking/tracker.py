@@ -129,6 +129,7 @@ class SweepTracker:
         self._experiment_id: str | None = None
         self._buffers: dict[str, _Buffer] = {}
         self._made: dict[str, str] = {}  # trial name -> the child run made for it here
+        self._create_tried: set[str] = set()  # trial names whose create_run was sent
         self._last_flush = time.monotonic()
         self._failing_since: float | None = None
         self._failed_flushes = 0  # in a row: each doubles the wait before the next automatic one
@@ -171,15 +172,36 @@ class SweepTracker:
             return run_id
         made = self._made.get(name)
         if made is None:
-            run = self.client.create_run(
-                self.experiment_id, run_name=name, tags={PARENT_TAG: parent_id, ROLE_TAG: "trial",
-                                                         TRIAL_NAME_TAG: name, STATUS_TAG: "pending"})
-            made = self._made[name] = str(run.info.run_id)
+            made = self._made[name] = self._create_child(parent_id, name)
             self._buffers[made] = _Buffer()
             self.names[made] = name
         # again after an outage cut this short: MLflow takes a param logged twice with one value
         self.log_params(made, params)
         return made
+
+    def _create_child(self, parent_id: str, name: str) -> str:
+        """A new child run for trial ``name``, or the one an earlier try made. A server (or its
+        database) that restarts after committing ``create_run`` and before replying leaves a
+        run the caller never heard of: a second create would give the trial two runs, one of
+        them empty, so a try after a failed one looks for that run first."""
+        if name in self._create_tried:
+            found = self._child_named(parent_id, name)
+            if found is not None:
+                return found
+        self._create_tried.add(name)  # before the call: it may fail after the commit
+        run = self.client.create_run(
+            self.experiment_id, run_name=name, tags={PARENT_TAG: parent_id, ROLE_TAG: "trial",
+                                                     TRIAL_NAME_TAG: name, STATUS_TAG: "pending"})
+        return str(run.info.run_id)
+
+    def _child_named(self, parent_id: str, name: str) -> str | None:
+        """The id of ``parent_id``'s child run named ``name`` (the oldest, should there be
+        several), None when there is none. The name is matched here, not in the filter,
+        where a quote in it would need escaping."""
+        runs = [r for r in self.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent_id}'",
+            max_results=5000) if r.info.run_name == name]
+        return str(min(runs, key=lambda r: r.info.start_time).info.run_id) if runs else None
 
     def adopt(self, run_id: str) -> str:
         """Take over an existing run: later results at steps it already has are dropped."""
