@@ -2,9 +2,10 @@
 the search (Optuna's TPE through Ray Tune) finds it within one grid step, the verification
 decides it with seeds, and MLflow holds the search and the verification as two parent runs.
 
-One solve only (CI time): stopped with Ctrl-C once its journal holds a finished candidate,
-resumed, that resume's driver SIGKILLed two candidates later, and resumed again to the end; the
-answer is checked as a whole solve's is."""
+One solve only (CI time): started through the Python API from a sweep given as a mapping
+(tests/support/api_solve.py), stopped with Ctrl-C once its journal holds a finished candidate,
+resumed with the CLI from the copy the solve kept, that resume's driver SIGKILLed two
+candidates later, and resumed again to the end; the answer is checked as a whole solve's is."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from mlflow.tracking import MlflowClient
 
-from scalesweep.mlflow_names import ROLE_TAG, SOLVE_RATIO_METRIC, SOLVE_SEARCH_TAG, SOLVE_TAG
+from scalesweep.mlflow_names import ROLE_TAG, SOLVE_RATIO_METRIC, SOLVE_SEARCH_TAG, SOLVE_TAG, SWEEP_FILE_TAG
 from scalesweep.orchestrator.launch.solve_search import start_points
 from scalesweep.science.solve import GRID_STEP
 from tests.conftest import RayHead
@@ -55,12 +57,13 @@ def _candidates_journaled(tmp_path: Path) -> int:
 
 def _stopped(tmp_path: Path, argv: list[str], ray_head: RayHead, log_name: str, candidates: int,
              sig: signal.Signals) -> tuple[int, str]:
-    """Run ``scalesweep argv``; once the journal holds ``candidates`` finished candidates,
-    send its driver ``sig`` (the driver only: the test's Ray head lives on); its exit code
-    (after a SIGINT, the clean stop's) and its output."""
+    """Run ``python -m argv`` (``scalesweep ...``, or the API's driver with the head's
+    address); once the journal holds ``candidates`` finished candidates, send its driver
+    ``sig`` (the driver only: the test's Ray head lives on); its exit code (after a SIGINT, the
+    clean stop's) and its output."""
     log = tmp_path / log_name
     with open(log, "w") as out:
-        driver = subprocess.Popen([sys.executable, "-m", "scalesweep", *argv, *ray_head.args()],
+        driver = subprocess.Popen([sys.executable, "-m", *argv],
                                   cwd=tmp_path, env=cli_env(PYTHONPATH=str(ROOT), **ray_head.env()),
                                   stdout=out, stderr=subprocess.STDOUT)
         try:
@@ -84,19 +87,22 @@ def _search_parent(client: MlflowClient) -> Any:
 
 def test_solve_stopped_then_resumed_finds_the_known_best_lr_within_one_grid_step(
         tmp_path: Path, ray_head: RayHead) -> None:
-    """Ctrl-C after one candidate; `resume` SIGKILLed after two more; `resume` again to the end."""
-    sweep = tmp_path / "q.yaml"
-    sweep.write_text(QUADRATIC)
+    """`scalesweep.solve` on a mapping, Ctrl-C after one candidate; `resume` SIGKILLed after
+    two more; `resume` again to the end."""
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    rc, log = _stopped(tmp_path, ["solve", str(sweep), "--world-size", "4", "--budget", "64",
-                                  "--candidates", "1", "--json"], ray_head, "solve.log", 1, signal.SIGINT)
+    rc, log = _stopped(tmp_path, ["tests.support.api_solve", ray_head.address], ray_head, "solve.log",
+                       1, signal.SIGINT)
     (state_dir,) = tmp_path.glob("scalesweep_runs/solve-quadratic-solve-*")
     assert rc == 1, log  # as `run`'s Ctrl-C
     assert f"`scalesweep resume {state_dir}` continues the solve" in log
     assert "baseline seed 0: target dev_loss 0.001" in log
-    assert _search_parent(client).info.status == "KILLED"
+    search = _search_parent(client)
+    assert search.info.status == "KILLED"
+    # no file was given: the sweep the solve runs, and its resumes read, is the copy it kept
+    assert search.data.tags[SWEEP_FILE_TAG] == str(state_dir / "sweep.yaml")
     after_ctrl_c = _candidates_journaled(tmp_path)
-    _stopped(tmp_path, ["resume", str(state_dir)], ray_head, "resume.log", after_ctrl_c + 2, signal.SIGKILL)
+    _stopped(tmp_path, ["scalesweep", "resume", str(state_dir), *ray_head.args()], ray_head, "resume.log",
+             after_ctrl_c + 2, signal.SIGKILL)
     before = _journaled(tmp_path)
     proc = scalesweep("resume", str(state_dir), "--json", *ray_head.args(), cwd=tmp_path, timeout=900,
                       PYTHONPATH=str(ROOT), **ray_head.env())
@@ -181,9 +187,8 @@ def test_solve_stopped_then_resumed_finds_the_known_best_lr_within_one_grid_step
     # the sweep was read from the copy in the state directory, as `run` keeps one
     state = json.loads((state_dir / "solve.json").read_text())
     assert state["sweep"] == str(state_dir / "sweep.yaml")
-    assert (state_dir / "sweep.yaml").read_text() == QUADRATIC
+    assert yaml.safe_load((state_dir / "sweep.yaml").read_text()) == yaml.safe_load(QUADRATIC)
     # a finished solve resumed again trains nothing and answers as before
-    sweep.write_text("edited after the solve: resume must not read this\n")
     again = scalesweep("resume", str(state_dir), "--json", *ray_head.args(), cwd=tmp_path, timeout=300,
                        PYTHONPATH=str(ROOT), **ray_head.env())
     assert again.returncode == 0, again.stdout + again.stderr

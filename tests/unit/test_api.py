@@ -357,8 +357,5 @@ def test_a_solve_answer_is_the_json_solve_prints_as_a_typed_record() -> None:
     older = scalesweep.SolveAnswer.from_json({"world_size": 8, "decision": None, "trials_used": 5})
     assert (older.decision, older.ratio_ci, older.best_of, older.sampler) == (None, None, 0, "tpe")
     with pytest.raises(InputError) as exc:
-        scalesweep.solve(scalesweep.load(yaml_of_smoke()), world_size=8)
-    assert _problems(exc) == [("study", "smoke")]
-    with pytest.raises(InputError) as exc:
         scalesweep.solve(SMOKE, world_size="8")  # type: ignore[arg-type]
     assert _problems(exc) == [("world_size", "8")]

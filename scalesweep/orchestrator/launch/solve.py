@@ -127,13 +127,17 @@ class _Solve:
     killed_epochs: float = 0.0
 
 
-def solve(path: str, *, overrides: list[str], world_size: int, budget: float | None,
+def solve(path: str | None, *, overrides: list[str], world_size: int, budget: float | None,
           candidates: int, lr: tuple[float, float] | None, warmup: tuple[float, float] | None,
           search_seed: int, address: str | None, tracking_uri: str, verbose: bool = False,
-          record: bool = True, sampler: str = "tpe", sweep: Sweep | None = None) -> SolveResult:
+          record: bool = True, sampler: str = "tpe", sweep: Sweep | None = None,
+          sweep_text: str | None = None) -> SolveResult:
     """``sweep``: the file at ``path`` with ``overrides``, already loaded (the use case's
-    study); else it is loaded here. Its text as loaded is what the state keeps for resume."""
+    study); else it is loaded here. Its text as loaded is what the state keeps for resume. A
+    sweep given as a mapping has no ``path``: its YAML, ``sweep_text``, is its copy."""
     if sweep is None:
+        if path is None:
+            raise ValueError("solve needs the sweep file's path or the loaded sweep")
         sweep = load_sweep(path, overrides)
     plan = make_plan(sweep)  # the study itself is valid, before anything starts
     kwargs: dict[str, Any] = {"world_size": world_size, "budget": budget, "candidates": candidates,
@@ -155,13 +159,16 @@ def solve(path: str, *, overrides: list[str], world_size: int, budget: float | N
          "lr_factor_range": f"{sp.space.lr_factor.low:g}..{sp.space.lr_factor.high:g}",
          "warmup_range": f"{sp.space.warmup.low:g}..{sp.space.warmup.high:g}",
          "search_seed": search_seed, "sampler": sampler},
-        {ROLE_TAG: "solve", SOLVE_TAG: "search", SWEEP_FILE_TAG: str(Path(path).resolve()),
+        {ROLE_TAG: "solve", SOLVE_TAG: "search",
+         **({SWEEP_FILE_TAG: str(Path(path).resolve())} if path is not None else {}),
          **machine_tags()})
     sweep_dir = storage_root(sweep) / f"{experiment}-{parent[:8]}"
     sweep_dir.mkdir(parents=True, exist_ok=True)
     # what `scalesweep resume` needs to continue this solve should its driver die; the sweep
     # and its recipe are read from copies from here on, as `run` reads them
-    kept = keep_copies(path, sweep, overrides, sweep_dir)
+    kept = keep_copies(path, sweep, overrides, sweep_dir, sweep_text)
+    if path is None:  # a mapping's sweep file is its copy
+        tracker.client.set_tag(parent, SWEEP_FILE_TAG, str(kept.sweep))
     write_state(sweep_dir, {"sweep": str(kept.sweep), "overrides": kept.overrides,
                             ORIGINALS_KEY: kept.originals, **kwargs, "address": address,
                             "tracking_uri": tracking_uri, "parent_run_id": parent,

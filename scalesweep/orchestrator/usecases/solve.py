@@ -100,17 +100,14 @@ def solve(study: SweepSource, *, world_size: int, progress: Progress, tracking_u
     before anything starts."""
     from scalesweep.orchestrator.launch.solve import solve as search_and_verify
 
-    if study.path is None:
-        raise InputError("solve", [Problem("study", study.name, "solve reads its sweep from a file "
-                                           "(its state keeps a copy for resume): load the sweep "
-                                           "from a path")])
     problems = [Problem(name, value, "must be an integer") for name, value in
                 (("world_size", world_size), ("candidates", candidates), ("search_seed", search_seed))
                 if isinstance(value, bool) or not isinstance(value, int)]
     if problems:
         raise InputError("solve", problems)
     with progress.capture():
-        found = search_and_verify(str(study.path), overrides=list(study.overrides),
+        found = search_and_verify(None if study.path is None else str(study.path),
+                                  overrides=list(study.overrides), sweep_text=study.text,
                                   world_size=world_size, budget=budget, candidates=candidates,
                                   lr=lr, warmup=warmup, search_seed=search_seed, address=address,
                                   tracking_uri=tracking_uri, verbose=verbose, record=record,
