@@ -61,7 +61,7 @@ def preview(path: str | Path, updates: int) -> Preview:
         world_sizes = tuple(sweep.spec.axes.world_size)
         dataset_size = sweep.workload.train_size()
         origins = sweep.base.origins
-        if sweep.base.training.get("batch_ramp") or "training.batch_ramp" in sweep.spec.axes.free_axes():
+        if sweep.training.batch_ramp or "training.batch_ramp" in sweep.spec.axes.free_axes():
             arms = _arm_curves(sweep)
     else:
         recipe = read_recipe(path)

@@ -17,6 +17,7 @@ from scalesweep.orchestrator.plan.rules import study_rules
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep
 from scalesweep.orchestrator.spec.schema import FIXED_AXES
+from scalesweep.orchestrator.spec.training import Training
 from scalesweep.science import batch_ramp, optimizers, scaling, schedules
 from scalesweep.science.batching import global_batch, updates_per_epoch
 from scalesweep.science.stats.rules import StudyRules
@@ -442,9 +443,11 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     for key, value in free.items():
         section, _, param = key.partition(".")
         settings.layer(section, {param: value}, f"axis {key}")
-    t = settings.training
+    # the sweep's loop settings, typed at load; a trial's own where an axis sets one (a ramp)
+    t = (Training.of(settings.training) if any(key.startswith("training.") for key in free)
+         else sweep.training)
     ws, seed = int(combo["world_size"]), int(combo["seed"])
-    batch, accum = int(t["per_worker_batch"]), int(t.get("accum_grad", 1))
+    batch, accum = t.per_worker_batch, t.accum_grad
     gb = global_batch(ws, batch, accum)
     if spec.reference is not None and spec.reference.global_batch is not None:
         ref_gb = spec.reference.global_batch
@@ -454,12 +457,11 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     base_lr = float(settings.optimizer["lr"])
     factor = scaling.lr_factor(combo["scaling_rule"], gb, ref_gb)
     upe = updates_per_epoch(sweep.workload.train_size(), ws, batch, accum)
-    eval_every = _eval_every(t, upe)
+    eval_every = t.eval_every_at(upe)
     stages, ramp_notes = _ramp(sweep, combo, t, gb, ref_gb, factor)
     ramp_updates = sum(s.epochs * updates_per_epoch(sweep.workload.train_size(), s.world_size,
                                                    batch, accum) for s in stages)
-    total = _total_updates(t, upe, ramp_epochs=sum(s.epochs for s in stages),
-                           ramp_updates=ramp_updates)
+    total = t.total_updates(upe, ramp_epochs=sum(s.epochs for s in stages), ramp_updates=ramp_updates)
     try:
         # the sweep's schedule, resolved once; a trial's own where axes set its params (load
         # judged each value alone, so together they meet only here); apply judges the result
@@ -504,13 +506,11 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
         train_loop=spec.workload.train_loop, world_size=ws, physical_workers=1,
         per_worker_batch=batch, accum_grad=accum, optimizer=optimizers.resolve(optimizer),
         scheduler=scheduler,
-        grad_clip=t.get("grad_clip"), total_updates=total, eval_every=eval_every,
-        checkpoint_every=int(t.get("checkpoint_every") or 0),
-        checkpoint_every_s=float(t["checkpoint_every_s"]) if t.get("checkpoint_every") is None else None,
-        seed=seed,
-        dtype=t.get("dtype", "float32"), fuse=t.get("fuse", "auto"),
-        fuse_max_samples=t.get("fuse_max_samples"), stop_at_target=stop,
-        divergence_threshold=t.get("divergence_threshold"), batch_ramp=stages,
+        grad_clip=t.grad_clip, total_updates=total, eval_every=eval_every,
+        checkpoint_every=t.checkpoint_every or 0,
+        checkpoint_every_s=t.checkpoint_every_s if t.checkpoint_every is None else None,
+        seed=seed, dtype=t.dtype, fuse=t.fuse, fuse_max_samples=t.fuse_max_samples,
+        stop_at_target=stop, divergence_threshold=t.divergence_threshold, batch_ramp=stages,
     )
     data = trial.data_plan(sweep.workload.train_size())
     last = data.segments[-1]
@@ -570,13 +570,6 @@ def _higher_is_better(sweep: Sweep) -> bool:
     return metric_mode(sweep) == "max"
 
 
-def _eval_every(training: dict[str, Any], upe: int) -> int:
-    """Updates between evals: as given, or the epochs' worth at ``upe`` updates per epoch."""
-    if training.get("eval_every"):
-        return int(training["eval_every"])
-    return max(1, round(upe * float(training.get("eval_every_epochs", 0.5))))
-
-
 def _schedule_length(sweep: Sweep, scheduler: schedules.ScheduleSpec, ws: int, batch: int, accum: int,
                      total: int, eval_every: int, stages: tuple[RampStage, ...]) -> int:
     """The trial's length in its schedule's counts, which a total given as ``auto`` becomes:
@@ -592,13 +585,13 @@ def _schedule_length(sweep: Sweep, scheduler: schedules.ScheduleSpec, ws: int, b
     return max(1, round(data.position(total)))
 
 
-def _ramp(sweep: Sweep, combo: dict[str, Any], training: dict[str, Any], gb: int, ref_gb: int,
+def _ramp(sweep: Sweep, combo: dict[str, Any], training: Training, gb: int, ref_gb: int,
           factor: float) -> tuple[tuple[RampStage, ...], list[str]]:
     """A batch-size ramp's stages as the trial runs them (scalesweep.science.batch_ramp):
     each stage's lr multiplier is the lr rule's factor at its batch over the trial's, its
     schedule clock the batch ratio under warmup_rule scaled (the warmup then covers the same
     samples) and 1 otherwise, its evals as often per epoch as the trial's."""
-    text = training.get("batch_ramp")
+    text = training.batch_ramp
     where = f"axes.{RAMP_AXIS}" if RAMP_AXIS in combo else "training.batch_ramp"
     try:
         stages = batch_ramp.parse(text)
@@ -607,7 +600,7 @@ def _ramp(sweep: Sweep, combo: dict[str, Any], training: dict[str, Any], gb: int
     if not stages:
         return (), []
     ws, rule = int(combo["world_size"]), combo["scaling_rule"]
-    why = batch_ramp.check(stages, ws, training.get("epochs"))
+    why = batch_ramp.check(stages, ws, training.epochs)
     if why is None and rule == "sqrt_adam":
         why = ("sqrt_adam changes Adam's betas and eps with the batch, and a ramp would need "
                "them per stage; use sqrt (the same lr) or no ramp")
@@ -616,7 +609,7 @@ def _ramp(sweep: Sweep, combo: dict[str, Any], training: dict[str, Any], gb: int
             why += (f"; to leave this combination out: exclude: [{{world_size: {ws}, "
                     f"{RAMP_AXIS}: '{text}'}}]")
         raise InputError(sweep.source, [Problem(where, text, f"{why} (trial {_short_combo(combo)})")])
-    batch, accum = int(training["per_worker_batch"]), int(training.get("accum_grad", 1))
+    batch, accum = training.per_worker_batch, training.accum_grad
     size = sweep.workload.train_size()
     out, parts = [], []
     for s in stages:
@@ -625,20 +618,10 @@ def _ramp(sweep: Sweep, combo: dict[str, Any], training: dict[str, Any], gb: int
         multiplier = scaling.lr_factor(rule, gb_s, ref_gb) / factor
         clock = gb_s / gb if combo["warmup_rule"] == "scaled" else 1.0
         out.append(RampStage(world_size=s.world_size, epochs=s.epochs, lr_multiplier=multiplier,
-                             clock=clock, eval_every=_eval_every(training, upe_s)))
+                             clock=clock, eval_every=training.eval_every_at(upe_s)))
         parts.append(f"{s.world_size} ranks for {s.epochs} epoch{'s' * (s.epochs > 1)} (batch "
                      f"{gb_s}, {s.epochs * upe_s} updates, lr x {multiplier:.4g}, schedule "
                      f"x {clock:.4g} per update)")
     return tuple(out), [f"batch ramp: {'; '.join(parts)}; then {ws} (batch {gb})"]
 
 
-def _total_updates(training: dict[str, Any], upe: int, ramp_epochs: int = 0,
-                   ramp_updates: int = 0) -> int:
-    """All updates: a ramp's stages, then the rest of the epochs at ``upe``; max_updates caps."""
-    total = (ramp_updates + math.ceil((float(training["epochs"]) - ramp_epochs) * upe)
-             if training.get("epochs") else None)
-    cap = training.get("max_updates")
-    if total is None:
-        assert cap is not None  # the sweep check requires epochs or max_updates
-        return int(cap)
-    return min(total, int(cap)) if cap else total

@@ -85,7 +85,7 @@ def _recipe_settings(plan: Plan) -> list[str]:
         if spec_ref is not None and spec_ref.global_batch is not None:
             how = "sweep: reference.global_batch"
         else:
-            batch, accum = base.training.get("per_worker_batch"), base.training.get("accum_grad", 1)
+            batch, accum = sweep.training.per_worker_batch, sweep.training.accum_grad
             how = (f"reference world size {sweep.reference_world_size} * per_worker_batch {batch} "
                    f"* accum_grad {accum}")
             ds = sweep.deepspeed_batch

@@ -93,8 +93,8 @@ def verification_spec(source: StudySource, *, experiment: str, world_size: int,
         target.pop("relative_to_baseline", None)
         target["value"] = target_value
         data["target"] = target
-    if study.base.training.get("max_updates") is None:
-        _train_past(data, study.base.training.get("epochs"), interval_end)
+    if study.training.max_updates is None:
+        _train_past(data, study.training.epochs, interval_end)
     data["name"] = experiment
     if verifies is not None:
         data["verifies"] = verifies

@@ -34,6 +34,7 @@ from scalesweep.orchestrator.spec.schema import (
     TRIAL_SCHEDULER_RENAMED,
     SweepSpec,
 )
+from scalesweep.orchestrator.spec.training import Training
 from scalesweep.science import batch_ramp, optimizers, schedules
 from scalesweep.science.batching import updates_per_epoch
 from scalesweep.science.scaling import is_explicit_factor
@@ -119,6 +120,8 @@ class Sweep:
     #: the sweep's schedule before the axes (``base.scheduler``), judged once at load into
     #: its typed record for all its trials
     scheduler: schedules.ScheduleSpec = field(kw_only=True)
+    #: the sweep's loop settings before the axes (``base.training``), judged at load, typed
+    training: Training = field(kw_only=True)
 
     @property
     def ignored(self) -> list[str]:
@@ -322,7 +325,7 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path, narrowed: set[str] | Non
     assert workload is not None and scheduler is not None
     return Sweep(spec=spec, source=src, base=base, workload=workload, recipe=recipe,
                  reference_world_size=ref_ws, notes=notes, deepspeed_batch=ds_batch,
-                 scheduler=scheduler)
+                 scheduler=scheduler, training=Training.of(base.training))
 
 
 def _judge_scheduler(base: Settings, problems: list[Problem]) -> schedules.ScheduleSpec | None:
