@@ -1,0 +1,144 @@
+"""Fused seeds (scalesweep.trainables.seed_fusion): K seeds trained at once make exactly the
+updates of their solo trials (the loop, simulate, P = 1).
+
+float64 on a CPU, each seed's reports (train loss, dev metrics, lr) and final parameters equal
+its solo trial's to 1e-6 relative: initialisation, data order and, with dropout, every mask
+come from the seed as in the solo trial; only float summation order differs. A seed that stops
+leaves the others' trajectories as they were.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from scalesweep.trainables import checkpointing, seed_fusion
+from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.loop import train
+from scalesweep.trainables.world import LocalWorld
+
+RTOL = 1e-6
+MLP = {"train_size": 256, "dev_size": 64}
+#: one narrow conformer block, short utterances, dropout on: float64 convolutions are slow
+ASR = {"train_size": 64, "dev_size": 8, "d_model": 16, "num_blocks": 1, "max_frames": 48, "dropout": 0.1}
+KEYS = ("update", "samples_seen", "epoch", "global_batch", "train_loss", "lr", "status")
+
+Run = tuple[list[dict[str, Any]], dict[str, torch.Tensor]]  # reports, final parameters
+
+
+def _config(**overrides: Any) -> TrialConfig:
+    base: dict[str, Any] = {
+        "name": "seeds", "workload": "mlp_regression", "workload_options": MLP,
+        "world_size": 2, "physical_workers": 1, "per_worker_batch": 4, "accum_grad": 2,
+        "optimizer": {"type": "adam", "lr": 3e-3}, "scheduler": {"type": "warmuplr", "warmup_steps": 3},
+        "total_updates": 6, "eval_every": 2, "dtype": "float64",
+    }  # fmt: skip
+    return TrialConfig(**{**base, **overrides})
+
+
+def _asr(**overrides: Any) -> TrialConfig:
+    return _config(**{"workload": "mini_asr", "workload_options": ASR, "accum_grad": 1,
+                      "total_updates": 4, **overrides})
+
+
+def _solo(config: TrialConfig) -> Run:
+    """The loop's own trial: its reports and the parameters of its last checkpoint (once per
+    config: the tests share the solo trials)."""
+    return _solo_json(config.model_dump_json())
+
+
+@cache
+def _solo_json(config_json: str) -> Run:
+    config = TrialConfig.model_validate_json(config_json)
+    reports: list[dict[str, Any]] = []
+    final: dict[str, torch.Tensor] = {}
+
+    def on_report(metrics: dict[str, Any], directory: str | None) -> None:
+        reports.append(metrics)
+        if directory is not None:
+            state = torch.load(Path(directory) / checkpointing.STATE_FILE, weights_only=True)
+            final.clear()
+            final.update(state["model"])
+
+    train(config, LocalWorld(), on_report=on_report)
+    return reports, final
+
+
+def _fused(config: TrialConfig, seeds: tuple[int, ...],
+           stop_after: dict[int, int] | None = None) -> dict[int, Run]:
+    reports: dict[int, list[dict[str, Any]]] = {s: [] for s in seeds}
+
+    def should_stop(seed: int, metrics: Any) -> bool:
+        return stop_after is not None and metrics["update"] >= stop_after.get(seed, 10**9)
+
+    outcomes = seed_fusion.train_seeds(config, seeds, on_report=lambda s, m: reports[s].append(m),
+                                       should_stop=should_stop)
+    return {s: (reports[s], outcomes[s].state_dict) for s in seeds}
+
+
+def _assert_same(fused: Run, solo: Run, *, stopped_at: int | None = None) -> None:
+    (f_reports, f_params), (s_reports, s_params) = fused, solo
+    if stopped_at is not None:  # a solo trial as long as the fused seed ran: same values
+        s_reports = [r for r in s_reports if r["update"] <= stopped_at]
+    assert [r["update"] for r in f_reports] == [r["update"] for r in s_reports]
+    for f, s in zip(f_reports, s_reports, strict=True):
+        dev = sorted(k for k in s if k.startswith("dev_"))
+        assert sorted(k for k in f if k.startswith("dev_")) == dev
+        for key in (*KEYS, *dev):
+            if key == "status" and stopped_at is not None:
+                continue  # the fused seed was stopped, the shorter solo trial completed
+            expected = s[key]
+            if isinstance(expected, float):
+                expected = pytest.approx(expected, rel=RTOL)
+            assert f[key] == expected, (key, s["update"])
+    assert f_params.keys() == s_params.keys()
+    for name, value in s_params.items():
+        torch.testing.assert_close(f_params[name], value, rtol=RTOL, atol=1e-9, msg=name)
+
+
+@pytest.mark.parametrize("fuse", ["off", "auto"])
+def test_mlp_seeds_fused_equal_their_solo_trials(fuse: str) -> None:
+    # "auto": mlp_regression is fusable, so both sides also fuse the virtual ranks' passes
+    config = _config(fuse=fuse, grad_clip=0.5)
+    fused = _fused(config, (0, 1, 2))
+    for seed in (0, 1, 2):
+        _assert_same(fused[seed], _solo(config.model_copy(update={"seed": seed})))
+
+
+def test_mini_asr_with_dropout_seeds_fused_equal_their_solo_trials() -> None:
+    # the seeds' batches differ in length: each seed's masks are drawn at its own length
+    config = _asr()
+    fused = _fused(config, (0, 3))
+    for seed in (0, 3):
+        _assert_same(fused[seed], _solo(config.model_copy(update={"seed": seed})))
+
+
+def test_mini_asr_without_dropout_fuses_seeds_and_virtual_ranks() -> None:
+    # fusable: both sides run the virtual ranks' samples in passes grouped by length
+    config = _asr(workload_options={**ASR, "dropout": 0.0})
+    fused = _fused(config, (0, 3))
+    for seed in (0, 3):
+        _assert_same(fused[seed], _solo(config.model_copy(update={"seed": seed})))
+
+
+def test_a_seed_that_stops_leaves_the_batch_without_changing_the_others() -> None:
+    config = _asr()
+    fused = _fused(config, (0, 1, 3), stop_after={1: 2})
+    # its last report is the solo trial's at update 2 ("running": the stop is decided after
+    # it, as a Tune scheduler's), and nothing follows
+    assert [r["update"] for r in fused[1][0]] == [2]
+    solo_1 = _solo(config.model_copy(update={"seed": 1, "total_updates": 2}))
+    _assert_same(fused[1], solo_1, stopped_at=2)
+    for seed in (0, 3):
+        _assert_same(fused[seed], _solo(config.model_copy(update={"seed": seed})))
+
+
+def test_unsupported_settings_are_refused() -> None:
+    with pytest.raises(NotImplementedError, match="float16"):
+        seed_fusion.train_seeds(_config(dtype="float16"), (0, 1), on_report=lambda s, m: None)
+    with pytest.raises(ValueError, match="distinct"):
+        seed_fusion.train_seeds(_config(), (0, 0), on_report=lambda s, m: None)
