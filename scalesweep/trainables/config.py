@@ -201,3 +201,45 @@ class TrialConfig(BaseModel):
             total_updates=self.total_updates, eval_every=self.eval_every,
             stages=self.batch_ramp,
             counts_from=self.scheduler.kind.counts_from)
+
+
+class LoopHandover(BaseModel):
+    """What a ``train_loop`` trial's Ray Train side needs beyond its ``TrialConfig``: the
+    ``loop_config`` its ``train_loop_per_worker`` receives, and where a resumed trial's reports
+    go on from (its training clock, its last report logged)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    loop_config: dict[str, Any]
+    wall_offset: float = 0.0
+    resumed_report: dict[str, float] | None = None
+
+
+class TrialJob(BaseModel):
+    """What Tune hands one trial (``param_space={"trial_config": job}``, as its JSON form):
+    the ``TrialConfig`` and where and with what it runs. The sweep, the solve's search and the
+    tests make it; :mod:`scalesweep.trainables.trial_driver` reads it back. Unknown keys are an
+    error, so a key the driver reads is a key someone sets."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    trial: TrialConfig
+    #: where Ray Train keeps ddp runs and their checkpoints (the sweep's ``train/``; shared
+    #: storage on a multi-node cluster); None: Ray's own (``~/ray_results``)
+    storage_path: str | None = None
+    #: worker-group restarts (ddp) or Tune retries (simulate) from the latest checkpoint
+    max_failures: int = Field(default=3, ge=0)
+    cpus_per_worker: float = Field(default=1.0, gt=0)
+    #: used when the trial uses GPUs
+    gpus_per_worker: float = Field(default=1.0, ge=0)
+    #: a checkpoint directory to start from when Ray has none of its own for this trial (an
+    #: earlier, killed sweep of the same plan)
+    resume_from: str | None = None
+    loop: LoopHandover | None = None
+
+    def to_config(self) -> dict[str, Any]:
+        """The JSON form Tune keeps in the trial's config (and its experiment state)."""
+        return self.model_dump(mode="json")
+
+    @staticmethod
+    def name_in(config: Mapping[str, Any]) -> str:
+        """The trial's name in a Tune trial's ``config`` (``param_space``'s, as Tune keeps it)."""
+        return str(config["trial_config"]["trial"]["name"])

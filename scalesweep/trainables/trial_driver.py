@@ -1,16 +1,10 @@
 """The Tune function trainable that runs one trial on its backend.
 
-``run_trial(config)`` with ``config`` =
-
-* ``trial``: ``TrialConfig.model_dump(mode="json")`` (required);
-* ``storage_path``: where Ray Train keeps ddp runs and their checkpoints (the sweep's; shared
-  storage on a multi-node cluster). Default: Ray's own (``~/ray_results``);
-* ``max_failures``: worker-group restarts Ray Train may make from the latest checkpoint (3);
-* ``cpus_per_worker`` (1.0), ``gpus_per_worker`` (1.0, used when the trial uses GPUs),
-  ``memory_per_worker_gb`` (unset: no memory reservation);
-* ``checkpoints_to_keep``: newest checkpoints Ray Train keeps per run (2);
-* ``resume_from``: a checkpoint directory to start from when Ray has none of its own for this
-  trial (an earlier, killed sweep of the same plan).
+``run_trial(job)`` with ``job`` a :class:`~scalesweep.trainables.config.TrialJob`: the
+``TrialConfig`` and its storage path, retries, resources per worker, the checkpoint to start
+from and, for a ``train_loop``, its handover. Tune keeps it as JSON in the trial's config
+(``param_space={"trial_config": job.to_config()}``); Ray Train keeps the newest
+``CHECKPOINTS_TO_KEEP`` checkpoints of a ddp run.
 
 Backends:
 
@@ -60,7 +54,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,14 +62,13 @@ from ray.tune import PlacementGroupFactory
 
 from scalesweep.mlflow_names import ERROR_TAG, STATUS_TAG
 from scalesweep.trainables import checkpointing, disk_full
-from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.config import TrialConfig, TrialJob
 from scalesweep.trainables.ray_train import tune_handover
 
 # torch, the loop and the worlds are imported where a trial runs: the sweep driver imports this
 # module for the trainable's name, its resources and its checkpoints' files, and needs no torch
 
-DEFAULT_MAX_FAILURES = 3
-DEFAULT_CHECKPOINTS_TO_KEEP = 2
+CHECKPOINTS_TO_KEEP = 2
 #: a ddp driver's whole reservation. Tune refuses a trial whose resources are all zero, and a
 #: sliver of CPU would break the arithmetic above (4 CPUs could then host 3 workers, not 4).
 DRIVER_MEMORY_BYTES = 256 * 2**20
@@ -98,23 +90,23 @@ def trainable(config: dict[str, Any]) -> None:
     sweep runner's modules, pulls in neither MLflow nor the planner (0.9 CPU seconds per trial
     process on 2 cores, benchmarks/README.md), and Ray Train only when the trial is ddp.
     """
-    run_trial(config["trial_config"])
+    run_trial(TrialJob.model_validate(config["trial_config"]))
 
 
 def resources(config: dict[str, Any]) -> PlacementGroupFactory:
     """``tune.with_resources``' per-trial resources for :func:`trainable`'s config."""
-    c = config["trial_config"]
-    return trial_resources(TrialConfig.model_validate(c["trial"]), c["cpus_per_worker"], c["gpus_per_worker"])
+    job = TrialJob.model_validate(config["trial_config"])
+    return trial_resources(job.trial, job.cpus_per_worker, job.gpus_per_worker)
 
 
-def run_trial(config: dict[str, Any]) -> None:
-    """Tune function trainable: run ``config["trial"]`` on its backend (see module docs)."""
-    trial = TrialConfig.model_validate(config["trial"])
+def run_trial(job: TrialJob) -> None:
+    """Run ``job``'s trial on its backend (see module docs)."""
+    trial = job.trial
     if trial.backend == "simulate":
-        storage = config.get("storage_path")  # <sweep dir>/train
-        _run_simulate(trial, config.get("resume_from"), Path(storage).parent if storage else None)
+        storage = job.storage_path  # <sweep dir>/train
+        _run_simulate(trial, job.resume_from, Path(storage).parent if storage else None)
     else:
-        _run_ddp(trial, config)
+        _run_ddp(trial, job)
 
 
 def trial_resources(
@@ -142,14 +134,11 @@ def worker_group_resources(
     trial: TrialConfig,
     cpus_per_worker: float,
     gpus_per_worker: float = 1.0,
-    memory_per_worker_gb: float | None = None,
 ) -> dict[str, float]:
     """Ray Train's reservation per worker of a ddp trial (P of them, placed together)."""
     resources = {"CPU": float(cpus_per_worker)}
     if trial.use_gpu:
         resources["GPU"] = float(gpus_per_worker)
-    if memory_per_worker_gb:
-        resources["memory"] = float(memory_per_worker_gb) * 2**30
     return resources
 
 
@@ -251,7 +240,7 @@ def _simulate(trial: TrialConfig, fallback: str | None, sweep_dir: Path | None) 
         loop.train(trial, world, on_report=report, resume_from=directory if why is None else fallback)
 
 
-def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
+def _run_ddp(trial: TrialConfig, job: TrialJob) -> None:
     # Imported here: simulate trials never need Ray Train. Explicitly V2 (the default since Ray
     # 2.5x): ``ray.train.RunConfig`` & co. resolve to V1 or V2 by an environment variable,
     # which neither mypy nor a reader can see.
@@ -260,9 +249,9 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
 
     from scalesweep.trainables.ray_train.lean_trainer import LeanTorchTrainer, use_no_preemption_watcher
 
-    storage_path = config.get("storage_path")
+    storage_path = job.storage_path
     name = run_name(trial, ray.tune.get_context().get_trial_id())
-    worker, worker_config, callback = _workers(trial, config)
+    worker, worker_config, callback = _workers(trial, job)
     use_report_poll()
     use_no_preemption_watcher()
     trainer = LeanTorchTrainer(
@@ -274,21 +263,14 @@ def _run_ddp(trial: TrialConfig, config: Mapping[str, Any]) -> None:
             num_workers=(trial.physical_workers if trial.min_workers is None
                          else (trial.min_workers, trial.physical_workers)),
             use_gpu=trial.use_gpu,
-            resources_per_worker=worker_group_resources(
-                trial,
-                float(config.get("cpus_per_worker", 1.0)),
-                float(config.get("gpus_per_worker", 1.0)),
-                config.get("memory_per_worker_gb"),
-            ),
+            resources_per_worker=worker_group_resources(trial, job.cpus_per_worker, job.gpus_per_worker),
         ),
         torch_config=TorchConfig(backend="nccl" if trial.use_gpu else "gloo"),
         run_config=RunConfig(
             name=name,
             storage_path=storage_path,
-            failure_config=FailureConfig(max_failures=int(config.get("max_failures", DEFAULT_MAX_FAILURES))),
-            checkpoint_config=CheckpointConfig(
-                num_to_keep=int(config.get("checkpoints_to_keep", DEFAULT_CHECKPOINTS_TO_KEEP))
-            ),
+            failure_config=FailureConfig(max_failures=job.max_failures),
+            checkpoint_config=CheckpointConfig(num_to_keep=CHECKPOINTS_TO_KEEP),
             callbacks=[callback],
         ),
     )
@@ -313,19 +295,21 @@ def use_report_poll() -> str:
     return os.environ.setdefault(REPORT_POLL_ENV, f"{REPORT_POLL_S:g}")
 
 
-def _workers(trial: TrialConfig, config: Mapping[str, Any]) -> tuple[Any, dict[str, Any], Any]:
+def _workers(trial: TrialConfig, job: TrialJob) -> tuple[Any, dict[str, Any], Any]:
     """What the worker group runs, its config, and the callback that forwards rank 0's
     reports to Tune: the built-in loop, or a train_loop checked report by report."""
     if trial.train_loop is not None:
         from scalesweep.trainables.user_loop import ReportChecker, loop_worker
         from scalesweep.trainables.user_loop_callback import LoopReportCallback
 
-        loop_config = dict(config["loop_config"])
+        if job.loop is None:
+            raise ValueError(f"trial {trial.name} runs a train_loop but its job has no loop handover")
+        loop_config = dict(job.loop.loop_config)
         checker = ReportChecker(trial=trial.name, train_loop=trial.train_loop,
                                 updates_per_epoch=int(loop_config["updates_per_epoch"]),
                                 global_batch=int(loop_config["global_batch"]),
-                                wall_offset=float(config.get("wall_offset") or 0.0),
-                                last=dict(config.get("resumed_report") or {}))
+                                wall_offset=job.loop.wall_offset,
+                                last=dict(job.loop.resumed_report or {}))
         return (loop_worker, {"train_loop": trial.train_loop, "config": loop_config},
                 LoopReportCallback(checker))
     from ray.tune.integration.ray_train import TuneReportCallback
@@ -334,8 +318,8 @@ def _workers(trial: TrialConfig, config: Mapping[str, Any]) -> tuple[Any, dict[s
 
     # V2 restores a run by its name and storage path; a checkpoint from an earlier sweep (a new
     # Tune experiment, so a new trial id) is handed to the workers instead.
-    storage_path = config.get("storage_path")
-    resume_from = config.get("resume_from")
+    storage_path = job.storage_path
+    resume_from = job.resume_from
     if resume_from is None and storage_path is not None:
         resume_from = latest_checkpoint(storage_path, trial)
     return (train_loop_per_worker,

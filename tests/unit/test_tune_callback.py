@@ -18,6 +18,8 @@ from mlflow.tracking import MlflowClient
 
 from scalesweep.orchestrator.tracking.callback import KEEP, SweepCallback
 from scalesweep.orchestrator.tracking.tracker import SweepTracker
+from scalesweep.science import optimizers, schedules
+from scalesweep.trainables.config import TrialConfig, TrialJob
 from scalesweep.trainables.user_loop import SHARED_FAILURE_KEY, SharedContractError
 from tests.conftest import MlflowHttp
 
@@ -35,8 +37,12 @@ class FakeTrial:
     config: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.config = {"trial_config": {"trial": {"name": self.name,
-                                                  "total_updates": self.total_updates}}}
+        # the config Tune keeps for a trial of a sweep: a TrialJob's JSON form
+        trial = TrialConfig(name=self.name, workload="mlp_regression", world_size=1, physical_workers=1,
+                            per_worker_batch=4, optimizer=optimizers.resolve({"type": "sgd", "lr": 0.1}),
+                            scheduler=schedules.resolve({"type": "constant"}),
+                            total_updates=self.total_updates, eval_every=10)
+        self.config = {"trial_config": TrialJob(trial=trial).to_config()}
 
     def get_error(self) -> str | None:
         return self.error

@@ -19,6 +19,7 @@ from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
 from scalesweep.orchestrator.tracking.summary import points, references
 from scalesweep.science.stats import curtail
+from scalesweep.trainables.config import TrialJob
 
 
 def baseline_names(plan: Plan) -> set[str]:
@@ -96,6 +97,6 @@ class CurtailStopper(tune.Stopper):
 def _name(result: Mapping[str, Any]) -> str | None:
     """The trial's name, from the config Tune puts into every result."""
     try:
-        return str(result["config"]["trial_config"]["trial"]["name"])
+        return TrialJob.name_in(result["config"])
     except (KeyError, TypeError):
         return None

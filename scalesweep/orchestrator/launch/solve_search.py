@@ -31,6 +31,7 @@ from scalesweep.orchestrator.plan.solve_plan import DIMENSIONS, SolvePlan, round
 from scalesweep.orchestrator.tracking.callback import SweepCallback
 from scalesweep.science.solve import OBJECTIVE_METRIC
 from scalesweep.trainables import trial_driver
+from scalesweep.trainables.config import TrialJob
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class _Budget(tune.Callback):
         self._count(trial)
 
     def _count(self, trial: Any) -> None:
-        name = str(trial.config["trial_config"]["trial"]["name"])
+        name = TrialJob.name_in(trial.config)
         last = trial.last_result or {}
         epochs = float(last.get("epoch", 0.0))
         self.spent.used += epochs
@@ -130,7 +131,7 @@ def search(sp: SolvePlan, plan: Plan, cluster: ClusterInfo, sweep_dir: Path,
     define = _Candidates(sp, cluster, pairings, rows, {
         "storage_path": str(sweep_dir / "train"), "max_failures": spec.max_failures,
         "cpus_per_worker": spec.resources.cpus_per_worker,
-        "gpus_per_worker": spec.resources.gpus_per_worker, "resume_from": None})
+        "gpus_per_worker": spec.resources.gpus_per_worker})
     define.drawn = warm.next_number
     spent = Spent(budget=sp.samples * sp.candidate_epochs, used=warm.used, finished=warm.finished)
     if warm.samples_left <= 0:
@@ -250,8 +251,8 @@ class _Candidates:
         row = self.sp.candidate_row(number, factor, warmup, seed, pair.target, pair.baseline_epochs,
                                     self.cluster)
         self.rows[row.name] = row
-        return {"trial_config": {"trial": row.trial.model_dump(mode="json"), **self.driver}}
+        return {"trial_config": TrialJob(trial=row.trial, **self.driver).to_config()}
 
 
 def _trial_name(trial: Any) -> str:
-    return str(trial.config["trial_config"]["trial"]["name"])
+    return TrialJob.name_in(trial.config)

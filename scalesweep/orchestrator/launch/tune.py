@@ -16,6 +16,7 @@ from scalesweep.orchestrator.plan.rows import Plan, PlanRow
 from scalesweep.orchestrator.tracking.callback import SweepCallback
 from scalesweep.orchestrator.tracking.tracker import SweepTracker
 from scalesweep.trainables import checkpointing, trial_driver
+from scalesweep.trainables.config import LoopHandover, TrialJob
 from scalesweep.trainables.trial_driver import latest_checkpoint, simulate_checkpoints
 
 
@@ -50,13 +51,11 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
         return callback
     res = spec.resources
     resume = {r.name: resume_checkpoint(sweep_dir, r) for r in rows}
-    configs = [{"trial": r.trial.model_dump(mode="json"),
-                "storage_path": str(sweep_dir / "train"),
-                "max_failures": spec.max_failures,
-                "cpus_per_worker": res.cpus_per_worker,
-                "gpus_per_worker": res.gpus_per_worker,
-                "resume_from": resume[r.name],
-                **_loop_config(plan, r, curves.get(r.name, []))} for r in rows]
+    configs = [TrialJob(trial=r.trial, storage_path=str(sweep_dir / "train"),
+                        max_failures=spec.max_failures, cpus_per_worker=res.cpus_per_worker,
+                        gpus_per_worker=res.gpus_per_worker, resume_from=resume[r.name],
+                        loop=_loop_handover(plan, r, curves.get(r.name, []))).to_config()
+               for r in rows]
 
     scheduler = None
     if spec.search.trial_scheduler == "asha":
@@ -84,12 +83,12 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
     return callback
 
 
-def _loop_config(plan: Plan, row: PlanRow, logged: list[dict[str, Any]]) -> dict[str, Any]:
+def _loop_handover(plan: Plan, row: PlanRow, logged: list[dict[str, Any]]) -> LoopHandover | None:
     """A train_loop trial's ``loop_config`` (what its train_loop_per_worker receives) and
     ``wall_offset``: the training seconds its evals already in MLflow reached (a resumed trial's
     clock goes on from there)."""
     if row.trial.train_loop is None:
-        return {}
+        return None
     walls = [float(e["wall_s"]) for e in logged if e.get("wall_s") is not None]
     # the furthest eval already logged: a trial resumed from its last checkpoint may have nothing
     # left to train, and ends with that report rather than with none
@@ -98,12 +97,12 @@ def _loop_config(plan: Plan, row: PlanRow, logged: list[dict[str, Any]]) -> dict
     resumed = None if last is None else {**{k: float(v) for k, v in last.items()
                                             if isinstance(v, int | float) and not isinstance(v, bool)},
                                          STEP_KEY: int(last[STEP_KEY])}
-    return {"loop_config": loop_config(row, plan.sweep.workload.train_size()),
-            "wall_offset": max(walls, default=0.0), "resumed_report": resumed}
+    return LoopHandover(loop_config=loop_config(row, plan.sweep.workload.train_size()),
+                        wall_offset=max(walls, default=0.0), resumed_report=resumed)
 
 
 def _trial_name(trial: Any) -> str:
-    return str(trial.config["trial_config"]["trial"]["name"])
+    return TrialJob.name_in(trial.config)
 
 
 def resume_report(sweep_dir: Path, row: PlanRow) -> dict[str, Any] | None:

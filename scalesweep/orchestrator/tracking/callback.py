@@ -36,6 +36,7 @@ from scalesweep.orchestrator.tracking.tracker import (
     fail_fast,
     is_outage,
 )
+from scalesweep.trainables.config import TrialJob
 from scalesweep.trainables.disk_full import DISK_FULL_KEY, CheckpointUnwritable, from_text
 from scalesweep.trainables.user_loop import SHARED_FAILURE_KEY, SharedContractError
 
@@ -82,7 +83,7 @@ class SweepCallback(tune.Callback):
 
     @staticmethod
     def name(trial: Any) -> str:
-        return str(trial.config["trial_config"]["trial"]["name"])
+        return TrialJob.name_in(trial.config)
 
     def _say(self, text: str) -> None:
         elapsed = time.monotonic() - self._started
@@ -289,7 +290,7 @@ class SweepCallback(tune.Callback):
         last = self.curves.get(name, [{}])[-1]
         if self.status.get(name) in (None, "running"):
             # ended without a final status of its own: a scheduler (ASHA) stopped it early
-            total = trial.config["trial_config"]["trial"]["total_updates"]
+            total = TrialJob.model_validate(trial.config["trial_config"]).trial.total_updates
             self.status[name] = "completed" if last.get(STEP_KEY, 0) >= total else "stopped"
         dev = last.get("dev_loss")
         shown = f"dev_loss {dev:.4g} " if isinstance(dev, float) else ""
@@ -430,14 +431,12 @@ MEMORY_HINT = "out of memory"
 def trial_resources(trial: Any) -> str:
     """The resources a trial asked for, as the sweep file names them (``resources``)."""
     with contextlib.suppress(Exception):
-        config = trial.config["trial_config"]
-        spec = config["trial"]
-        workers = int(spec.get("physical_workers") or spec.get("world_size") or 1)
-        parts = [f"{workers} worker{'s' if workers != 1 else ''}" if spec.get("backend") == "ddp"
-                 else "1 process (simulate)",
-                 f"cpus_per_worker {float(config.get('cpus_per_worker', 1.0)):g}"]
-        if spec.get("use_gpu"):
-            parts.append(f"gpus_per_worker {float(config.get('gpus_per_worker', 1.0)):g}")
+        job = TrialJob.model_validate(trial.config["trial_config"])
+        workers = job.trial.physical_workers
+        parts = [f"{workers} worker{'s' if workers != 1 else ''}" if job.trial.backend == "ddp"
+                 else "1 process (simulate)", f"cpus_per_worker {job.cpus_per_worker:g}"]
+        if job.trial.use_gpu:
+            parts.append(f"gpus_per_worker {job.gpus_per_worker:g}")
         return ", ".join(parts)
     return "unknown"
 
