@@ -24,13 +24,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from scalesweep.dashboards.arm_text import interval_text, median_text
 from scalesweep.dashboards.arms_table import arm_summaries
 from scalesweep.dashboards.convergence_table import StudyTrial, study_trials
 from scalesweep.dashboards.mlflow_data import Study, load_study
 from scalesweep.mlflow_names import STATUS_TAG
 from scalesweep.science.prediction.batch_fit import Arm, Fit, Recommendation, judge, recommend
 from scalesweep.science.solve import DECISION_RANK
-from scalesweep.science.stats.arm_text import interval_text, median_text
 from scalesweep.science.stats.arms import ArmSummary
 
 BEST = "best per batch"

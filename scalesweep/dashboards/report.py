@@ -31,6 +31,7 @@ from scalesweep import atomic_file
 from scalesweep.dashboards import advice as scaling_advice
 from scalesweep.dashboards.arm_figures import plot_dev_loss_by_arm, plot_ratio_by_level
 from scalesweep.dashboards.arm_figures import plot_epochs_to_target as plot_arms_epochs_to_target
+from scalesweep.dashboards.arm_text import conditioning_text, interval_text, levels_text, median_text
 from scalesweep.dashboards.arms_table import arm_summaries, arms_frame
 from scalesweep.dashboards.convergence_table import PROJECTED, StudyTrial, convergence_table, study_trials
 from scalesweep.dashboards.mlflow_data import Projection, Study, load_study
@@ -40,7 +41,6 @@ from scalesweep.dashboards.solve_report import solve_html
 from scalesweep.dashboards.study_checks import checks_html
 from scalesweep.errors import ScalesweepError
 from scalesweep.mlflow_names import EPOCHS_TO_TARGET_METRIC, TRIAL_NAME_TAG
-from scalesweep.science.stats.arm_text import conditioning_text, interval_text, levels_text, median_text
 from scalesweep.science.stats.arms import (
     ArmSummary,
     ratios,

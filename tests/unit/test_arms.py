@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from scalesweep.orchestrator.tracking.summary_table import format_arms
+from scalesweep.dashboards.arm_text import conditioning_text, interval_text, levels_text, median_text
+from scalesweep.dashboards.run_tables import format_arms
 from scalesweep.science.stats import levels as L
-from scalesweep.science.stats.arm_text import conditioning_text, interval_text, levels_text, median_text
 from scalesweep.science.stats.arms import (
     ArmSummary,
     TrialCrossing,

@@ -99,7 +99,7 @@ def conclude(outcome: Outcome, report: bool = True) -> Path | None:
     """What ``run`` and ``resume`` print at the end of a sweep (summary table, arms, the report
     logged on the parent run, the UI link); the report's directory, None when none was made
     (``report`` False: ``--no-report``)."""
-    from scalesweep.orchestrator.tracking.summary_table import format_arms, format_summary
+    from scalesweep.dashboards.run_tables import format_arms, format_summary
     from scalesweep.orchestrator.tracking.ui import ui_hint
     from scalesweep.orchestrator.usecases.run import report_dir_for, write_report
 

@@ -26,8 +26,8 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from scalesweep.dashboards.run_tables import format_arms, format_summary
     from scalesweep.mlflow_names import STATUS_TAG
-    from scalesweep.orchestrator.tracking.summary_table import format_arms, format_summary
     from scalesweep.orchestrator.usecases.run import report
 
     uri = tracking_uri(args.tracking_uri)

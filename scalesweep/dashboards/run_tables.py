@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from scalesweep.science.stats.arm_text import conditioning_text, interval_text, levels_text, median_text
+from scalesweep.dashboards.arm_text import conditioning_text, interval_text, levels_text, median_text
 from scalesweep.science.stats.arms import (
     ArmSummary,
     ratios,
