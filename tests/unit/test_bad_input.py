@@ -106,7 +106,8 @@ CASES: tuple[Case, ...] = (
     Case("unknown_axis.yaml", ("axes.batch", "[8, 16]", "unknown axis")),
     Case("unknown_scaling_rule.yaml", ("axes.scaling_rule[1]", "'cubic'", "'none', 'linear', "
                                        "'sqrt' or 'sqrt_adam'")),
-    Case("unknown_warmup_rule.yaml", ("axes.warmup_rule[1]", "'doubled'", "'fixed' or 'scaled'")),
+    Case("unknown_warmup_rule.yaml", ("axes.warmup_rule[1]", "'doubled'",
+                                      "'fixed', 'scaled' or 'proportional'")),
     Case("warmup_rule_negative.yaml", ("axes.warmup_rule", "[-7]", "update counts >= 0")),
     Case("unknown_workload.yaml", ("workload.name", "'imagenet_resnet'", "unknown workload",
                                    "mlp_regression")),

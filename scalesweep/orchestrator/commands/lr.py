@@ -40,5 +40,7 @@ def run(args: argparse.Namespace) -> int:
         if p.arms:  # stderr: stdout is the CSV
             print(f"{args.plot}: the last panel shows the lr per epoch of each of the "
                   f"{len(p.arms)} arms with its batch ramp's stages", file=sys.stderr)
+    for note in p.rule_notes:  # stderr: stdout is the CSV
+        print(f"rule: {note}", file=sys.stderr)
     write_csv(p)
     return EXIT_OK

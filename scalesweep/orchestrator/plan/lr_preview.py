@@ -30,6 +30,9 @@ class Preview:
     dataset_size: int | None = None  # from a sweep file's workload
     #: a sweep file with batch ramps: every arm's lr per epoch as its trials run it
     arms: list[ArmCurve] = field(default_factory=list)
+    #: a sweep file with an optimizer rule or a proportional warmup: "arm: change" for each
+    #: value they change, which the base schedule's CSV does not show
+    rule_notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -52,6 +55,7 @@ def preview(path: str | Path, updates: int) -> Preview:
     dataset_size = None
     origins: dict[str, str] = {}
     arms: list[ArmCurve] = []
+    rule_notes: list[str] = []
     if "axes" in raw or "workload" in raw:  # a sweep file: its settings before the axes apply
         from scalesweep.orchestrator.spec.load import load_sweep
 
@@ -63,6 +67,7 @@ def preview(path: str | Path, updates: int) -> Preview:
         origins = sweep.base.origins
         if sweep.training.batch_ramp or "training.batch_ramp" in sweep.spec.axes.free_axes():
             arms = _arm_curves(sweep)
+        rule_notes = _rule_notes(sweep)
     else:
         recipe = read_recipe(path)
         sched = dict(recipe.settings.get("scheduler") or {})
@@ -101,7 +106,8 @@ def preview(path: str | Path, updates: int) -> Preview:
     return Preview(source=src, scheduler=spec, base_lr=base_lr, rows=rows,
                    per_worker_batch=batch if isinstance(batch, int) else None,
                    accum_grad=int(training.get("accum_grad", 1) or 1),
-                   world_sizes=world_sizes, dataset_size=dataset_size, arms=arms)
+                   world_sizes=world_sizes, dataset_size=dataset_size, arms=arms,
+                   rule_notes=rule_notes)
 
 
 def _arm_curves(sweep: Any) -> list[ArmCurve]:
@@ -125,6 +131,27 @@ def _arm_curves(sweep: Any) -> list[ArmCurve]:
             lrs=[schedule.lr(data.position(k)) * data.segment(k).lr_multiplier for k in ks],
             stage_starts=[(float(s.first_epoch), s.world_size) for s in data.segments[1:]]))
     return curves
+
+
+def _rule_notes(sweep: Any) -> list[str]:
+    """Per arm, what its optimizer rule and a proportional warmup change (beta2, weight decay,
+    warmup counts): the plan's own notes, each arm once; none where the sweep uses neither."""
+    axes = sweep.spec.axes
+    if axes.optimizer_rule is None and "proportional" not in axes.warmup_rule:
+        return []
+    from scalesweep.orchestrator.plan.rows import make_plan
+
+    seen: set[str] = set()
+    out = []
+    for row in make_plan(sweep).rows:
+        if row.arm in seen or (row.axes.get("optimizer_rule", "none") == "none"
+                               and row.warmup_rule != "proportional"):
+            continue
+        seen.add(row.arm)
+        out += [f"{row.arm}: {n}" for n in row.notes
+                if n.startswith(("optimizer.betas", "optimizer.weight_decay"))
+                or "proportional x" in n]
+    return out
 
 
 def moves_momentum(optimizer_type: Any) -> bool:

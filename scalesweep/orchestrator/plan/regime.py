@@ -57,8 +57,9 @@ def study_regime(plan: Plan, row: PlanRow) -> Regime:
 
 def job_regime(plan: Plan, row: PlanRow, job: ReferenceJob) -> Regime | None:
     """The job's regime at the GPUs the row's world size stands for, the row's warmup rule
-    applied to the job's warmup (fixed: as it is; scaled: x the reference GPUs over these; a
-    number: the same fraction of the job's warmup as of the study's)."""
+    applied to the job's warmup (fixed: as it is; scaled: x the reference GPUs over these;
+    proportional: x the job's updates here over its updates at the reference; a number: the
+    same fraction of the job's warmup as of the study's)."""
     sweep = plan.sweep
     if job.missing or row.world_size not in job.gpus:
         return None
@@ -72,6 +73,10 @@ def job_regime(plan: Plan, row: PlanRow, job: ReferenceJob) -> Regime | None:
     elif rule == "scaled":
         ref_gpus = job.gpus.get(sweep.reference_world_size or row.world_size, gpus)
         warmup = max(1, round(job.warmup_steps * ref_gpus / gpus))
+    elif rule == "proportional":  # the same share of the job's run as at its reference
+        ref_gpus = job.gpus.get(sweep.reference_world_size or row.world_size, gpus)
+        ref_upe = updates_per_epoch(job.dataset_size, ref_gpus, job.per_gpu_batch, job.accum_grad)
+        warmup = max(1, round(job.warmup_steps * total / max(1, round(ref_upe * job.epochs))))
     else:
         study_warmup = schedules.warmup_steps(sweep.scheduler) or 1
         warmup = max(1, round(job.warmup_steps * int(rule) / study_warmup))

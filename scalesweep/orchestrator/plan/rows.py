@@ -16,7 +16,7 @@ from scalesweep.orchestrator.plan.placement import feasible, placement
 from scalesweep.orchestrator.plan.rules import study_rules
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.spec.load import Sweep
-from scalesweep.orchestrator.spec.schema import FIXED_AXES
+from scalesweep.orchestrator.spec.schema import FIXED_AXES, RULE_AXES
 from scalesweep.orchestrator.spec.training import Training
 from scalesweep.science import batch_ramp, optimizers, scaling, schedules
 from scalesweep.science.batching import global_batch, updates_per_epoch
@@ -202,8 +202,10 @@ def place_row(row: PlanRow, spec: Any, cluster: ClusterInfo, source: str) -> Non
 
 def combinations(sweep: Sweep) -> Iterator[dict[str, Any]]:
     axes = sweep.spec.axes
-    names = list(FIXED_AXES) + list(axes.free_axes())
-    values = [getattr(axes, n) for n in FIXED_AXES] + list(axes.free_axes().values())
+    # a rule axis the file leaves out is no axis: its trials, names and draws stay as they were
+    typed = [*FIXED_AXES, *(n for n in RULE_AXES if getattr(axes, n) is not None)]
+    names = typed + list(axes.free_axes())
+    values = [getattr(axes, n) for n in typed] + list(axes.free_axes().values())
     if sweep.spec.search.type == "grid":
         for combo in itertools.product(*values):
             yield dict(zip(names, combo, strict=True))
@@ -404,10 +406,18 @@ def _assign_arms(rows: list[PlanRow]) -> None:
 
 def _arm_name(row: PlanRow) -> str:
     name = f"ws{row.world_size}-warmup{row.warmup_steps}-{scaling.rule_label(row.axes['scaling_rule'])}"
+    name += _rule_suffix(row.axes)
     for key, value in row.axes.items():
-        if key not in FIXED_AXES:
+        if key not in FIXED_AXES + RULE_AXES:
             name += _axis_suffix(key, value)
     return name
+
+
+def _rule_suffix(combo: Mapping[str, Any]) -> str:
+    """An optimizer rule in a trial or arm name, after the lr rule: "-beta2_halflife"; none
+    adds nothing, so a sweep's names are the same with or without the axis."""
+    rule = combo.get("optimizer_rule", "none")
+    return "" if rule == "none" else f"-{rule}"
 
 
 def _axis_suffix(key: str, value: Any) -> str:
@@ -439,7 +449,7 @@ def row_for(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo) -> PlanRo
 def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int) -> PlanRow:
     spec = sweep.spec
     settings = sweep.base.copy()
-    free = {k: v for k, v in combo.items() if k not in FIXED_AXES}
+    free = {k: v for k, v in combo.items() if k not in FIXED_AXES + RULE_AXES}
     for key, value in free.items():
         section, _, param = key.partition(".")
         settings.layer(section, {param: value}, f"axis {key}")
@@ -471,7 +481,9 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
             reference, base_lr, lr_factor=factor, warmup_rule=combo["warmup_rule"],
             global_batch=gb, reference_global_batch=ref_gb,
             run_updates=_schedule_length(sweep, reference, ws, batch, accum, total, eval_every,
-                                         stages))
+                                         stages),
+            reference_updates=(_reference_updates(sweep, t, ref_gb)
+                               if combo["warmup_rule"] == "proportional" else None))
     except scaling.AutoTotalError as exc:  # the field is the total's, not the warmup rule's
         raise InputError(sweep.source, [Problem(settings.where(f"scheduler.{exc.field}"), "auto",
                                                 f"{exc.rule} (trial {_short_combo(combo)})")]
@@ -485,6 +497,7 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
 
     # free axes (a ramp) follow the seed
     name = f"ws{ws}-warmup{warmup}-{scaling.rule_label(combo['scaling_rule'])}"
+    name += _rule_suffix(combo)
     if n_seeds > 1:
         name += f"-s{seed}"
     for key, value in free.items():
@@ -499,6 +512,8 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
     if combo["scaling_rule"] == "sqrt_adam":
         optimizer, adam_notes = _sqrt_adam(sweep, combo, optimizer, scheduler, gb, ref_gb)
         notes.extend(adam_notes)
+    optimizer, rule_notes = _optimizer_rule(sweep, combo, optimizer, scheduler, gb, ref_gb)
+    notes.extend(rule_notes)
     # the trial's optimizer, judged once (load judged the sweep's block and each axis value);
     # one worker until place_row puts it on the cluster
     trial = TrialConfig(
@@ -564,6 +579,42 @@ def _sqrt_adam(sweep: Sweep, combo: dict[str, Any], optimizer: dict[str, Any],
                                                 f"{exc} (trial {_short_combo(combo)})")]) from None
 
 
+def _optimizer_rule(sweep: Sweep, combo: dict[str, Any], optimizer: dict[str, Any],
+                    scheduler: schedules.ScheduleSpec, gb: int, ref_gb: int
+                    ) -> tuple[dict[str, Any], list[str]]:
+    """The trial's optimizer after its optimizer rule (beta2_halflife, weight_decay_linear),
+    which comes after the lr rule and leaves the lr alone."""
+    rule = combo.get("optimizer_rule", "none")
+    try:
+        if rule == "beta2_halflife" and combo["scaling_rule"] == "sqrt_adam":
+            raise ValueError("sqrt_adam sets beta2 to 1 - k(1 - beta2) already: the two rules "
+                             "disagree on beta2; pair beta2_halflife with none, linear or sqrt")
+        if rule == "beta2_halflife" and schedules.build(
+                scheduler, float(optimizer["lr"])).momentum(1) is not None:
+            raise ValueError(f"beta2_halflife scales Adam's beta2, but the {scheduler.type} "
+                             "schedule sets beta2 = 0.99 at every update; use another schedule")
+        return scaling.optimizer_hyperparameters(rule, optimizer, gb, ref_gb)
+    except ValueError as exc:  # its own field: make_plan would file a ValueError under warmup
+        raise InputError(sweep.source, [Problem("axes.optimizer_rule", rule,
+                                                f"{exc} (trial {_short_combo(combo)})")]) from None
+
+
+def _reference_updates(sweep: Sweep, training: Training, ref_gb: int) -> int:
+    """The reference trial's updates (T0 of warmup_rule proportional): its world size's, or,
+    for a reference given as a global batch, the world size that batch takes."""
+    batch, accum = training.per_worker_batch, training.accum_grad
+    ref_ws = sweep.reference_world_size
+    if ref_ws is None:
+        if ref_gb % (batch * accum):
+            raise ValueError(f"warmup_rule='proportional' needs the reference run's updates, but "
+                             f"reference.global_batch ({ref_gb}) is no whole number of ranks of "
+                             f"per_worker_batch * accum_grad ({batch} * {accum}); set "
+                             "reference.world_size")
+        ref_ws = ref_gb // (batch * accum)
+    return training.total_updates(updates_per_epoch(sweep.workload.train_size(), ref_ws, batch,
+                                                    accum))
+
+
 def _higher_is_better(sweep: Sweep) -> bool:
     from scalesweep.orchestrator.spec.load import metric_mode
 
@@ -604,6 +655,12 @@ def _ramp(sweep: Sweep, combo: dict[str, Any], training: Training, gb: int, ref_
     if why is None and rule == "sqrt_adam":
         why = ("sqrt_adam changes Adam's betas and eps with the batch, and a ramp would need "
                "them per stage; use sqrt (the same lr) or no ramp")
+    if why is None and combo.get("optimizer_rule", "none") != "none":
+        why = (f"optimizer_rule {combo['optimizer_rule']} changes the optimizer with the batch, "
+               "and a ramp would need it per stage; use optimizer_rule none or no ramp")
+    if why is None and combo["warmup_rule"] == "proportional":
+        why = ("warmup_rule proportional keeps the warmup's share of the run's updates, which a "
+               "ramp's stages count at their own batches; use scaled (the same samples) or no ramp")
     if why is not None:
         if RAMP_AXIS in combo and "stay below" in why:  # a grid crossing ramps with small sizes
             why += (f"; to leave this combination out: exclude: [{{world_size: {ws}, "

@@ -30,6 +30,7 @@ from scalesweep.orchestrator.spec.schema import (
     FIXED_AXES,
     FREE_AXIS_SECTIONS,
     OLD_TRIAL_SCHEDULER_KEY,
+    RULE_AXES,
     TRAINING_AXES,
     TRIAL_SCHEDULER_RENAMED,
     SweepSpec,
@@ -37,7 +38,7 @@ from scalesweep.orchestrator.spec.schema import (
 from scalesweep.orchestrator.spec.training import Training
 from scalesweep.science import batch_ramp, optimizers, schedules
 from scalesweep.science.batching import updates_per_epoch
-from scalesweep.science.scaling import is_explicit_factor
+from scalesweep.science.scaling import OPTIMIZER_RULES, WARMUP_RULES, is_explicit_factor
 from scalesweep.trainables.workloads import UnknownWorkloadError, resolve
 from scalesweep.trainables.workloads.base import Direction, Workload, WorkloadOptionError
 
@@ -243,7 +244,7 @@ def sweep_of(data: dict[str, Any], path: str | Path, overrides: Sequence[str] = 
     # and the file's exclude entries for the values it dropped then exclude nothing
     narrowed = {key.removeprefix("axes.") for key, _ in parsed if key.startswith("axes.")}
     if any(key == "axes" for key, _ in parsed):
-        narrowed |= set(FIXED_AXES) | set(spec.axes.free_axes())
+        narrowed |= set(FIXED_AXES) | set(RULE_AXES) | set(spec.axes.free_axes())
     adaptive = replicates.problems(spec)
     if adaptive:
         raise InputError(src, adaptive)
@@ -437,7 +438,7 @@ def _layer_sweep(base: Settings, spec: SweepSpec) -> None:
 def _baseline_notes(spec: SweepSpec) -> list[str]:
     notes = []
     for key, value in (spec.baseline or {}).items():
-        values = getattr(spec.axes, key, None) if key in FIXED_AXES else None
+        values = getattr(spec.axes, key, None) if key in FIXED_AXES + RULE_AXES else None
         if isinstance(values, list) and value not in values \
                 and spec.target.relative_to_baseline is None:
             # e.g. `--set axes.world_size=[16]` to debug one trial: no baseline to compare with;
@@ -538,11 +539,13 @@ def _deepspeed_batch(spec: SweepSpec, recipe: Recipe, ref_ws: int | None, base: 
 #: what a baseline's fixed-axis value must be, whatever the axes hold
 _BASELINE_RULES = {
     "world_size": (lambda v: _is_int(v, 1), "must be a world size, an integer >= 1"),
-    "warmup_rule": (lambda v: v in ("fixed", "scaled") or _is_int(v, 0),
-                    "must be 'fixed', 'scaled' or an update count >= 0"),
+    "warmup_rule": (lambda v: v in WARMUP_RULES or _is_int(v, 0),
+                    "must be 'fixed', 'scaled', 'proportional' or an update count >= 0"),
     "scaling_rule": (lambda v: v in ("none", "linear", "sqrt", "sqrt_adam") or is_explicit_factor(v),
                      "must be 'none', 'linear', 'sqrt', 'sqrt_adam' or an lr factor > 0"),
     "seed": (lambda v: _is_int(v, -(2**62)), "must be an integer"),
+    "optimizer_rule": (lambda v: v in OPTIMIZER_RULES,
+                       f"must be one of {', '.join(repr(r) for r in OPTIMIZER_RULES)}"),
 }
 
 
@@ -609,15 +612,15 @@ def _is_num(v: Any, low: float, strict: bool = False) -> bool:
 def _check_axes(spec: SweepSpec, base: Settings, narrowed: set[str], notes: list[str]
                 ) -> list[Problem]:
     problems: list[Problem] = []
-    names = set(FIXED_AXES)
+    names = set(FIXED_AXES) | {k for k in RULE_AXES if getattr(spec.axes, k) is not None}
     for key, values in spec.axes.free_axes().items():
         path = f"axes.{key}"
         names.add(key)
         section, _, param = key.partition(".")
         if (section not in FREE_AXIS_SECTIONS or not param) and key not in TRAINING_AXES:
             problems.append(Problem(path, values, "unknown axis; use world_size, warmup_rule, "
-                                    "scaling_rule, seed, optimizer.<field> / scheduler.<field>, "
-                                    "or training.batch_ramp"))
+                                    "scaling_rule, optimizer_rule, seed, optimizer.<field> / "
+                                    "scheduler.<field>, or training.batch_ramp"))
             continue
         if isinstance(values, dict):
             if spec.search.type != "random":
@@ -643,7 +646,8 @@ def _check_axes(spec: SweepSpec, base: Settings, narrowed: set[str], notes: list
                 problems.append(Problem(f"{label}.{key}", value,
                                         f"not an axis of this sweep; axes: {sorted(names)}"))
                 continue
-            values = getattr(spec.axes, key) if key in FIXED_AXES else spec.axes.free_axes()[key]
+            values = (getattr(spec.axes, key) if key in FIXED_AXES + RULE_AXES
+                      else spec.axes.free_axes()[key])
             if isinstance(values, list) and value not in values and label != "baseline":
                 if key in narrowed:  # the file named it; the command line dropped it
                     notes.append(f"{label} names {key}={value!r}, not among the axis values "

@@ -22,10 +22,14 @@ STRICT = ConfigDict(strict=True, extra="forbid", frozen=True, allow_inf_nan=Fals
 
 Backend = Literal["ddp", "simulate", "auto"]
 ScalingRule = Literal["none", "linear", "sqrt", "sqrt_adam"]
-WarmupRuleName = Literal["fixed", "scaled"]
+WarmupRuleName = Literal["fixed", "scaled", "proportional"]
+OptimizerRule = Literal["none", "beta2_halflife", "weight_decay_linear"]
 #: the axes every study has; any other axis is a dotted path into optimizer/scheduler, or
 #: training.batch_ramp (the one training setting that is an axis)
 FIXED_AXES = ("world_size", "warmup_rule", "scaling_rule", "seed")
+#: typed axes a study has only where its file gives them: left out, a trial's axes (its
+#: names, params and plan) are what they were before the axis existed
+RULE_AXES = ("optimizer_rule",)
 FREE_AXIS_SECTIONS = ("optimizer", "scheduler")
 TRAINING_AXES = ("training.batch_ramp",)
 DISTRIBUTIONS = ("uniform", "loguniform", "randint")
@@ -216,6 +220,9 @@ class Axes(BaseModel):
     #: a rule's name, or a number > 0: the lr factor itself (what `solve` found, to verify)
     scaling_rule: list[ScalingRule | float] = Field(default=["none"], min_length=1)
     seed: list[int] = Field(default=[0], min_length=1)
+    #: Adam's beta2 or AdamW's weight decay scaled with the batch, beside the lr rule
+    #: (scalesweep.science.scaling.optimizer_hyperparameters); None: not an axis (none)
+    optimizer_rule: list[OptimizerRule] | None = Field(default=None, min_length=1)
 
     @field_validator("world_size")
     @classmethod
