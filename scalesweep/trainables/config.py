@@ -153,6 +153,9 @@ class TrialConfig(BaseModel):
     objective: SearchObjective | None = None
     #: loss above this (or non-finite) ends the trial as "diverged"
     divergence_threshold: float | None = None
+    #: GiB each worker (a simulate trial's process, each ddp worker) may hold resident; past it
+    #: the trial fails naming memory (scalesweep.trainables.memory_limit). None: no limit
+    memory_per_worker_gb: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _one_target_metric(self) -> TrialConfig:

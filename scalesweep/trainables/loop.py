@@ -80,6 +80,7 @@ from scalesweep.trainables import checkpointing, fusion, stepping
 from scalesweep.trainables import workloads as workload_registry
 from scalesweep.trainables.checkpointing import Progress
 from scalesweep.trainables.config import TrialConfig
+from scalesweep.trainables.memory_limit import MemoryLimit
 from scalesweep.trainables.precision import PARAM_DTYPES, Precision
 from scalesweep.trainables.sharding import Sharding, virtual_ranks
 from scalesweep.trainables.stepping import build_optimizer
@@ -150,6 +151,7 @@ class _Trial:
         self.pass_budget = fusion.pass_budget(config, world.device)
         self.noise_every = NOISE_EVERY if self.fused else 1
         self.precision = Precision(config.dtype, world.device)
+        self.memory = MemoryLimit(config.memory_per_worker_gb, config.name)
 
         torch.manual_seed(config.seed)
         self.model = self.workload.build_model().to(world.device)
@@ -199,6 +201,7 @@ class _Trial:
                 self._use(self.data.segment(update))
             lr, momentum = self._set_hyperparameters(update)
             loss = self._update(ddp, update)
+            self.memory.check()  # the update's gradients and optimizer state are held by now
             p = self.progress
             p.update = update
             p.epoch, p.update_in_epoch = self.data.done(update)

@@ -120,7 +120,7 @@ def trial_resources(
     """
     bundle: dict[str, float]
     if trial.backend == "simulate":
-        bundle = {"CPU": cpus_per_worker}
+        bundle = {"CPU": cpus_per_worker, **_memory(trial)}
         if trial.use_gpu:
             bundle["GPU"] = gpus_per_worker
         return PlacementGroupFactory([bundle])
@@ -136,10 +136,18 @@ def worker_group_resources(
     gpus_per_worker: float = 1.0,
 ) -> dict[str, float]:
     """Ray Train's reservation per worker of a ddp trial (P of them, placed together)."""
-    resources = {"CPU": float(cpus_per_worker)}
+    resources = {"CPU": float(cpus_per_worker), **_memory(trial)}
     if trial.use_gpu:
         resources["GPU"] = float(gpus_per_worker)
     return resources
+
+
+def _memory(trial: TrialConfig) -> dict[str, float]:
+    """Ray's ``memory`` resource (bytes) for one worker of ``trial``: what it may hold
+    (``resources.memory_per_worker``), so that Ray places no more workers on a node than it
+    holds; none asked, none reserved."""
+    gib = trial.memory_per_worker_gb
+    return {} if gib is None else {"memory": gib * 2**30}
 
 
 def run_name(trial: TrialConfig, trial_id: str) -> str:

@@ -1,16 +1,12 @@
-"""A workload whose model for one seed needs more memory than its process may have: the memory
-test's trial that runs out (tests/integration/test_memory_e2e.py).
-
-For ``hog_seed`` (the loop seeds torch with the trial's seed right before building the model),
-``build_model`` caps its own process's address space (``RLIMIT_AS``) at what it maps now plus
-``limit_mib``, then allocates ``CHUNK_MIB`` at a time until the allocation is refused, which it
-then is: the MemoryError a worker past its memory gets. Bounded and self-stopping: at most
-``MAX_CHUNKS`` chunks, the chunks freed and the limit put back before it raises (a Tune actor is
-reused by the next trial), and an AssertionError, not a hog, if the limit never bites."""
+"""A workload whose model for one seed holds more memory than its trial may
+(tests/integration/test_memory_e2e.py): for ``hog_seed`` (the loop seeds torch with the
+trial's seed right before building the model) ``build_model`` returns mlp_regression's model
+holding ``ballast_mib`` MiB written (so resident), kept outside its parameters and state so no
+checkpoint carries it; the trial's ``resources.memory_per_worker`` then ends it at its first
+update. Bounded: the ballast goes with the model when the trial ends."""
 
 from __future__ import annotations
 
-import resource
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,39 +15,15 @@ import torch
 from scalesweep.trainables.workloads.base import Workload
 from scalesweep.trainables.workloads.mlp_regression import make as make_mlp
 
-CHUNK_MIB = 32
-MAX_CHUNKS = 64  # 2 GiB at most, whatever the limit
-
-
-def _mapped_bytes() -> int:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmSize in /proc/self/status")
-
-
-def allocate_past(limit_mib: int) -> None:
-    """Allocate past an address-space limit of what is mapped now plus ``limit_mib``; raises the
-    MemoryError that ends it."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    cap = _mapped_bytes() + limit_mib * 2**20
-    chunks: list[bytearray] = []
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    try:
-        for _ in range(MAX_CHUNKS):
-            chunks.append(bytearray(CHUNK_MIB * 2**20))
-    finally:  # the MemoryError goes on from here
-        chunks.clear()
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-    raise AssertionError(f"{MAX_CHUNKS * CHUNK_MIB} MiB allocated under a limit of {limit_mib} MiB more")
+#: no more than this, whatever the options ask
+MAX_BALLAST_MIB = 4096
 
 
 class _Hog:
-    def __init__(self, inner: Workload, hog_seed: int, limit_mib: int) -> None:
+    def __init__(self, inner: Workload, hog_seed: int, ballast_mib: int) -> None:
         self._inner = inner
         self._hog_seed = hog_seed
-        self._limit_mib = limit_mib
+        self._ballast_mib = min(ballast_mib, MAX_BALLAST_MIB)
         self.metrics = inner.metrics
         self.defaults = inner.defaults
 
@@ -61,13 +33,15 @@ class _Hog:
         return getattr(self._inner, name)
 
     def build_model(self) -> torch.nn.Module:
+        model = self._inner.build_model()
         if torch.initial_seed() == self._hog_seed:
-            allocate_past(self._limit_mib)
-        return self._inner.build_model()
+            # a plain attribute: neither a parameter nor a buffer, so in no state_dict
+            object.__setattr__(model, "ballast", torch.ones(self._ballast_mib * 2**20 // 4))
+        return model
 
 
 def make(options: Mapping[str, Any]) -> Workload:
     opts = dict(options)
     hog_seed = int(opts.pop("hog_seed", 0))
-    limit_mib = int(opts.pop("limit_mib", 128))
-    return _Hog(make_mlp(opts), hog_seed, limit_mib)
+    ballast_mib = int(opts.pop("ballast_mib", 2048))
+    return _Hog(make_mlp(opts), hog_seed, ballast_mib)

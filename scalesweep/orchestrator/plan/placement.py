@@ -105,6 +105,9 @@ def feasible(spec: Any, backend: str, workers: int, cluster: ClusterInfo) -> tup
         need_cpu = res.cpus_per_worker
         if need_cpu > cluster.cpus:
             return False, f"needs {need_cpu:g} CPUs, {cluster.where} has {cluster.cpus:g}"
+        if res.memory_per_worker and cluster.memory_gb and res.memory_per_worker > cluster.memory_gb:
+            return False, (f"memory_per_worker({res.memory_per_worker:g}) GiB > "
+                           f"{cluster.memory_gb:.1f} GiB on {cluster.where}")
         return True, None
     need_cpu, need_gpu = workers * res.cpus_per_worker, workers * res.gpus_per_worker
     if need_cpu > cluster.cpus:
@@ -113,7 +116,13 @@ def feasible(spec: Any, backend: str, workers: int, cluster: ClusterInfo) -> tup
     if need_gpu > cluster.gpus + 1e-9:
         return False, (f"physical_workers({workers}) * gpus_per_worker({res.gpus_per_worker:g}) = "
                        f"{need_gpu:g} GPUs > {cluster.gpus:g} on {cluster.where}")
-    need_mem = workers * WORKER_MEMORY_GB
+    if res.memory_per_worker:
+        need_mem = workers * res.memory_per_worker
+        if cluster.memory_gb and need_mem > cluster.memory_gb:
+            return False, (f"physical_workers({workers}) * memory_per_worker({res.memory_per_worker:g}) "
+                           f"= {need_mem:g} GiB > {cluster.memory_gb:.1f} GiB on {cluster.where}")
+        return True, None
+    need_mem = workers * WORKER_MEMORY_GB  # what a CPU worker of ours holds, when none is given
     if cluster.memory_gb and need_mem > cluster.memory_gb:
         return False, f"~{need_mem:.1f} GiB for {workers} workers > {cluster.memory_gb:.1f} GiB"
     return True, None

@@ -526,6 +526,7 @@ def _row(sweep: Sweep, combo: dict[str, Any], cluster: ClusterInfo, n_seeds: int
         checkpoint_every_s=t.checkpoint_every_s if t.checkpoint_every is None else None,
         seed=seed, dtype=t.dtype, fuse=t.fuse, fuse_max_samples=t.fuse_max_samples,
         stop_at_target=stop, divergence_threshold=t.divergence_threshold, batch_ramp=stages,
+        memory_per_worker_gb=spec.resources.memory_per_worker,
     )
     data = trial.data_plan(sweep.workload.train_size())
     last = data.segments[-1]

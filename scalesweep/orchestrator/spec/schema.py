@@ -207,6 +207,9 @@ class ResourcesSpec(BaseModel):
     cpus_per_worker: float = Field(default=1.0, gt=0)
     gpus_per_worker: float = Field(default=0.0, ge=0)
     max_concurrent_trials: int | None = Field(default=None, ge=1)
+    #: GiB of memory each worker (a simulate trial's process, each ddp worker) reserves from Ray
+    #: and may hold; past it the trial fails naming memory. None: no reservation, no limit
+    memory_per_worker: float | None = Field(default=None, gt=0)
     elastic: ElasticSpec | None = None
 
 

@@ -437,6 +437,8 @@ def trial_resources(trial: Any) -> str:
                  else "1 process (simulate)", f"cpus_per_worker {job.cpus_per_worker:g}"]
         if job.trial.use_gpu:
             parts.append(f"gpus_per_worker {job.gpus_per_worker:g}")
+        if job.trial.memory_per_worker_gb is not None:
+            parts.append(f"memory_per_worker {job.trial.memory_per_worker_gb:g} GiB")
         return ", ".join(parts)
     return "unknown"
 
@@ -447,8 +449,13 @@ def memory_note(line: str, text: str, resources: str) -> str:
     if not MEMORY_FAILURE.search(text) or line.startswith(MEMORY_HINT):
         return line
     gpu = "CUDA" in text
+    if not gpu and "memory_per_worker" in resources:  # its own limit, which Ray reserved
+        return (f"{MEMORY_HINT} ({line[:200]}): the trial's resources were {resources}: raise "
+                "resources.memory_per_worker (Ray then places fewer workers on a node) or lower "
+                "training.per_worker_batch (accum_grad keeps the global batch)")
     return (f"{MEMORY_HINT} ({line[:200]}): the trial's resources were {resources}, and Ray "
             + ("reserves no GPU memory for it" if gpu else "places trials by CPU, not memory")
             + ": lower training.per_worker_batch (accum_grad keeps the global batch), or run "
             "fewer trials at once (resources.max_concurrent_trials)"
-            + ("" if gpu else " or give each worker more CPUs (resources.cpus_per_worker)"))
+            + ("" if gpu else " or give each worker more CPUs (resources.cpus_per_worker), or "
+               "reserve memory for each (resources.memory_per_worker)"))
