@@ -36,7 +36,7 @@ from scalesweep.science.stats.arms import ArmSummary
 BEST = "best per batch"
 #: the noise scale compared with B_crit is read over the last half of each trial's updates
 LATE_FRACTION = 0.5
-MERGED_AT_REFERENCE = ("fixed", "scaled")
+MERGED_AT_REFERENCE = ("fixed", "scaled", "proportional")
 
 
 @dataclass(frozen=True)
@@ -159,6 +159,7 @@ def _trials(trials: Sequence[StudyTrial]) -> pd.DataFrame:
         world_size = int(p["world_size"])  # type: ignore[call-overload]
         rows.append({
             "rule": str(p.get("scaling_rule")), "warmup": str(p.get("warmup_rule")),
+            "optimizer_rule": _optimizer_rule(p.get("optimizer_rule")),
             "world_size": world_size, "global_batch": batch,
             "reference_global_batch": _number(p.get("reference_global_batch")),
             "samples_per_worker": int(per_worker * (accum or 1)) if per_worker
@@ -168,6 +169,12 @@ def _trials(trials: Sequence[StudyTrial]) -> pd.DataFrame:
             "config": config, "run_id": t.run_id, STATUS_TAG: p.get(STATUS_TAG),
         })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _optimizer_rule(value: object) -> str:
+    """A trial's ``optimizer_rule`` param; "none" where the study had no such axis (its
+    trials lack the param, studies before it existed too)."""
+    return value if isinstance(value, str) and value else "none"
 
 
 def _ramped(value: object) -> bool:
@@ -190,13 +197,22 @@ def _best(values: Sequence[float | None]) -> float | None:
     return min(reached) if reached else None
 
 
+def arm_label(rule: str, warmup: str, optimizer_rule: str = "none") -> str:
+    """An arm of the advice: ``rule/warmup``, and ``/optimizer_rule`` where one is used (the
+    arms of one lr and warmup rule under different optimizer rules are different recipes)."""
+    return f"{rule}/{warmup}" + ("" if optimizer_rule == "none" else f"/{optimizer_rule}")
+
+
 def _arms(trials: pd.DataFrame) -> list[Arm]:
-    names = sorted({(r, w) for r, w in zip(trials["rule"], trials["warmup"], strict=True)})
+    names = sorted({(r, w, o) for r, w, o in zip(trials["rule"], trials["warmup"],
+                                                  trials["optimizer_rule"], strict=True)})
     arms = []
-    for rule, warmup in names:
-        mine = (trials["rule"] == rule) & (trials["warmup"] == warmup)
+    for rule, warmup, optimizer_rule in names:
+        mine = ((trials["rule"] == rule) & (trials["warmup"] == warmup)
+                & (trials["optimizer_rule"] == optimizer_rule))
         if warmup in MERGED_AT_REFERENCE:
-            # the reference trial stands for every lr rule and for fixed and scaled warmup
+            # the reference trial stands for every lr rule, every optimizer rule and for the
+            # warmup rules that keep its warmup at the reference batch
             mine |= (trials["global_batch"] == trials["reference_global_batch"]) & trials[
                 "warmup"].isin(MERGED_AT_REFERENCE)
         rows = trials[mine]
@@ -210,7 +226,7 @@ def _arms(trials: pd.DataFrame) -> list[Arm]:
                 med = statistics.median(values)
                 per_config.append(med if math.isfinite(med) else None)
             updates[float(batch)] = _best(per_config)
-        arms.append(Arm(f"{rule}/{warmup}", updates))
+        arms.append(Arm(arm_label(rule, warmup, optimizer_rule), updates))
     return arms
 
 
@@ -313,25 +329,28 @@ def render(advice: Advice) -> str:
         lines += [f"  - {reason}" for reason in rec.reasons]
     else:
         assert rec.updates is not None
-        rule, _, warmup = rec.arm.partition("/")
+        rule, warmup, *optimizer = rec.arm.split("/")
+        optimizer_rule = optimizer[0] if optimizer else "none"
         how = "measured" if rec.measured else "predicted by the fit"
-        lines.append(f"recommendation for {where}: lr rule {rule}, warmup rule {warmup}")
+        lines.append(f"recommendation for {where}: lr rule {rule}, warmup rule {warmup}"
+                     + ("" if optimizer_rule == "none" else f", optimizer rule {optimizer_rule}"))
         epochs = a.epochs(rec.updates)
         text = f"  {how}: {rec.updates:.4g} updates, ≈ {epochs:.3g} epochs to target"
         if a.projection is not None:
             label, seconds = a.projection
             text += f"; projected ≈ {epochs * seconds / 3600:.3g} h (from {label})"
         lines.append(text)
-        lines += _pick_lines(a, rule, warmup) if rec.measured else []
+        lines += _pick_lines(a, rule, warmup, optimizer_rule) if rec.measured else []
         lines += [f"  (not considered: {reason})" for reason in rec.reasons]
     return "\n".join(lines)
 
 
-def _pick_lines(a: Advice, rule: str, warmup: str) -> list[str]:
+def _pick_lines(a: Advice, rule: str, warmup: str, optimizer_rule: str = "none") -> list[str]:
     """The measured pick's own decision and interval against the baseline, and whether it is
     resolved against the arm ranked best: its median alone does not tell."""
     mine = [arm for arm in a.decided if str(arm.axes.get("scaling_rule")) == rule
-            and str(arm.axes.get("warmup_rule")) == warmup]
+            and str(arm.axes.get("warmup_rule")) == warmup
+            and _optimizer_rule(arm.axes.get("optimizer_rule")) == optimizer_rule]
     if not mine:
         return []
     arm = mine[0]

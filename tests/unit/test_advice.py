@@ -31,6 +31,7 @@ class T:
     lr: float = 1e-3
     noise: float = 300.0
     ramp: str = "none"  # the batch_ramp param
+    optimizer_rule: str = "none"  # the optimizer_rule param; none: not logged (no such axis)
 
     @property
     def batch(self) -> int:
@@ -39,7 +40,8 @@ class T:
     @property
     def name(self) -> str:
         return (f"ws{self.ws}-{self.warmup}-{self.rule}-s{self.seed}-lr{self.lr:g}"
-                f"{'' if self.ramp == 'none' else '-ramp' + self.ramp}")
+                f"{'' if self.ramp == 'none' else '-ramp' + self.ramp}"
+                f"{'' if self.optimizer_rule == 'none' else '-' + self.optimizer_rule}")
 
 
 def _s(batch: float) -> float:
@@ -74,6 +76,14 @@ WENET_SEEDS = [T(4, "none", "fixed", 1280.0 * (1 + 0.02 * s), seed=s) for s in r
 ]  # fmt: skip
 
 
+# linear/scaled with and without beta2_halflife: the rule's arm is faster at every batch but the
+# reference's, which stands for both (at the reference batch the rule changes nothing)
+OPTIMIZER_RULES = [
+    T(4, "none", "fixed", _s(64)), *(T(ws, "linear", "scaled", _s(16 * ws)) for ws in (8, 16, 32)),
+    *(T(ws, "linear", "scaled", 0.9 * _s(16 * ws), optimizer_rule="beta2_halflife") for ws in (8, 16, 32)),
+]  # fmt: skip
+
+
 def _artifacts(client: MlflowClient) -> str | None:
     """Artifacts beside a sqlite store (not ./mlruns in the directory pytest runs from)."""
     uri = client.tracking_uri
@@ -102,6 +112,8 @@ def _log(client: MlflowClient, experiment: str, trials: list[T], *, noise: bool 
                   "per_worker_batch": PER_WORKER, "accum_grad": 1, "updates_per_epoch": upe,
                   "seed": t.seed, "optimizer.lr": t.lr, "scheduler.type": "warmuplr",
                   "batch_ramp": t.ramp}
+        if t.optimizer_rule != "none":
+            params["optimizer_rule"] = t.optimizer_rule
         metrics = [Metric("best_dev_loss", 1.0, 0, 0)]
         if t.updates is not None:
             metrics += [Metric("updates_to_target", t.updates, 0, 0),
@@ -129,6 +141,7 @@ def uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     _log(client, "scaling", STUDY)
     _log(client, "wenet", WENET, noise=False)
     _log(client, "wenet-seeds", WENET_SEEDS, noise=False)
+    _log(client, "optimizer-rules", OPTIMIZER_RULES)
     yield uri
 
 
@@ -247,3 +260,18 @@ def test_measured_arms_rank_by_decision_then_the_intervals_upper_end(uri: str) -
     assert "  its arm ws16-scaled-linear: equivalent against the baseline, epochs ratio 1 " \
            "[0.994, 1.01]\n  the pick is not resolved against ws16-25-linear: their intervals " \
            "overlap" in text
+
+
+def test_an_optimizer_rule_is_an_arm_of_its_own_and_the_recommendation_names_it(uri: str) -> None:
+    advice = advise(load_study(uri, experiment="optimizer-rules"), world_size=32)
+    arms = {a.arm.name: a.arm.updates for a in advice.arms}
+    # the reference trial (B = 64) counts for both; the rule's trials are not the plain arm's
+    assert arms["linear/scaled"] == pytest.approx({64.0: _s(64), 128.0: _s(128), 256.0: _s(256),
+                                                   512.0: _s(512)})
+    assert arms["linear/scaled/beta2_halflife"] == pytest.approx(
+        {64.0: _s(64), **{16.0 * ws: 0.9 * _s(16 * ws) for ws in (8, 16, 32)}})
+    rec = advice.recommendation
+    assert (rec.arm, rec.updates, rec.measured) == ("linear/scaled/beta2_halflife",
+                                                    pytest.approx(0.9 * _s(512)), True)
+    assert ("lr rule linear, warmup rule scaled, optimizer rule beta2_halflife"
+            in render(advice))
