@@ -54,6 +54,23 @@ power of two, so the result is exactly what unscaling would give). An update the
 (inf/nan gradients) changes neither the parameters nor the noise scale's averages; it still
 counts as an update (data, lr schedule), as in torch's own GradScaler recipe, and the reports
 carry the cumulative ``skipped_updates``.
+
+Host syncs. Every value the host reads from the device (``.item()``, ``float(t)``, ``.cpu()``,
+``.tolist()``, a branch on a tensor) waits until the device has run everything queued before
+it; one per update keeps a GPU loop in lockstep with its host. So an update reads nothing: its
+summed training loss and a probe's norms stay on the device (``_Trial.pending``) and are read
+in one copy at every report and at every :data:`DIVERGENCE_EVERY`-th update
+(``_Trial._read_pending``), then folded in update order with the same float64 arithmetic as
+when each was read at once: the reports, the noise scale and the parameters are bit for bit
+what they were. The evaluation sums its metrics on the device and reads them once. What
+remains per update: float16's GradScaler (torch's ``step`` reads its inf/nan flag, and the
+loop reads the scale once to count skipped steps); a workload's own reads in ``loss``.
+Divergence (a non-finite or above-threshold mean training loss) is therefore seen at the first
+read after it, at most ``DIVERGENCE_EVERY - 1`` updates late, and the trial ends there: its
+last report is at that update (the update the parameters and the dev metrics are of), with
+status ``diverged``, a checkpoint, and the training loss of every update since the previous
+report, the diverged ones included. The read points depend on the update number and the
+report cadence only, so every backend and P stops a diverged trial at the same update.
 """
 
 from __future__ import annotations
@@ -64,7 +81,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +108,10 @@ from scalesweep.trainables.world import World
 EVAL_BATCH = 256
 #: a fused trial measures the noise scale at every NOISE_EVERY-th update (module doc)
 NOISE_EVERY = 4
+#: the loop reads its updates' device values at every report and at every DIVERGENCE_EVERY-th
+#: update (module doc, "Host syncs"): the most updates a diverged trial runs past its divergence
+#: when reports are further apart
+DIVERGENCE_EVERY = 16
 
 #: ``on_report(metrics, checkpoint_dir)``: the directory exists only during the call and only
 #: on physical rank 0 (None elsewhere); persist it before returning.
@@ -153,11 +174,14 @@ class _Trial:
         self.precision = Precision(config.dtype, world.device)
         self.memory = MemoryLimit(config.memory_per_worker_gb, config.name)
 
+        # a workload that keeps its data on the device makes its batches there (base.py)
+        self.placed = _place(self.workload, world.device)
         torch.manual_seed(config.seed)
         self.model = self.workload.build_model().to(world.device)
         self.optimizer = build_optimizer(self.model.parameters(), config.optimizer)
         self.schedule = schedules.build(config.scheduler, config.optimizer.lr)
         self.progress = Progress()
+        self.pending = _Pending()
         # V = 1 has no small batch to compare the global one with
         self.noise: NoiseScale | None = None
         if config.world_size > 1:
@@ -200,20 +224,22 @@ class _Trial:
             if update > self.segment.last_update:  # a ramp's next stage
                 self._use(self.data.segment(update))
             lr, momentum = self._set_hyperparameters(update)
-            loss = self._update(ddp, update)
+            self._update(ddp, update)
             self.memory.check()  # the update's gradients and optimizer state are held by now
             p = self.progress
             p.update = update
             p.epoch, p.update_in_epoch = self.data.done(update)
-            p.train_loss_sum += loss
             p.train_loss_count += self.segment.global_batch
-            diverged = self._diverged(loss / self.segment.global_batch)
             # Each rank reads its own clock, which may disagree; harmless, since the wall-time
             # cadence only picks among evals, which every rank reports anyway, and only rank
             # 0's choice matters: only rank 0 writes a checkpoint.
             since = time.perf_counter() - last_checkpoint
             at_eval = self.data.eval_due(update)
-            checkpoint = checkpointing.due(self.config, update, since, at_eval) or diverged
+            checkpoint = checkpointing.due(self.config, update, since, at_eval)
+            diverged = False
+            if at_eval or checkpoint or update % DIVERGENCE_EVERY == 0:
+                diverged = self._read_pending()  # the one host sync between evals
+                checkpoint = checkpoint or diverged
             if not (at_eval or checkpoint):
                 continue
             p.wall_s = time.perf_counter() - started
@@ -266,8 +292,9 @@ class _Trial:
         # the (beta1, beta2) a schedule sets is its family's (OneCycle holds beta2 at 0.99)
         return lr, stepping.set_betas(self.optimizer, self.schedule.betas(position))
 
-    def _update(self, ddp: torch.nn.Module, update: int) -> float:
-        """One optimizer update; returns the summed per-sample loss over the global batch."""
+    def _update(self, ddp: torch.nn.Module, update: int) -> None:
+        """One optimizer update. Its summed per-sample loss over the global batch (and a
+        probe's norms) stay on the device in ``self.pending`` until :meth:`_read_pending`."""
         cfg = self.config
         self.optimizer.zero_grad(set_to_none=True)
         # [summed loss, sum over this process's virtual ranks of |their .grad increment|^2]
@@ -282,23 +309,50 @@ class _Trial:
         self.precision.unscale(self.optimizer)
         if probe:
             # before clipping: the noise scale is a property of the gradients, not of the step
-            big_sq = _sum_sq(p.grad for p in self.model.parameters() if p.grad is not None)
+            big_sq = _sum_sq((p.grad for p in self.model.parameters() if p.grad is not None),
+                             self.world.device)
         if cfg.grad_clip is not None:
             # On the all-reduced gradient: identical on every rank, as in the recipe.
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         # False only when float16's scaler found inf/nan: every rank finds the same (all-reduced)
         stepped = self.precision.step(self.optimizer)
-        total = self.world.all_reduce_sum(local).cpu()
+        total = self.world.all_reduce_sum(local)  # stays on the device: read at the next report
+        self.pending.losses.append(_PendingLoss(total[0], self.segment.global_batch))
         if probe and stepped and self.noise is not None:  # a skipped update's norms are inf/nan
-            # Virtual rank v's increment is (P / V) g_v, its mean-gradient g_v times the loss
-            # weight P / global_batch times its B_small samples; so mean_v |g_v|^2 is
-            # (V / P^2) times the sum of the increments' squares over all V virtual ranks (every
-            # rank counted once whichever worker plays it, so uneven v_p need nothing else).
-            v, p = self.segment.world_size, self.world.size
-            self.noise.update(g_small_sq=float(total[1]) * v / p**2, g_big_sq=float(big_sq),
-                              b_big=self.segment.global_batch)
+            self.pending.norms.append(_PendingNorms(total[1], big_sq, self.segment.world_size,
+                                                    self.world.size, self.segment.global_batch))
+
+    def _read_pending(self) -> bool:
+        """Read the device values of the updates since the last read, in one device-to-host
+        copy, and fold them into the training-loss sum and the noise scale in update order,
+        with the same float arithmetic the loop did after each update; returns whether one of
+        those updates diverged (its mean training loss non-finite or above the threshold).
+
+        Why not after every update: reading a device value waits for the device to finish
+        all queued work, so a loop that reads one per update can never run ahead of the GPU.
+        The cost is latency: a divergence is seen at the next report or DIVERGENCE_EVERY-th
+        update, whichever comes first, and the trial ends there (module doc)."""
+        losses, norms = self.pending.take()
+        if not losses and not norms:
+            return False
+        values = torch.stack([x.loss for x in losses]
+                             + [t for n in norms for t in (n.small_sq, n.big_sq)]).tolist()
+        p, diverged = self.progress, False
+        for x, loss in zip(losses, values, strict=False):
+            p.train_loss_sum += loss
+            diverged = diverged or self._diverged(loss / x.global_batch)
+        if self.noise is not None and norms:
+            pairs = values[len(losses):]
+            for i, n in enumerate(norms):
+                # Virtual rank v's increment is (P / V) g_v, its mean-gradient g_v times the loss
+                # weight P / global_batch times its B_small samples; so mean_v |g_v|^2 is
+                # (V / P^2) times the sum of the increments' squares over all V virtual ranks
+                # (every rank counted once whichever worker plays it, so uneven v_p need
+                # nothing else).
+                self.noise.update(g_small_sq=pairs[2 * i] * n.world_size / n.workers**2,
+                                  g_big_sq=pairs[2 * i + 1], b_big=n.global_batch)
             self.progress.noise_scale = self.noise.state()
-        return float(total[0])
+        return diverged
 
     def _virtual_rank_passes(
         self, ddp: torch.nn.Module, update: int, local: torch.Tensor, probe: bool
@@ -317,7 +371,7 @@ class _Trial:
                 local[0] += self._backward(ddp, batch, reduce=last)
             if probe and not last and mb.index == cfg.accum_grad - 1:  # virtual rank complete
                 self.probe.observe([(p, p.grad) for p in self.model.parameters() if p.grad is not None])
-        if probe:
+        if probe and self.probe.sum_sq is not None:
             local[1] = self.probe.sum_sq
 
     def _fused_passes(self, ddp: torch.nn.Module, update: int, local: torch.Tensor) -> None:
@@ -331,7 +385,10 @@ class _Trial:
             local[0] += self._backward(ddp, self._batch(group), reduce=i == len(passes) - 1)
 
     def _batch(self, indices: Sequence[int]) -> Any:
-        return _to_device(self.workload.train_batch(indices), self.world.device)
+        return self._on_device(self.workload.train_batch(indices))
+
+    def _on_device(self, batch: Any) -> Any:
+        return batch if self.placed else _to_device(batch, self.world.device)
 
     def _backward(self, ddp: torch.nn.Module, batch: Any, *, reduce: bool) -> torch.Tensor:
         """Forward and backward of a batch, each sample weighted by P / global_batch; only a
@@ -346,7 +403,8 @@ class _Trial:
 
     def _evaluate(self) -> dict[str, float]:
         """Mean of each metric over the whole dev set, in a fixed batch order on rank 0."""
-        values = torch.zeros(len(self.metric_names), dtype=torch.float64)
+        # summed on the device and read once: a read per batch would wait for each batch
+        values = torch.zeros(len(self.metric_names), dtype=torch.float64, device=self.world.device)
         if self.world.rank == 0:
             # evaluate draws nothing by contract; seeded anyway so a workload that does still
             # draws the same numbers on every backend
@@ -358,18 +416,20 @@ class _Trial:
                 for batch in self.workload.dev_batches(EVAL_BATCH):
                     # the model as it trains; the sums below are float64 whatever the dtype
                     with self.precision.autocast():
-                        out = self.workload.evaluate(model, _to_device(batch, self.world.device))
+                        out = self.workload.evaluate(model, self._on_device(batch))
                     for i, name in enumerate(self.metric_names):
-                        values[i] += out[name].detach().double().sum().cpu()
+                        values[i] += out[name].detach().double().sum()
                     count += len(out["loss"])
             model.train()
             values /= count
         # The other ranks wait here for rank 0's numbers, so every rank takes the same
         # decisions (stop, diverge) from the same values.
-        values = self.world.broadcast(values.to(self.world.device), src=0).cpu()
+        values = self.world.broadcast(values, src=0).cpu()
         return {stepping.dev_key(n): float(v) for n, v in zip(self.metric_names, values, strict=True)}
 
     def _metrics(self, update: int, lr: float, momentum: float | None) -> dict[str, Any]:
+        # every update's training loss and noise-scale norms are in by now (run reads them at
+        # every report), so the report below describes all updates up to this one
         p = self.progress
         metrics: dict[str, Any] = {
             **stepping.report_keys(update, samples_seen=self.data.samples(update),
@@ -438,6 +498,39 @@ class _Trial:
         return {**metrics, TRAIN_SECONDS_METRIC: self.progress.wall_s}
 
 
+@dataclass(frozen=True)
+class _PendingLoss:
+    """An update's summed per-sample training loss, on the device, and its global batch."""
+
+    loss: torch.Tensor  # 0-dim float64
+    global_batch: int
+
+
+@dataclass(frozen=True)
+class _PendingNorms:
+    """A noise-scale measurement's two squared norms, on the device, and what turns them into
+    one (the update's V, P and global batch)."""
+
+    small_sq: torch.Tensor  # 0-dim float64: sum over virtual ranks of |increment|^2
+    big_sq: torch.Tensor  # 0-dim float64: |all-reduced gradient|^2
+    world_size: int
+    workers: int
+    global_batch: int
+
+
+@dataclass
+class _Pending:
+    """What the updates since the last read left on the device, oldest first."""
+
+    losses: list[_PendingLoss] = field(default_factory=list)
+    norms: list[_PendingNorms] = field(default_factory=list)
+
+    def take(self) -> tuple[list[_PendingLoss], list[_PendingNorms]]:
+        taken = self.losses, self.norms
+        self.losses, self.norms = [], []
+        return taken
+
+
 class _GradProbe:
     """Sum over virtual ranks of |the increment each adds to the accumulated gradient|^2.
 
@@ -451,7 +544,9 @@ class _GradProbe:
     def __init__(self) -> None:
         self.copy: dict[torch.Tensor, torch.Tensor] = {}  # parameter -> its earlier .grad
         self.valid: set[torch.Tensor] = set()  # parameters whose copy is of this update
-        self.sum_sq = torch.zeros((), dtype=torch.float64)
+        # None until the first rank's increments: it then lives on their device (a zero made
+        # on the host and copied there would cost a blocking copy per update)
+        self.sum_sq: torch.Tensor | None = None
         self.factor_sq = 1.0
 
     def start(self, grad_factor: float = 1.0) -> None:
@@ -460,7 +555,7 @@ class _GradProbe:
         squaring and multiplying the float64 sums by it is exact: the probe measures the
         unscaled gradients, as if each had been unscaled before it was read)."""
         self.valid.clear()
-        self.sum_sq = torch.zeros((), dtype=torch.float64)
+        self.sum_sq = None
         self.factor_sq = grad_factor**2
 
     def observe(self, grads: Sequence[tuple[torch.Tensor, torch.Tensor]], keep: bool = True) -> None:
@@ -477,7 +572,7 @@ class _GradProbe:
             increments_sq = _sum_sq(increments)
             if self.factor_sq != 1.0:  # float16's loss scale; float32/float64 run as before
                 increments_sq = increments_sq * self.factor_sq
-            self.sum_sq = self.sum_sq.to(grads[0][1].device) + increments_sq
+            self.sum_sq = increments_sq if self.sum_sq is None else self.sum_sq + increments_sq
             if keep:
                 for p, g in grads:
                     if p not in self.copy:
@@ -491,13 +586,23 @@ class _GradProbe:
         self.observe(grads, keep=False)
 
 
-def _sum_sq(tensors: Iterable[torch.Tensor]) -> torch.Tensor:
-    """Sum of squares of every element, accumulated in float64 (one foreach norm per call)."""
+def _sum_sq(tensors: Iterable[torch.Tensor], device: torch.device | None = None) -> torch.Tensor:
+    """Sum of squares of every element, accumulated in float64 (one foreach norm per call);
+    none: a zero on ``device``."""
     tensors = list(tensors)
     if not tensors:
-        return torch.zeros((), dtype=torch.float64)
+        return torch.zeros((), dtype=torch.float64, device=device)
     norms = torch._foreach_norm(tensors, 2, dtype=torch.float64)
     return torch.stack(list(norms)).square().sum()
+
+
+def _place(workload: Workload, device: torch.device) -> bool:
+    """Ask ``workload`` to keep its data on ``device`` (its optional ``place``); whether it did."""
+    place = getattr(workload, "place", None)
+    if not callable(place):
+        return False
+    place(device)
+    return True
 
 
 def _to_device(batch: Any, device: torch.device) -> Any:

@@ -57,6 +57,9 @@ class Precision:
         # GradScaler takes the device type ("cpu" or "cuda"); CPU scaling works in torch >= 2.3
         self.scaler = torch.amp.GradScaler(device.type) if dtype == "float16" else None
         self.skipped = 0  # optimizer steps the scaler skipped (inf/nan gradients), cumulative
+        # The scale as last read: it changes only in step (scaler.update), and each read of
+        # it (get_scale) is a host sync; None = read it at next use.
+        self._scale: float | None = None
 
     @property
     def param_dtype(self) -> torch.dtype:
@@ -88,7 +91,14 @@ class Precision:
         gradient is complete only mid-accumulation), so it applies this factor itself."""
         if self.scaler is None:
             return 1.0
-        return 1.0 / self.scaler.get_scale()
+        return 1.0 / self._current_scale()
+
+    def _current_scale(self) -> float:
+        if self.scaler is None:
+            return 1.0
+        if self._scale is None:
+            self._scale = self.scaler.get_scale()
+        return self._scale
 
     def unscale(self, optimizer: torch.optim.Optimizer) -> None:
         """Divide the (all-reduced) gradients by the scale in place, once per update, after
@@ -101,12 +111,14 @@ class Precision:
         if self.scaler is None:
             optimizer.step()
             return True
-        before = self.scaler.get_scale()
+        before = self._current_scale()
         self.scaler.step(optimizer)  # skips optimizer.step() when unscale found inf/nan
         self.scaler.update()  # halves the scale after a skip, else may grow it
         # The scale falls only after a skip (backoff_factor < 1; growth only raises it), and
-        # get_scale() is public API, unlike the scaler's per-device found-inf record.
-        stepped = self.scaler.get_scale() >= before
+        # get_scale() is public API, unlike the scaler's per-device found-inf record. One
+        # read per update: the next update's ``before`` is this one's ``after``.
+        self._scale = self.scaler.get_scale()
+        stepped = self._scale >= before
         if not stepped:
             self.skipped += 1
         return stepped
@@ -128,4 +140,5 @@ class Precision:
         if not state:
             raise ValueError("checkpoint holds no GradScaler state, but the trial trains in float16")
         self.scaler.load_state_dict(state["scaler"])
+        self._scale = None
         self.skipped = int(state["skipped"])

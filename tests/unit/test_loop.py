@@ -151,8 +151,12 @@ def test_divergence_stops_the_trial() -> None:
     assert final["status"] == "diverged"
     assert reports[-1][0]["status"] == "diverged" and reports[-1][1] is not None
     assert final["update"] < 40
+    # above the threshold from update 1 on; the loop reads its training losses at reports and
+    # every DIVERGENCE_EVERY-th update (no host sync per update), so the trial ends at the first
+    # report, update 4, as diverged (tests/unit/test_host_syncs.py: sparser evals)
     reports, final = _run(_config(divergence_threshold=1e-6))
-    assert final["status"] == "diverged" and final["update"] == 1
+    assert final["status"] == "diverged" and final["update"] == 4
+    assert [(m["update"], m["status"]) for m, _ in reports] == [(4, "diverged")]
 
 
 def test_stop_at_target() -> None:

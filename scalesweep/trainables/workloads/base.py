@@ -36,6 +36,13 @@ Optional members (the loop reads them with ``getattr``; a workload without them 
   options (``mini_asr`` is fusable only without dropout), so make it a property if it does.
 * ``sample_lengths(indices) -> Sequence[int]``: a cheap length per training sample (frames,
   tokens): fused passes group samples of similar length to cut padding.
+* ``place(device: torch.device) -> None``: keep the data on the trial's device from now on.
+  The loop calls it once per trial, after setting the default dtype and before building the
+  model (it must draw no randomness); afterwards ``train_batch`` and ``dev_batches`` return
+  batches whose tensors are on ``device``, and the loop moves nothing. Without it, the loop
+  copies every batch to the device (a GPU trial's host then makes every batch and copies it
+  over). A placed batch should be made without reading device values on the host (keep
+  offsets and lengths in numpy, gather on the device): such a read waits for the device.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from scalesweep.trainables.workloads._common import (
     merge_options,
     pair_dev_batches,
     pair_train_batch,
+    place_pair,
     require,
     rng,
 )
@@ -75,8 +76,13 @@ class DigitsCNN:
         mean, std = images[train_idx].mean(), images[train_idx].std()
         pixels = torch.from_numpy((images - mean) / std).unsqueeze(1)  # [N, 1, 8, 8], float64
         targets = torch.from_numpy(labels)
-        self._train = (pixels[train_idx], targets[train_idx])
-        self._dev = (pixels[dev_idx], targets[dev_idx])
+        self._host = (pixels[train_idx], targets[train_idx]), (pixels[dev_idx], targets[dev_idx])
+        self._train, self._dev = self._host
+
+    def place(self, device: torch.device) -> None:
+        """Keep both splits on ``device``, pixels in the default dtype: each batch is then a
+        gather there, and nothing is copied to the device per batch (base.py's ``place``)."""
+        self._train, self._dev = (place_pair(split, device, cast_targets=False) for split in self._host)
 
     def train_size(self) -> int:
         return len(self._train[1])

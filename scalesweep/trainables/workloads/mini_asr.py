@@ -34,6 +34,7 @@ import itertools
 import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -41,7 +42,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from scalesweep.trainables.workloads._common import dev_chunks, index_tensor, merge_options, require, rng
+from scalesweep.trainables.workloads._common import index_array, merge_options, require, rng
 from scalesweep.trainables.workloads.base import Direction
 
 N_MELS = 40
@@ -309,6 +310,54 @@ class ConformerCTC(nn.Module):
         return F.log_softmax(self.ctc(self.after_norm(x)), dim=-1), lens
 
 
+# ---- batching -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Split:
+    """A split as batches are cut from it: the frames and tokens where batches are made (the
+    host, or the trial's device once placed), each with one padding row at its end (a zero
+    frame, a BLANK), and where each utterance starts, on the host."""
+
+    feats: torch.Tensor  # [frames + 1, N_MELS], float32
+    tokens: torch.Tensor  # [tokens + 1]
+    offsets: np.ndarray  # [utterances + 1] frame offsets
+    token_offsets: np.ndarray  # [utterances + 1]
+
+    @classmethod
+    def of(cls, data: tuple[torch.Tensor, ...], device: torch.device | None = None) -> _Split:
+        feats, offsets, tokens, token_offsets = data
+        feats = torch.cat([feats, feats.new_zeros(1, N_MELS)])
+        tokens = torch.cat([tokens, tokens.new_full((1,), BLANK)])
+        if device is not None:
+            feats, tokens = feats.to(device), tokens.to(device)
+        return cls(feats, tokens, offsets.numpy(), token_offsets.numpy())
+
+    def batch(self, idx: np.ndarray) -> SpeechBatch:
+        """Utterances ``idx`` zero-padded to the longest: the host lays out which row every
+        frame and token of the batch comes from (padding: the last row), the device gathers
+        them in one indexing each; no Python loop over utterances, no read from the device."""
+        feat_lens = self.offsets[idx + 1] - self.offsets[idx]
+        token_lens = self.token_offsets[idx + 1] - self.token_offsets[idx]
+        device = self.feats.device
+        rows = _ragged_rows(self.offsets[idx], feat_lens, len(self.feats) - 1)
+        x = self.feats[torch.from_numpy(rows).to(device, non_blocking=True)]
+        rows = _ragged_rows(self.token_offsets[idx], token_lens, len(self.tokens) - 1)
+        y = self.tokens[torch.from_numpy(rows).to(device, non_blocking=True)]
+        return SpeechBatch(x.to(torch.get_default_dtype()),
+                           torch.from_numpy(feat_lens).to(device, non_blocking=True), y,
+                           torch.from_numpy(token_lens).to(device, non_blocking=True))
+
+
+def _ragged_rows(starts: np.ndarray, lengths: np.ndarray, pad: int) -> np.ndarray:
+    """[n, longest] row numbers: row ``starts[i] + j`` for ``j < lengths[i]``, else ``pad``."""
+    width = int(lengths.max()) if len(lengths) else 0
+    cols = np.arange(width, dtype=np.int64)
+    rows = starts[:, None] + cols[None, :]
+    rows[cols[None, :] >= lengths[:, None]] = pad
+    return rows
+
+
 # ---- workload -----------------------------------------------------------------------------
 
 
@@ -371,6 +420,8 @@ class MiniASR:
         # Generated on first use (1 CPU second for 4096 utterances): the planner makes a
         # workload only to read train_size(), and a ddp trial hands its workers a copy.
         self._data: tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]] | None = None
+        # (train, dev) as batches are cut from them: on the host, or the trial's device (place)
+        self._batching: tuple[_Split, _Split] | None = None
 
     def _splits(self) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
         """(train, dev) tensors: features, offsets, tokens, token offsets."""
@@ -395,6 +446,18 @@ class MiniASR:
         """Generate the data now (before this workload is copied to other processes)."""
         self._splits()
 
+    def place(self, device: torch.device) -> None:
+        """Keep the frames and tokens on ``device``: a batch is then gathered there, and only
+        its row numbers and lengths are copied to it (base.py's ``place``)."""
+        train, dev = self._splits()
+        self._batching = _Split.of(train, device), _Split.of(dev, device)
+
+    def _split_for_batches(self) -> tuple[_Split, _Split]:
+        if self._batching is None:
+            train, dev = self._splits()
+            self._batching = _Split.of(train), _Split.of(dev)
+        return self._batching
+
     @staticmethod
     def _store(
         split: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
@@ -415,19 +478,6 @@ class MiniASR:
         o = self.options
         return ConformerCTC(o["vocab_size"], o["d_model"], o["num_blocks"], o["dropout"])
 
-    @staticmethod
-    def _collate(data: tuple[torch.Tensor, ...], idx: torch.Tensor) -> SpeechBatch:
-        feats, offsets, tokens, token_offsets = data
-        feat_lens = offsets[idx + 1] - offsets[idx]
-        token_lens = token_offsets[idx + 1] - token_offsets[idx]
-        longest = int(feat_lens.max()) if len(idx) else 0
-        x = feats.new_zeros(len(idx), longest, N_MELS, dtype=torch.get_default_dtype())
-        y = tokens.new_full((len(idx), int(token_lens.max()) if len(idx) else 0), BLANK)
-        for row, i in enumerate(idx.tolist()):
-            x[row, : feat_lens[row]] = feats[offsets[i] : offsets[i + 1]]
-            y[row, : token_lens[row]] = tokens[token_offsets[i] : token_offsets[i + 1]]
-        return SpeechBatch(x, feat_lens, y, token_lens)
-
     @property
     def fusable(self) -> bool:
         """Padding is masked everywhere, so a sample's loss ignores its batch; but dropout
@@ -437,16 +487,20 @@ class MiniASR:
 
     def sample_lengths(self, indices: Sequence[int]) -> list[int]:
         """Frames per utterance: what a batch pads to its longest of."""
-        offsets = self._splits()[0][1]
-        idx = index_tensor(indices, self.train_size())
-        return (offsets[idx + 1] - offsets[idx]).tolist()
+        offsets = self._split_for_batches()[0].offsets
+        idx = index_array(indices, self.train_size())
+        lengths: list[int] = (offsets[idx + 1] - offsets[idx]).tolist()
+        return lengths
 
     def train_batch(self, indices: Sequence[int]) -> SpeechBatch:
-        return self._collate(self._splits()[0], index_tensor(indices, self.train_size()))
+        return self._split_for_batches()[0].batch(index_array(indices, self.train_size()))
 
     def dev_batches(self, batch_size: int) -> Iterator[SpeechBatch]:
-        for idx in dev_chunks(self.dev_size(), batch_size):
-            yield self._collate(self._splits()[1], idx)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, but got {batch_size=}")
+        dev = self._split_for_batches()[1]
+        for start in range(0, self.dev_size(), batch_size):
+            yield dev.batch(np.arange(start, min(start + batch_size, self.dev_size()), dtype=np.int64))
 
     @staticmethod
     def _ctc(log_probs: torch.Tensor, lens: torch.Tensor, batch: SpeechBatch) -> torch.Tensor:
@@ -469,11 +523,13 @@ class MiniASR:
             log_probs, lens = model(batch.feats, batch.feat_lens)
             loss = self._ctc(log_probs, lens, batch)
             best = log_probs.argmax(dim=-1).tolist()
+            # read to the host once per batch, not once per utterance
+            tokens, token_lens = batch.tokens.tolist(), batch.token_lens.tolist()
             ter = []
             for row, (path, n) in enumerate(zip(best, lens.tolist(), strict=True)):
                 # greedy CTC: collapse repeats, then drop blanks
                 hyp = [t for k, t in enumerate(path[:n]) if t != BLANK and (k == 0 or t != path[k - 1])]
-                ref = batch.tokens[row, : batch.token_lens[row]].tolist()
+                ref = tokens[row][: token_lens[row]]
                 ter.append(_edit_distance(hyp, ref) / len(ref))
         return {"loss": loss, "ter": torch.tensor(ter, dtype=loss.dtype)}
 

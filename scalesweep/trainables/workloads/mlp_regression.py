@@ -20,6 +20,7 @@ from scalesweep.trainables.workloads._common import (
     merge_options,
     pair_dev_batches,
     pair_train_batch,
+    place_pair,
     require,
     rng,
 )
@@ -90,14 +91,24 @@ class MLPRegression:
         # float64 numpy; tensors (views of these) on first use, cast per batch to the loop's dtype
         self._arrays = {"train": sample(1, opts["train_size"]), "dev": sample(2, opts["dev_size"])}
         self._tensors: dict[str, Batch] = {}
+        self._placed: dict[str, Batch] = {}  # the splits on the trial's device (place)
 
     def _split(self, name: str) -> Batch:
+        if name in self._placed:
+            return self._placed[name]
         if name not in self._tensors:
             import torch
 
             x, y = self._arrays[name]
             self._tensors[name] = torch.from_numpy(x), torch.from_numpy(y)
         return self._tensors[name]
+
+    def place(self, device: torch.device) -> None:
+        """Keep both splits on ``device`` in the default dtype: each batch is then a gather
+        there, and nothing is copied to the device per batch (base.py's ``place``)."""
+        self._placed = {}
+        self._placed = {name: place_pair(self._split(name), device, cast_targets=True)
+                        for name in ("train", "dev")}
 
     def train_size(self) -> int:
         return int(self.options["train_size"])
