@@ -47,17 +47,17 @@ READS = ("item", "tolist", "numpy", "cpu", "__float__", "__int__", "__bool__", "
 RECORDED_ON = "2.13.0+cpu"
 RECORDED: dict[str, tuple[list[tuple[float, ...]], str]] = {
     "mlp_regression": (
-        [(10, 0.9207246945112686, 0.7531593207222761, 22.983445798984825),
-         (20, 0.6501664231648729, 0.5832080507214809, 29.39421321095249)],
-        "e6a6e034bb3033902b58ac0a4be6e0763db95cea42165bbc6f5bc5052edf6602"),
+        [(5, 1.0147069455047415, 0.9004439907959276, 25.415405650730037),
+         (10, 0.8267424435177961, 0.7531593207222761, 22.983445798984825)],
+        "d5912ffd5ddcf96e94e691401f66eea29a375cb5b6b37dcdf05a302293b13c27"),
     "mlp_regression_unfused": (
-        [(10, 0.9207246945112688, 0.7531593207222761, 25.486219012906353),
-         (20, 0.6501664231648729, 0.5832080507214809, 28.363007458795977)],
-        "ebdcbabeacdfa5c5b206421216d2d16e9bd2d04baf0800555aabe6fef9e24a69"),
+        [(5, 1.0147069455047415, 0.9004439907959276, 21.48374162001302),
+         (10, 0.8267424435177961, 0.7531593207222761, 25.486219012906353)],
+        "22d9445f61a7794f74e2b67d8bb93cbd0ed3332e922cdf66e89cd2cec4926ac4"),
     "mini_asr": (
-        [(9, 15.81417436903672, 14.159195626459494, 0.5166574951448971, 1.0),
-         (17, 13.171814839444869, 13.405162737946235, 0.5854372353744772, 1.0)],
-        "4e1811f1d740432df29ede9d96eed166853f1f7b583d6d2eeb2e162f2cd502f8"),
+        [(5, 17.335297049849245, 14.898497617530483, 0.5468281203457147, 1.0),
+         (9, 13.912771018021061, 14.159195626459494, 0.5166574951448971, 1.0)],
+        "6862e6366b4d2d25c212e6e9329f104bf89625182ef830fd9a467a16fb7b16fb"),
 }
 
 
@@ -66,17 +66,20 @@ def _config(**overrides: Any) -> TrialConfig:
         "name": "t", "workload": "mlp_regression", "workload_options": MLP,
         "world_size": 4, "physical_workers": 1, "per_worker_batch": 8, "accum_grad": 2,
         "optimizer": {"type": "adam", "lr": 3e-3}, "scheduler": {"type": "warmuplr", "warmup_steps": 5},
-        "total_updates": 20, "eval_every": 10, "dtype": "float64",
+        "total_updates": 10, "eval_every": 5, "dtype": "float64",
     }  # fmt: skip
     return TrialConfig(**{**base, **overrides})
 
 
-#: 20 updates, reports at 10 and 20, a read at 16 between them
+#: the read cadence in the counting test: read points between the reports in few updates (the
+#: results do not depend on it, which the test checks too)
+EVERY = 4
+#: reports at 5 and 10 (mini_asr: 5 and 9), read points between them at 4 and 8
 TRIALS = {
     "mlp_regression": _config(),  # fused passes; the noise scale at every 4th update
     "mlp_regression_unfused": _config(fuse="off"),  # per virtual rank; the noise scale at every update
     "mini_asr": _config(workload="mini_asr", workload_options=ASR, per_worker_batch=4, accum_grad=1,
-                        total_updates=17, eval_every=9),  # reports at 9 and 17, a read at 16
+                        total_updates=9, eval_every=5),
 }
 
 
@@ -171,12 +174,12 @@ def test_an_update_reads_nothing_and_each_read_point_once(
     monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     config = TRIALS[name]
+    monkeypatch.setattr(loop, "DIVERGENCE_EVERY", EVERY)
     reads, reports, digest = _count(monkeypatch, config)
     assert dict(reads.updates) == {}, f"reads per update in {name}: {dict(reads.updates)}"
-    # read points: every report and every DIVERGENCE_EVERY-th update, one copy each
-    points = sorted({m["update"] for m in reports}
-                    | set(range(DIVERGENCE_EVERY, config.total_updates + 1, DIVERGENCE_EVERY)))
-    assert reads.at_reads == [1] * len(points)
+    # read points: every report and every EVERY-th update, one copy each
+    points = sorted({m["update"] for m in reports} | set(range(EVERY, config.total_updates + 1, EVERY)))
+    assert len(points) == 4 and reads.at_reads == [1] * len(points)
 
     # bit for bit the loop as it was: recorded values (this torch), and the loop reading at
     # every update (any torch), which is what it did before
@@ -208,3 +211,66 @@ def test_a_non_finite_loss_is_seen_at_a_read_point() -> None:
                   LocalWorld(), on_report=lambda m, _: reports.append(m))
     assert final["status"] == "diverged" and [m["status"] for m in reports] == ["diverged"]
     assert final["update"] % DIVERGENCE_EVERY == 0 and final["update"] < 100
+
+
+# -- the workloads' data on the device ---------------------------------------------------------
+
+
+def _tensors(batch: Any) -> list[torch.Tensor]:
+    return [t for t in batch if isinstance(t, torch.Tensor)]
+
+
+@pytest.mark.parametrize("name", ["mlp_regression", "mini_asr", "digits_cnn"])
+def test_a_placed_workload_makes_its_batches_on_the_device(name: str) -> None:
+    """"meta" stands in for a GPU: every tensor of a placed workload's batches is there (none
+    made on the host and left behind), with the shapes and dtypes of the host's batches."""
+    from scalesweep.trainables import workloads
+
+    options = {"mlp_regression": MLP, "mini_asr": ASR, "digits_cnn": {}}[name]
+    host, placed = workloads.make(name, options), workloads.make(name, options)
+    placed.place(torch.device("meta"))  # type: ignore[attr-defined]
+    indices = [5, 0, 3, 3]
+    for a, b in [(host.train_batch(indices), placed.train_batch(indices)),
+                 (next(iter(host.dev_batches(3))), next(iter(placed.dev_batches(3))))]:
+        assert [t.device.type for t in _tensors(b)] == ["meta"] * len(_tensors(a))
+        assert [(t.shape, t.dtype) for t in _tensors(b)] == [(t.shape, t.dtype) for t in _tensors(a)]
+
+
+@pytest.mark.parametrize("name", ["mlp_regression", "mini_asr", "digits_cnn"])
+def test_placed_on_the_host_the_batches_are_the_same(name: str) -> None:
+    from scalesweep.trainables import workloads
+
+    options = {"mlp_regression": MLP, "mini_asr": ASR, "digits_cnn": {}}[name]
+    host, placed = workloads.make(name, options), workloads.make(name, options)
+    placed.place(torch.device("cpu"))  # type: ignore[attr-defined]
+    pairs = [(host.train_batch([7, 1, 1, 4]), placed.train_batch([7, 1, 1, 4])),
+             *zip(host.dev_batches(5), placed.dev_batches(5), strict=True)]
+    for a, b in pairs:
+        assert all(torch.equal(x, y) and x.dtype == y.dtype
+                   for x, y in zip(_tensors(a), _tensors(b), strict=True))
+
+
+class _Unplaced:
+    """A workload without ``place`` (as a user's may be): the loop moves its batches."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.metrics, self.defaults, self.fusable = inner.metrics, inner.defaults, inner.fusable
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "place":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def test_a_workload_without_place_trains_as_before() -> None:
+    from scalesweep.trainables import workloads
+
+    config = _config(total_updates=8, eval_every=4)
+    unplaced = _Unplaced(workloads.make("mlp_regression", MLP))
+    assert not hasattr(unplaced, "place")
+    a: list[dict[str, Any]] = []
+    b: list[dict[str, Any]] = []
+    train(config, LocalWorld(), on_report=lambda m, _: a.append(m))
+    train(config, LocalWorld(), on_report=lambda m, _: b.append(m), workload=unplaced)
+    assert _without_time(a) == _without_time(b)
