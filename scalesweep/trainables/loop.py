@@ -316,7 +316,7 @@ class _Trial:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         # False only when float16's scaler found inf/nan: every rank finds the same (all-reduced)
         stepped = self.precision.step(self.optimizer)
-        total = self.world.all_reduce_sum(local)  # stays on the device: read at the next report
+        total = self.world.all_reduce_sum(local)  # stays on the device until _read_pending
         self.pending.losses.append(_PendingLoss(total[0], self.segment.global_batch))
         if probe and stepped and self.noise is not None:  # a skipped update's norms are inf/nan
             self.pending.norms.append(_PendingNorms(total[1], big_sq, self.segment.world_size,
