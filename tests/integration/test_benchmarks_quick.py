@@ -22,7 +22,7 @@ from tests.conftest import RayHead
 from tests.support.helpers import ROOT, bounded_run, cli_env
 
 SCRIPTS = ["loop_efficiency", "logging_cost", "backends", "overhead", "scale", "fusion", "study_wall",
-           "predict_backtest",
+           "predict_backtest", "mlperf_lr_transfer",
            "adaptive_cost"]
 #: the quick modes that use Ray (in process, or through `scalesweep run`)
 USES_RAY = {"backends", "overhead", "scale", "study_wall", "adaptive_cost"}
