@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from scalesweep.api import (
         InputError,
         Progress,
+        Recommendation,
         Result,
         SolveAnswer,
         Solved,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
         advise,
         load,
         predict,
+        recommend,
         results,
         resume,
         solve,
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "InputError",
     "Progress",
+    "Recommendation",
     "Result",
     "SolveAnswer",
     "Solved",
@@ -58,6 +61,7 @@ __all__ = [
     "advise",
     "load",
     "predict",
+    "recommend",
     "results",
     "resume",
     "solve",

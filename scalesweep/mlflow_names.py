@@ -134,3 +134,7 @@ PREDICTION_METRIC_FORMAT = "predict.ws{world_size}.{rule}.{what}"
 #: the verification's parent run (docs/solve.md, "Checking the recipe later"): its metrics,
 #: solve.ws<M>.<what> (what: ratio_median, ratio_lo, ratio_hi, ratio_observed, hit)
 SOLVE_PREDICTION_METRIC_FORMAT = "solve.ws{world_size}.{what}"
+#: `scalesweep recommend`'s recipe, kept beside them as a prediction of kind "recommend" on
+#: the study's parent run (docs/beyond.md, "recommend"): its metrics, recommend.ws<M>.<what>
+#: (what: ratio_median, ratio_lo, ratio_hi, lr_factor, ratio_observed, hit)
+RECOMMEND_PREDICTION_METRIC_FORMAT = "recommend.ws{world_size}.{what}"

@@ -6,6 +6,7 @@
 >>> result = study.run()          # `scalesweep run`; result.trials, .arms, .curves, .answer
 >>> scalesweep.results("smoke")   # the same tables, read back from MLflow
 >>> scalesweep.predict("smoke", world_size=8)
+>>> scalesweep.recommend("smoke", world_size=8).lr
 >>> scalesweep.advise("smoke").recommendation
 >>> scalesweep.solve(study, world_size=8).answer
 
@@ -26,6 +27,7 @@ from scalesweep.orchestrator.spec.errors import InputError
 from scalesweep.orchestrator.usecases.advise import advise
 from scalesweep.orchestrator.usecases.predict import predict
 from scalesweep.orchestrator.usecases.progress import Progress
+from scalesweep.orchestrator.usecases.recommend import Recommendation, recommend
 from scalesweep.orchestrator.usecases.results import NOT_IN_MLFLOW, Result, results, studies
 from scalesweep.orchestrator.usecases.solve import SolveAnswer, Solved
 from scalesweep.orchestrator.usecases.study import Study, load
@@ -34,6 +36,7 @@ __all__ = [
            "NOT_IN_MLFLOW",
            "InputError",
            "Progress",
+           "Recommendation",
            "Result",
            "SolveAnswer",
            "Solved",
@@ -41,6 +44,7 @@ __all__ = [
            "advise",
            "load",
            "predict",
+           "recommend",
            "results",
            "resume",
            "solve",

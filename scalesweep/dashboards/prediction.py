@@ -33,7 +33,7 @@ from scalesweep.science.prediction.record import RulePrediction, StudyPrediction
 _RAMPED_OFF = ("", "none", "nan")
 
 
-def _num(x: object) -> float | None:
+def param_number(x: object) -> float | None:
     try:
         v = float(x)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -41,7 +41,7 @@ def _num(x: object) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _epochs(t: StudyTrial) -> float | None:
+def trial_epochs(t: StudyTrial) -> float | None:
     """A seed's epochs to target: the crossing, +inf when never, the bound at the first eval."""
     s = t.summary
     if s.crossing == "never":
@@ -53,7 +53,7 @@ def _epochs(t: StudyTrial) -> float | None:
 
 def _usable(t: StudyTrial) -> bool:
     ramp = str(t.run.get("batch_ramp", "none"))
-    return ramp in _RAMPED_OFF and _num(t.run.get("global_batch")) is not None
+    return ramp in _RAMPED_OFF and param_number(t.run.get("global_batch")) is not None
 
 
 def usable_trials(trials: Sequence[StudyTrial]) -> list[StudyTrial]:
@@ -66,12 +66,12 @@ def points_of_rule(trials: Sequence[StudyTrial], rule: str) -> list[BatchPoint]:
     by_batch: dict[float, dict[tuple[tuple[str, str], ...], list[float]]] = {}
     for t in trials:
         p = t.run
-        batch = _num(p["global_batch"])
+        batch = param_number(p["global_batch"])
         assert batch is not None
-        at_reference = batch == _num(p.get("reference_global_batch"))
+        at_reference = batch == param_number(p.get("reference_global_batch"))
         if str(p.get("scaling_rule")) != rule and not at_reference:
             continue
-        epochs = _epochs(t)
+        epochs = trial_epochs(t)
         if epochs is None or not epochs > 0:
             continue
         setting = tuple((k, str(p[k])) for k in sorted(p)
@@ -84,18 +84,30 @@ def points_of_rule(trials: Sequence[StudyTrial], rule: str) -> list[BatchPoint]:
     return points
 
 
+def global_batch_at(trials: Sequence[StudyTrial], world_size: int) -> float:
+    """The global batch at ``world_size``: the trials' (median) batch per worker times it."""
+    per_worker = statistics.median((param_number(t.run["global_batch"]) or math.nan)
+                                   / (param_number(t.run.get("world_size")) or math.nan)
+                                   for t in trials)
+    return float(world_size * per_worker)
+
+
+def measured_noise_scale(study: Study, trials: Sequence[StudyTrial]) -> float | None:
+    """The late-training noise scale of ``trials`` (diverged and failed ones left out)."""
+    ok = {t.run_id for t in trials if str(t.run.get(STATUS_TAG)) not in ("diverged", "failed")}
+    return late_noise_scale(study, ok)[0]
+
+
 def predict_study(study: Study, world_size: int, confidence: float = 0.90) -> StudyPrediction:
     trials = usable_trials(study_trials(study))
     if not trials:
         raise PredictionRefused([f"study {study.experiment_name!r} has no trial with a fixed "
                                  "global batch"])
-    shapes = [(_num(t.run["global_batch"]) or math.nan, _num(t.run.get("world_size")) or math.nan,
-               _num(t.run.get("updates_per_epoch")) or math.nan) for t in trials]
-    per_worker = statistics.median(b / w for b, w, _ in shapes)
-    samples = statistics.median(b * u for b, _, u in shapes)  # samples per epoch
-    batch = float(world_size * per_worker)
-    ok = {t.run_id for t in trials if str(t.run.get(STATUS_TAG)) not in ("diverged", "failed")}
-    noise, _, _ = late_noise_scale(study, ok)
+    shapes = [(param_number(t.run["global_batch"]) or math.nan,
+               param_number(t.run.get("updates_per_epoch")) or math.nan) for t in trials]
+    samples = statistics.median(b * u for b, u in shapes)  # samples per epoch
+    batch = global_batch_at(trials, world_size)
+    noise = measured_noise_scale(study, trials)
     rules = sorted({str(t.run.get("scaling_rule")) for t in trials})
     upe = samples / batch if math.isfinite(samples) else None
     out = []
@@ -123,10 +135,10 @@ def lr_cells(trials: Sequence[StudyTrial]) -> dict[float, dict[float, list[float
     by: dict[tuple[float, float], dict[tuple[tuple[str, str], ...], list[float]]] = {}
     for t in trials:
         p = t.run
-        lr = _num(p.get("lr"))
+        lr = param_number(p.get("lr"))
         if lr is None:
-            lr = _num(p.get(LR_AXIS))
-        batch, epochs = _num(p["global_batch"]), _epochs(t)
+            lr = param_number(p.get(LR_AXIS))
+        batch, epochs = param_number(p["global_batch"]), trial_epochs(t)
         if lr is None or batch is None or epochs is None or not epochs > 0:
             continue
         setting = tuple((k, str(p[k])) for k in sorted(p) if k in ("scaling_rule", "warmup_rule")
@@ -140,7 +152,7 @@ def lr_cells(trials: Sequence[StudyTrial]) -> dict[float, dict[float, list[float
 
 def _best_lr(trials: Sequence[StudyTrial], batch: float,
              confidence: float) -> tuple[BestLr | None, str]:
-    base_lrs = {_num(t.run.get(LR_AXIS)) for t in trials} - {None}
+    base_lrs = {param_number(t.run.get(LR_AXIS)) for t in trials} - {None}
     if len(base_lrs) < 2:
         return None, f"the study did not sweep lr (no {LR_AXIS} axis with two values or more)"
     try:

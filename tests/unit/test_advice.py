@@ -32,6 +32,8 @@ class T:
     noise: float = 300.0
     ramp: str = "none"  # the batch_ramp param
     optimizer_rule: str = "none"  # the optimizer_rule param; none: not logged (no such axis)
+    #: more params, as the runner logs them (optimizer, lr, warmup_steps, ...)
+    extra: tuple[tuple[str, object], ...] = ()
 
     @property
     def batch(self) -> int:
@@ -114,6 +116,7 @@ def _log(client: MlflowClient, experiment: str, trials: list[T], *, noise: bool 
                   "batch_ramp": t.ramp}
         if t.optimizer_rule != "none":
             params["optimizer_rule"] = t.optimizer_rule
+        params.update(dict(t.extra))
         metrics = [Metric("best_dev_loss", 1.0, 0, 0)]
         if t.updates is not None:
             metrics += [Metric("updates_to_target", t.updates, 0, 0),

@@ -39,7 +39,7 @@ def test_import_scalesweep_imports_no_heavy_package() -> None:
     assert _imported_after("import scalesweep; scalesweep.load; scalesweep.Result; "
                            "scalesweep.results; scalesweep.predict; scalesweep.solve; "
                            "scalesweep.advise; scalesweep.resume; scalesweep.studies; "
-                           "scalesweep.submit") == []
+                           "scalesweep.submit; scalesweep.recommend; scalesweep.Recommendation") == []
 
 
 def test_the_public_names() -> None:
@@ -47,7 +47,8 @@ def test_the_public_names() -> None:
     from scalesweep.trainables.workloads import base
 
     names = {"load", "Study", "Result", "results", "predict", "InputError", "workloads", "solve",
-             "Solved", "SolveAnswer", "advise", "resume", "studies", "Progress", "submit"}
+             "Solved", "SolveAnswer", "advise", "resume", "studies", "Progress", "submit",
+             "recommend", "Recommendation"}
     assert names <= set(dir(scalesweep)) and names == set(scalesweep.__all__)
     assert scalesweep.InputError is InputError
     assert scalesweep.workloads.Workload is base.Workload and scalesweep.workloads.make is inner.make

@@ -1,8 +1,9 @@
-"""Keeping score in MLflow: each `scalesweep predict` recorded on the study's parent run, each
-`scalesweep solve` answer on its verification's parent run, and each one's outcome written
-beside it once the experiment holds trials to score it with (docs/beyond.md, "Predict, then
-verify"; docs/solve.md), in the form of scalesweep/science/prediction/record.py and
-solve_record.py. The reading side is scalesweep/dashboards/prediction_ledger.py."""
+"""Keeping score in MLflow: each `scalesweep predict` and `scalesweep recommend` recorded on
+the study's parent run, each `scalesweep solve` answer on its verification's parent run, and
+each one's outcome written beside it once the experiment holds trials to score it with
+(docs/beyond.md, "Predict, then verify" and "recommend"; docs/solve.md), in the form of
+scalesweep/science/prediction/record.py, solve_record.py and recommend/record.py. The reading
+side is scalesweep/dashboards/prediction_ledger.py."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ from mlflow.tracking import MlflowClient
 
 from scalesweep.mlflow_names import ARM_PARAM, PREDICTION_OUTCOME_SUFFIX, PREDICTIONS_ARTIFACT_DIR
 from scalesweep.science.prediction.record import LedgerLine, StudyPrediction, metric_key, record_of
+from scalesweep.science.recommend.recommendation import Recommendation
+from scalesweep.science.recommend.record import recommend_record
+from scalesweep.science.recommend.record import record_metrics as recommend_metrics
 from scalesweep.science.solve_record import (
     KIND,
     Line,
@@ -52,6 +56,21 @@ def record_prediction(tracking_uri: str, sp: StudyPrediction, now: datetime | No
             metrics.append(Metric(metric_key(sp.world_size, "best_lr", what), v, ms, 0))
     if metrics:
         client.log_batch(sp.parent_run_id, metrics=metrics)
+    return pid
+
+
+def record_recommendation(tracking_uri: str, rec: Recommendation, now: datetime | None = None) -> str:
+    """Log a `recommend` as a prediction (``predictions/<id>.json``, kind "recommend") and its
+    numbers as metrics on the study's parent run; returns the id (the UTC time it was made, M)."""
+    now = now or datetime.now(timezone.utc)
+    pid = f"{now:%Y%m%dT%H%M%S%fZ}-ws{rec.world_size_m}-recommend"
+    record = recommend_record(rec, prediction_id=pid, created=now.isoformat())
+    client = MlflowClient(tracking_uri)
+    client.log_text(rec.parent_run_id, json.dumps(record, indent=1),
+                    f"{PREDICTIONS_ARTIFACT_DIR}/{pid}.json")
+    ms = int(now.timestamp() * 1000)
+    client.log_batch(rec.parent_run_id,
+                     metrics=[Metric(k, v, ms, 0) for k, v in recommend_metrics(record).items()])
     return pid
 
 

@@ -1,0 +1,121 @@
+"""`scalesweep recommend` (and ``scalesweep.recommend``) on a study logged to a real MLflow
+sqlite store the way the runner does (tests/unit/test_advice.py's builder): an Adam study at
+the reference (4 workers, global batch 64) and N = 16 workers (256) with three seeds, lr rules
+none, x1.4, sqrt and linear under the scaled warmup and sqrt under the fixed one. Its numbers
+are checked against :func:`scalesweep.science.recommend.recipe.recommend` called on the inputs
+gathered here by hand from the same trial list."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+import scalesweep
+from scalesweep.science.prediction.epochs import BatchPoint
+from scalesweep.science.recommend.lr_evidence import LrArm
+from scalesweep.science.recommend.recipe import Recipe, recommend
+from tests.unit.test_advice import DATASET, PER_WORKER, T, _log
+
+BASE_LR = 0.5  # a power of two: the lr factors read back as lr / reference lr are exact
+REF_WARMUP = 100
+SEEDS = (0, 1, 2)
+#: updates to target of the baseline (4 workers, none, fixed warmup) per seed
+REF_UPDATES = {0: 4000.0, 1: 4100.0, 2: 4200.0}
+#: per (rule, warmup rule), its lr factor at 16 workers (k = 4) and its updates there per seed:
+#: a bowl in log lr with its bottom near the sqrt rule's factor 2
+AT_N = {
+    ("none", "scaled"): (1.0, (1500.0, 1520.0, 1510.0)),
+    ("1.4", "scaled"): (1.4, (1300.0, 1310.0, 1330.0)),
+    ("sqrt", "scaled"): (2.0, (1250.0, 1260.0, 1270.0)),
+    ("linear", "scaled"): (4.0, (1700.0, 1690.0, 1720.0)),
+    ("sqrt", "fixed"): (2.0, (1240.0, 1280.0, 1290.0)),
+}
+
+
+def _extra(factor: float, warmup: int) -> tuple[tuple[str, object], ...]:
+    return (("optimizer", "adam"), ("lr", BASE_LR * factor), ("base_lr", BASE_LR),
+            ("warmup_steps", warmup))
+
+
+ADAM_STUDY = [T(4, "none", "fixed", REF_UPDATES[s], seed=s, lr=BASE_LR, extra=_extra(1.0, REF_WARMUP))
+              for s in SEEDS] + [
+    T(16, rule, warmup, updates[s], seed=s, lr=BASE_LR,
+      extra=_extra(factor, REF_WARMUP // 4 if warmup == "scaled" else REF_WARMUP))
+    for (rule, warmup), (factor, updates) in AT_N.items() for s in SEEDS]
+#: the same study without the optimizer param: no lr model can be chosen
+NO_OPTIMIZER = [T(4, "none", "fixed", 4000.0, seed=s, extra=(("warmup_steps", 100),)) for s in SEEDS] + [
+    T(16, "linear", "scaled", 1500.0, seed=s) for s in SEEDS]
+ONLY_REFERENCE = [T(4, "none", "fixed", 4000.0, seed=s, extra=_extra(1.0, 100)) for s in SEEDS]
+
+
+def _epochs(ws: int, updates: float) -> float:
+    return updates / (DATASET // (ws * PER_WORKER))
+
+
+def _ratios() -> dict[tuple[str, str], dict[int, float]]:
+    """Per arm at N, each seed's epochs over the baseline's on that seed."""
+    ref = {s: _epochs(4, u) for s, u in REF_UPDATES.items()}
+    return {key: {s: _epochs(16, u) / ref[s] for s, u in zip(SEEDS, updates, strict=True)}
+            for key, (_, updates) in AT_N.items()}
+
+
+def hand_arms() -> list[LrArm]:
+    """The lr arms at N: the scaled warmup's, by factor."""
+    ratios = _ratios()
+    return sorted((LrArm(factor, ratios[key]) for key, (factor, _) in AT_N.items()
+                   if key[1] == "scaled"), key=lambda a: a.factor)
+
+
+def hand_recipe(world_size: int) -> Recipe:
+    """The science's recipe on the inputs read off the trial list above, not off MLflow."""
+    ref = {s: _epochs(4, u) for s, u in REF_UPDATES.items()}
+    ratios = _ratios()
+    best = min(AT_N.values(), key=lambda v: sorted(v[1])[1])  # the fewest median updates at N
+    return recommend("surge", reference_batch=64, batch_n=256, batch_m=world_size * PER_WORKER,
+                     reference_warmup=REF_WARMUP, arms=hand_arms(),
+                     warmup_arms={"fixed": ratios[("sqrt", "fixed")],
+                                  "scaled": ratios[("sqrt", "scaled")]},
+                     reference_epochs=BatchPoint(64, tuple(ref.values())),
+                     n_epochs=BatchPoint(256, tuple(_epochs(16, u) for u in best[1])),
+                     noise_scale=300.0)
+
+
+@pytest.fixture(scope="module")
+def uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    _log(client, "adam", ADAM_STUDY)
+    _log(client, "no-optimizer", NO_OPTIMIZER)
+    _log(client, "only-reference", ONLY_REFERENCE)
+    yield uri
+
+
+def test_the_recipe_is_the_science_on_the_study_inputs(uri: str) -> None:
+    rec = scalesweep.recommend("adam", world_size=32, tracking_uri=uri)
+    assert (rec.world_size_n, rec.batch_n, rec.world_size_m, rec.batch_m) == (16, 256.0, 32, 512.0)
+    assert (rec.family, rec.reference_batch, rec.reference_lr, rec.reference_warmup) == (
+        "surge", 64.0, BASE_LR, REF_WARMUP)
+    assert rec.noise_scale == 300.0
+    # each seed paired with the baseline's same seed (a fit with seed levels would not see a
+    # wrong pairing: the arms' medians do)
+    assert [(a.factor, a.seeds) for a in rec.lr_arms] == [(1.0, 3), (1.4, 3), (2.0, 3), (4.0, 3)]
+    assert [a.median_ratio for a in rec.lr_arms] == pytest.approx(
+        [statistics.median(a.ratios.values()) for a in hand_arms()], rel=1e-12)
+    assert rec.warmup_arms_factor == 2.0 and rec.n_arm == "ws16-scaled-sqrt"
+    want = hand_recipe(32)
+    got = rec.recipe
+    assert got.lr.factor == pytest.approx(want.lr.factor, rel=1e-12)
+    assert got.lr.ci == pytest.approx(want.lr.ci, rel=1e-12)
+    assert (got.lr.model, got.lr.source[:40], got.lr.confidence) == (
+        want.lr.model, want.lr.source[:40], want.lr.confidence)
+    assert got.warmup == want.warmup
+    assert got.epochs_ratio is not None and want.epochs_ratio is not None
+    assert got.epochs_ratio.median == pytest.approx(want.epochs_ratio.median, rel=1e-12)
+    assert got.epochs_ratio.ci == pytest.approx(want.epochs_ratio.ci, rel=1e-12)
+    assert rec.lr == pytest.approx(BASE_LR * want.lr.factor, rel=1e-12)
+    assert rec.warmup_steps == round(REF_WARMUP * 64 / 512)  # held in samples: 12.5 -> 12
+    assert rec.prediction_id is None  # nothing recorded unless asked
+
