@@ -13,6 +13,7 @@ from scalesweep.orchestrator.commands import (
     lr,
     plan,
     predict,
+    recommend,
     report,
     resume,
     run,
@@ -37,7 +38,8 @@ class _Command(Protocol):
 #: each command's module, in the order --help lists them
 COMMANDS: dict[str, _Command] = {"plan": plan, "lr": lr, "run": run, "submit": submit,
                                  "resume": resume, "report": report, "advise": advise,
-                                 "predict": predict, "solve": solve, "ui": ui}
+                                 "predict": predict, "recommend": recommend, "solve": solve,
+                                 "ui": ui}
 
 
 #: what `scalesweep --help` says above the commands

@@ -31,6 +31,8 @@ PARSE_ONLY = {
     "solve": "trains a search and its verification (tests/integration/test_solve_e2e.py)",
     "predict": "needs a finished study in a store (tests/integration/test_api_run.py)",
     "advise": "needs a finished study in a store (tests/unit/test_advice.py logs one to sqlite and runs it)",
+    "recommend": "needs a finished study in a store (tests/unit/test_recommend_cli.py logs one to "
+                 "sqlite and runs it)",
 }
 #: what a synopsis writes where a value goes: such a command is checked option by option
 PLACEHOLDER = re.compile(r"\.\.\.|…|[\[\]<>]|\b[A-Z][A-Z_]{2,}\b")

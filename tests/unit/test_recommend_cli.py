@@ -7,6 +7,7 @@ gathered here by hand from the same trial list."""
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Iterator
 
@@ -14,6 +15,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 import scalesweep
+from scalesweep.orchestrator.cli import main
 from scalesweep.science.prediction.epochs import BatchPoint
 from scalesweep.science.recommend.lr_evidence import LrArm
 from scalesweep.science.recommend.recipe import Recipe, recommend
@@ -119,3 +121,53 @@ def test_the_recipe_is_the_science_on_the_study_inputs(uri: str) -> None:
     assert rec.warmup_steps == round(REF_WARMUP * 64 / 512)  # held in samples: 12.5 -> 12
     assert rec.prediction_id is None  # nothing recorded unless asked
 
+
+
+def test_json_is_the_api_record(uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    rec = scalesweep.recommend("adam", world_size=32, tracking_uri=uri)
+    assert main(["recommend", "--experiment", "adam", "--world-size", "32", "--json", "--no-record",
+                 "--tracking-uri", uri]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(rec.as_json()))
+
+
+def test_the_text_names_each_number_and_its_model(uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    want = hand_recipe(32)
+    assert main(["recommend", "--experiment", "adam", "--world-size", "32", "--no-record",
+                 "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    lo, hi = want.lr.ci
+    assert (f"lr factor: {want.lr.factor:.3g} [{lo:.3g}, {hi:.3g}] (90%) x the reference's lr 0.5 "
+            f"= lr {0.5 * want.lr.factor:.4g}") in out
+    assert "  model: surge: the optimizer's family; b_noise" in out
+    assert "warmup: 12 updates (rule scaled: 12.5 from the reference's 100)" in out
+    assert "  model: held in samples (Goyal et al. 2017)" in out
+    assert want.epochs_ratio is not None
+    assert f"epochs ratio M/N: {want.epochs_ratio.median:.3g} [" in out
+    assert "against N's best arm ws16-scaled-sqrt" in out and "  method: E(B) = E_min" in out
+    assert "fixed against scaled at N: lower on 1 of 3 shared seeds" in out
+    assert "recorded:" not in out
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--experiment", "adam", "--world-size", "0"], "--world-size = 0: must be at least 1"),
+    (["--experiment", "nope", "--world-size", "8"], "no MLflow experiment named 'nope'"),
+    (["--run-id", "0" * 32, "--world-size", "8"], "no such MLflow run"),
+    (["--experiment", "no-optimizer", "--world-size", "8"],
+     "--experiment = 'no-optimizer': the study logged no optimizer type"),
+    (["--experiment", "only-reference", "--world-size", "8"],
+     "ran only the reference's global batch (64): no arm at a world size N"),
+])
+def test_refusals_exit_2(uri: str, capsys: pytest.CaptureFixture[str], argv: list[str],
+                         says: str) -> None:
+    assert main(["recommend", *argv, "--tracking-uri", uri]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_the_api_refuses_bad_arguments_before_reading(uri: str) -> None:
+    for kwargs, says in (({"world_size": 0}, "world_size = 0: must be at least 1"),
+                         ({"world_size": 2.0}, "world_size = 2.0: must be an integer"),
+                         ({"world_size": 8, "record": "yes"}, "record = 'yes': must be True or False")):
+        with pytest.raises(scalesweep.InputError, match=says):
+            scalesweep.recommend("adam", tracking_uri=uri, **kwargs)
+    with pytest.raises(scalesweep.InputError, match="give exactly one of experiment and run_id"):
+        scalesweep.recommend("adam", run_id="x", world_size=8, tracking_uri=uri)

@@ -43,7 +43,7 @@ def study_recommendation(uri: str, *, experiment: str | None, run_id: str | None
                     spell=spell)
     which = spell("experiment") if experiment else spell("run_id")
     check_readable(uri)  # before the dashboards' imports (MLflow, pandas): a wrong URI costs little
-    from scalesweep.dashboards.recommendation import RecommendRefused, load_recommendation
+    from scalesweep.dashboards.recommend.inputs import RecommendRefused, load_recommendation
     from scalesweep.orchestrator.usecases.results import study_lookup
 
     try:

@@ -1,7 +1,7 @@
 """What `scalesweep recommend` answers (docs/beyond.md, "recommend"): the science's
 :class:`~.recipe.Recipe` at world size M, with the study it came from, N and M, and the recipe
 in the units a sweep file takes (the lr itself, the warmup in updates). The dashboards gather
-it from MLflow (scalesweep/dashboards/recommendation.py), the orchestrator records it for the
+it from MLflow (scalesweep/dashboards/recommend/inputs.py), the orchestrator records it for the
 ledger. Pure: no MLflow.
 """
 

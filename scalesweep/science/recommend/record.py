@@ -6,7 +6,7 @@ in a median number of epochs whose ratio to the study's at N (its best arm's med
 inside the recipe's epochs-ratio interval. The orchestrator records it on the study's parent
 run beside `predict`'s records (scalesweep/orchestrator/tracking/predictions.py); the ledger
 scores it against the trials at M's global batch under the experiment's *other* parent runs
-(scalesweep/dashboards/recommend_ledger.py). Its numbers are ratios, not epochs. Pure.
+(scalesweep/dashboards/recommend/ledger.py). Its numbers are ratios, not epochs. Pure.
 """
 
 from __future__ import annotations
