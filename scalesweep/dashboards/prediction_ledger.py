@@ -1,6 +1,7 @@
 """Predictions kept in MLflow, read back and scored (docs/beyond.md, "Predict, then verify").
 
-`scalesweep predict` records each prediction on the study's parent run as the artifact
+`scalesweep predict` (and `recommend`: scalesweep/dashboards/recommend/ledger.py) records each
+prediction on the study's parent run as the artifact
 ``predictions/<id>.json`` (:func:`scalesweep.science.prediction.record.record_of` makes it, and
 holds the ledger's lines this module fills). This module reads those back from every
 experiment (or one), and scores each against the trials its experiment holds at the predicted
@@ -23,10 +24,12 @@ from mlflow.tracking import MlflowClient
 from scalesweep.dashboards.convergence_table import StudyTrial, study_trials
 from scalesweep.dashboards.mlflow_data import load_study
 from scalesweep.dashboards.prediction import points_of_rule, usable_trials
+from scalesweep.dashboards.recommend.ledger import SOLVE_EXPERIMENT_SUFFIX, claims, recommend_lines
 from scalesweep.dashboards.solve_ledger import is_solve, solve_lines
 from scalesweep.mlflow_names import PREDICTION_OUTCOME_SUFFIX, PREDICTIONS_ARTIFACT_DIR, ROLE_TAG
 from scalesweep.science.prediction.ledger import observed_median, running_hit_rate
 from scalesweep.science.prediction.record import LedgerLine, RuleOutcome
+from scalesweep.science.recommend.record import RecommendLedgerLine, is_recommend
 from scalesweep.science.solve_record import Line, SolveLedgerLine
 
 
@@ -100,7 +103,10 @@ def ledger_lines(tracking_uri: str, experiment: str | None = None) -> list[Line]
         studies = parent_studies(tracking_uri, parents)
         trials = [t for pid in parents for t in usable_trials(studies[pid])]  # fixed-batch ones
         lines += solve_lines(exp.name, records, studies)
-        for rec in (r for r in records if not is_solve(r)):
+        if any(claims(r) for r in records):
+            lines += recommend_lines(exp.name, records,
+                                     {**studies, **_solve_studies(client, tracking_uri, exp.name)})
+        for rec in (r for r in records if not is_solve(r) and not is_recommend(r)):
             made = [r for r in rec["rules"] if r["median"] is not None]
             found = outcomes(trials, float(rec["global_batch"]), [r["rule"] for r in made])
             for r in made:
@@ -112,9 +118,20 @@ def ledger_lines(tracking_uri: str, experiment: str | None = None) -> list[Line]
     return sorted(lines, key=lambda x: (x.created, x.prediction_id, x.rule))
 
 
+def _solve_studies(client: MlflowClient, tracking_uri: str, experiment: str
+                   ) -> dict[str, list[StudyTrial]]:
+    """The trials of the study's solve experiment (``<name>-solve``), per parent run; none
+    where there is no such experiment."""
+    exp = client.get_experiment_by_name(experiment + SOLVE_EXPERIMENT_SUFFIX)
+    return {} if exp is None else parent_studies(tracking_uri, _parents(client, exp.experiment_id))
+
+
 def _cells(x: Line) -> tuple[str, str, str, str]:
     """The rule, median, interval and observed columns: a solve line's are epochs ratios, and
     its rule column says so (its observed median may be a bound: "≥ 2")."""
+    if isinstance(x, RecommendLedgerLine):
+        return (f"{x.rule} (ratio M/N)", f"{x.median:.3g}",
+                f"{x.interval_text()} ({x.confidence:.0%})", x.observed_text())
     if isinstance(x, SolveLedgerLine):
         return (f"{x.rule} (ratio)", "-" if x.median is None else f"{x.median:.3g}",
                 f"{x.interval_text()} ({x.confidence:.0%})", x.observed_text())
@@ -150,6 +167,10 @@ def render_ledger(lines: Sequence[Line]) -> str:
         text.append("(ratio): a solve answer's recipe; its median, interval and observed are the "
                     "paired epochs ratio recipe / baseline arm, not epochs, observed in the "
                     "experiment's runs other than the verification's")
+    if any(isinstance(x, RecommendLedgerLine) for x in lines):
+        text.append("(ratio M/N): a recommend recipe; its median, interval and observed are the "
+                    "epochs ratio at M over the study's at N (its best arm), observed as the best "
+                    "arm a later study or solve ran at M")
     reused = sum(x.reused for x in lines if isinstance(x, SolveLedgerLine))
     if reused:
         text.append(f"{reused} pair(s) of solve reruns left out: their seed was the search's or the "

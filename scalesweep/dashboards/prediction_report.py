@@ -9,6 +9,7 @@ import math
 from collections.abc import Sequence
 
 from scalesweep.science.prediction.ledger import running_hit_rate
+from scalesweep.science.recommend.record import RecommendLedgerLine
 from scalesweep.science.solve_record import Line, SolveLedgerLine
 
 
@@ -18,6 +19,10 @@ def _cells(x: Line) -> list[str]:
     if isinstance(x, SolveLedgerLine):
         observed = "pending" if x.outcome is None else x.observed_text()
         return ["-", f"{x.rule} (epochs ratio)", "-" if x.median is None else f"{x.median:.3g}",
+                x.interval_text(), f"{x.confidence:.0%}", observed]
+    if isinstance(x, RecommendLedgerLine):
+        observed = "pending" if x.outcome is None else x.observed_text()
+        return [f"{x.global_batch:g}", f"{x.rule} (epochs ratio M/N)", f"{x.median:.3g}",
                 x.interval_text(), f"{x.confidence:.0%}", observed]
     s = x.scored
     observed = ("pending" if s.observed is None else "never reached"
@@ -46,6 +51,10 @@ def predictions_html(lines: Sequence[Line]) -> str:
              "ratio to the baseline arm (not epochs), observed in the experiment's runs other "
              "than the verification's, each seed once and none the search or the verification ran "
              "(docs/solve.md).")
+    if any(isinstance(x, RecommendLedgerLine) for x in lines):
+        solve += (" A <code>scalesweep recommend</code> recipe is a line too: its epochs ratio at "
+                  "M over the study's at N (not epochs), observed as the best arm a later study "
+                  "or solve ran at M (docs/beyond.md).")
     reused = sum(x.reused for x in lines if isinstance(x, SolveLedgerLine))
     if reused:
         solve += (f" {reused} pair(s) of solve reruns were left out: their seed was the search's "

@@ -20,6 +20,7 @@ from typing import Any
 from scalesweep.mlflow_names import ARM_PARAM, BASELINE_ARM_PARAM, SOLVE_PREDICTION_METRIC_FORMAT
 from scalesweep.science.prediction.ledger import HitRate, Scored, bounded_hit
 from scalesweep.science.prediction.record import LedgerLine
+from scalesweep.science.recommend.record import RecommendLedgerLine
 from scalesweep.science.stats.replicates import Estimate, Observation, finite_or_none, median_interval
 
 #: the record's ``kind`` (a `predict` record has none)
@@ -184,5 +185,5 @@ def _observed(o: SolveOutcome) -> float | None:
     return v if o.median.kind == "value" and v is not None and math.isfinite(v) else None
 
 
-#: a line of the ledger: a `predict` rule or a `solve` recipe
-Line = LedgerLine | SolveLedgerLine
+#: a line of the ledger: a `predict` rule, a `solve` recipe or a `recommend` recipe
+Line = LedgerLine | SolveLedgerLine | RecommendLedgerLine

@@ -171,3 +171,85 @@ def test_the_api_refuses_bad_arguments_before_reading(uri: str) -> None:
             scalesweep.recommend("adam", tracking_uri=uri, **kwargs)
     with pytest.raises(scalesweep.InputError, match="give exactly one of experiment and run_id"):
         scalesweep.recommend("adam", run_id="x", world_size=8, tracking_uri=uri)
+
+
+# --- the ledger: recorded, then scored against a later study and a solve at M -----------------
+
+#: N's best arm (sqrt, scaled) median epochs: 1260 updates at 256 updates per epoch
+N_EPOCHS = 1260.0 / 256
+
+
+@pytest.fixture(scope="module")
+def ledger_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The study, three recommendations recorded (M = 32, 64, 8), then a later study at 32 in
+    the experiment (its best arm inside the interval: a hit) and a solve at 64 in
+    ``adam-solve`` (outside: a miss); nothing runs 8 (pending)."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    _log(client, "adam", ADAM_STUDY)
+    for m in (32, 64, 8):
+        assert main(["recommend", "--experiment", "adam", "--world-size", str(m),
+                     "--tracking-uri", uri]) == 0
+    _log(client, "adam", [T(32, "sqrt", "scaled", u, seed=s) for s, u in enumerate((790.0, 780.0, 800.0))]
+         + [T(32, "linear", "scaled", 900.0, seed=s) for s in SEEDS], noise=False)
+    _log(client, "adam-solve", [T(64, "1.9", "scaled", u, seed=s)
+                                for s, u in enumerate((950.0, 940.0, 960.0))], noise=False)
+    yield uri
+
+
+def test_a_recommendation_is_recorded_on_the_parent_run(ledger_uri: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    client = MlflowClient(tracking_uri=ledger_uri)
+    exp = client.get_experiment_by_name("adam")
+    assert exp is not None
+    (first, _) = client.search_runs([exp.experiment_id], "tags.`scalesweep.role` = 'parent'",
+                                    order_by=["attributes.start_time ASC"])
+    parent = first.info.run_id
+    names = sorted(a.path for a in client.list_artifacts(parent, "predictions"))
+    assert len(names) == 3 and all(n.endswith("-recommend.json") for n in names)
+    metrics = client.get_run(parent).data.metrics
+    want = hand_recipe(32)
+    assert want.epochs_ratio is not None
+    assert metrics["recommend.ws32.ratio_median"] == pytest.approx(want.epochs_ratio.median, rel=1e-12)
+    assert metrics["recommend.ws32.ratio_hi"] == pytest.approx(want.epochs_ratio.ci[1], rel=1e-12)
+    assert metrics["recommend.ws32.lr_factor"] == pytest.approx(want.lr.factor, rel=1e-12)
+    # --no-record logs nothing more; --json's id is null then (--run-id: the experiment's latest
+    # study is the later one at 32 now)
+    assert main(["recommend", "--run-id", parent, "--world-size", "32", "--json", "--no-record",
+                 "--tracking-uri", ledger_uri]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["prediction_id"] is None and out["parent_run_id"] == parent
+    assert len(client.list_artifacts(parent, "predictions")) == 3
+
+
+def test_the_ledger_scores_each_recommendation(ledger_uri: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["predict", "--ledger", "--experiment", "adam", "--json", "--no-record",
+                 "--tracking-uri", ledger_uri]) == 0
+    lines = json.loads(capsys.readouterr().out)
+    got = {x["world_size"]: x for x in lines}
+    assert [x["kind"] for x in lines] == ["recommend"] * 3 and set(got) == {32, 64, 8}
+    for m, result in ((32, "hit"), (64, "miss"), (8, "pending")):
+        want = hand_recipe(m).epochs_ratio
+        assert want is not None
+        assert got[m]["result"] == result
+        assert got[m]["median"] == pytest.approx(want.median, rel=1e-12)
+        assert got[m]["ci"] == pytest.approx(list(want.ci), rel=1e-12)
+    # the best arm at 32 (sqrt: 790 updates at 128 per epoch), over N's 1260 / 256
+    assert got[32]["observed"] == pytest.approx(790.0 / 128 / N_EPOCHS, rel=1e-9)
+    assert got[32]["observed_arm"] == "ws32-scaled-sqrt" and got[32]["observed_seeds"] == 3
+    assert got[64]["observed"] == pytest.approx(950.0 / 64 / N_EPOCHS, rel=1e-9)
+    assert got[8]["observed"] is None
+    assert (lines[-1]["running_verified"], lines[-1]["running_hits"]) == (2, 1)
+    # the text, and the outcomes written beside the records
+    assert main(["predict", "--ledger", "--experiment", "adam", "--tracking-uri", ledger_uri]) == 0
+    text = capsys.readouterr().out
+    assert "(ratio M/N)" in text and "hit rate: 1/2" in text
+    client = MlflowClient(tracking_uri=ledger_uri)
+    parent = next(iter({x["parent_run_id"] for x in lines}))
+    metrics = client.get_run(parent).data.metrics
+    assert (metrics["recommend.ws32.hit"], metrics["recommend.ws64.hit"]) == (1.0, 0.0)
+    assert "recommend.ws8.hit" not in metrics
+    outcomes = [a.path for a in client.list_artifacts(parent, "predictions")
+                if a.path.endswith(".outcome.json")]
+    assert len(outcomes) == 2

@@ -21,7 +21,12 @@ from mlflow.tracking import MlflowClient
 from scalesweep.mlflow_names import ARM_PARAM, PREDICTION_OUTCOME_SUFFIX, PREDICTIONS_ARTIFACT_DIR
 from scalesweep.science.prediction.record import LedgerLine, StudyPrediction, metric_key, record_of
 from scalesweep.science.recommend.recommendation import Recommendation
-from scalesweep.science.recommend.record import recommend_record
+from scalesweep.science.recommend.record import KIND as RECOMMEND_KIND
+from scalesweep.science.recommend.record import (
+    RecommendLedgerLine,
+    recommend_metric_key,
+    recommend_record,
+)
 from scalesweep.science.recommend.record import record_metrics as recommend_metrics
 from scalesweep.science.solve_record import (
     KIND,
@@ -117,11 +122,14 @@ def write_outcomes(tracking_uri: str, lines: Sequence[Line]) -> int:
     """Beside each verified prediction: ``predictions/<id>.outcome.json`` (per rule the observed
     median, its seeds and runs, hit) and the metrics ``...observed`` (where finite) and
     ``...hit`` (1 or 0; none while censored); a solve line's as :func:`_write_solve_outcome`
-    writes it. An outcome already written as it stands is not written again, so the metrics
-    get a new point only when the outcome changed. Returns how many predictions got one."""
+    writes it, a recommend line's as :func:`_write_recommend_outcome`. An outcome already
+    written as it stands is not written again, so the metrics get a new point only when the
+    outcome changed. Returns how many predictions got one."""
     client = MlflowClient(tracking_uri)
     solved = [x for x in lines if isinstance(x, SolveLedgerLine) and x.outcome is not None]
     written = sum(_write_solve_outcome(client, x) for x in solved)
+    written += sum(_write_recommend_outcome(client, x) for x in lines
+                   if isinstance(x, RecommendLedgerLine) and x.outcome is not None)
     by: dict[tuple[str, str], list[LedgerLine]] = {}
     for x in lines:
         if isinstance(x, LedgerLine) and x.outcome is not None:
@@ -162,6 +170,27 @@ def _write_solve_outcome(client: MlflowClient, x: SolveLedgerLine) -> bool:
     ms = int(now.timestamp() * 1000)
     values = {"ratio_observed": outcome["observed"], "hit": outcome["hit"]}
     metrics = [Metric(solve_metric_key(x.world_size, what), float(v), ms, 0)
+               for what, v in values.items() if v is not None]
+    if metrics:
+        client.log_batch(x.parent_run_id, metrics=metrics)
+    return True
+
+
+def _write_recommend_outcome(client: MlflowClient, x: RecommendLedgerLine) -> bool:
+    """A scored recommend line's outcome beside its record, and the metrics
+    ``recommend.ws<M>.hit`` (none while censored) and ``.ratio_observed`` (where finite);
+    False where the same outcome is there already."""
+    outcome = x.outcome_json()
+    path = f"{PREDICTIONS_ARTIFACT_DIR}/{x.prediction_id}{PREDICTION_OUTCOME_SUFFIX}"
+    if _written(client, x.parent_run_id, path, "outcome") == outcome:
+        return False
+    now = datetime.now(timezone.utc)
+    client.log_text(x.parent_run_id, json.dumps(
+        {"id": x.prediction_id, "kind": RECOMMEND_KIND, "scored": now.isoformat(),
+         "outcome": outcome}, indent=1), path)
+    values = {"ratio_observed": outcome["observed"], "hit": outcome["hit"]}
+    ms = int(now.timestamp() * 1000)
+    metrics = [Metric(recommend_metric_key(x.world_size, what), float(v), ms, 0)
                for what, v in values.items() if v is not None]
     if metrics:
         client.log_batch(x.parent_run_id, metrics=metrics)
