@@ -163,6 +163,7 @@ def _refused(argv: list[str], capsys: pytest.CaptureFixture[str], *expected: str
     ["predict", "--experiment", "smoke", "--world-size", "8"],
     ["predict", "--ledger"],
     ["advise", "--experiment", "smoke"],
+    ["recommend", "--experiment", "smoke", "--world-size", "8"],
     ["ui"],
 ])
 def test_read_commands_never_create_a_store(argv: list[str], cwd: Path,
@@ -180,6 +181,7 @@ def test_the_api_refuses_with_the_cli_s_words(cwd: Path, capsys: pytest.CaptureF
     for call in (lambda: scalesweep.results("smoke"), lambda: scalesweep.studies(),
                  lambda: scalesweep.predict("smoke", world_size=8),
                  lambda: scalesweep.advise("smoke"),
+                 lambda: scalesweep.recommend("smoke", world_size=8),
                  lambda: scalesweep.load(SMOKE).run(tracking_uri="sqlite:///gone/m.db")):
         with pytest.raises(InputError) as err:
             call()
