@@ -1,0 +1,344 @@
+"""`recommend` backtested against dense grids (issue 52, item 4; docs/beyond.md, "recommend"):
+the recipe at M predicted from a study at N alone, then every lr factor and warmup of a grid
+run at M with paired seeds, and the recipe run beside them.
+
+Per case (a workload, N, k = M/N):
+
+1. **The study at N**: the reference world size and N, the lr factor at N on a √2 grid
+   around the named rules (explicit factors; none, sqrt and linear are points of it), warmup
+   held in samples, ``seeds`` paired seeds. Real trials, embedded Ray, MLflow on a fresh sqlite
+   store.
+2. **`scalesweep.recommend(study, world_size=M)`**: the lr factor (with its interval) and the
+   warmup at M, and the epochs ratio M over N predicted.
+3. **The grid at M**: the reference and M; lr factors on the √2 grid spanning both lr models'
+   ranges at M (SGD's [1, K], the surge's [1/√K, √K], K = M / reference), one step past each
+   end, × warmup rules ``scaled`` (held in samples) and ``fixed`` (held in updates); the named
+   rules are cells of it, and the recommended recipe's factor is one more (where it is not a
+   cell already). Two stages, as `solve`'s grid spends its seeds: every cell on seed 0, then
+   seeds 1.. on the cells within one grid step of the first stage's best, on the named rules
+   and on the recipe, so every cell near the optimum has ``seeds`` paired seeds (the baseline
+   seeds are the same in both stages, so they pair).
+
+Read off, each over the same seeds (epochs to target, a seed that never reaches counts as
+never, it is not dropped):
+
+* the grid's best cell: the lowest median epochs to target;
+* the recipe against it: the per-seed ratio of epochs (paired: same seed), its median and the
+  distribution-free interval of the order statistics (with few seeds the interval is
+  [min, max], and the confidence it attains is stated beside it);
+* the best named rule (none, sqrt, linear × the two warmups) against the grid's best, the same
+  way, and whether the recipe is as good or better (its median ratio no higher);
+* coverage: the recipe's lr interval holds the best cell's factor (within half a grid step, the
+  grid's own resolution), and its predicted epochs ratio M/N holds the measured one (the
+  recipe's epochs at M over the best arm's at N, per seed, median).
+
+Targets (the issue's): median over cases of the recipe's ratio against the grid's best ≤ 1.05,
+worst ≤ 1.15; coverage ≥ 0.80; the recipe as good as the best named rule in ≥ 2 of 3 cases.
+`solve --start-from-recommendation` against the grid's trial-epochs is not measured here yet.
+
+``--quick``: one case, a tiny mlp_regression, 2 seeds, a 3-point grid: proves the script runs.
+The figures are epochs (counted, not timed): the same on any machine for the same torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks._common import Column, Report, Table, parse_args, sandbox, say, sqlite_uri
+from scalesweep.science.recommend.lr_models import LR_MODELS, factor_range
+from scalesweep.science.stats.replicates import order_statistic_rank
+
+NAME = "transfer"
+GRID_STEP = math.sqrt(2.0)
+NAMED = ("none", "sqrt", "linear")
+WARMUPS = ("scaled", "fixed")
+CONFIDENCE = 0.90
+
+
+@dataclass(frozen=True)
+class Case:
+    """One workload at N, asked about M = k N."""
+
+    label: str
+    sweep: Mapping[str, Any]  # the sweep file's keys but axes, reference and baseline
+    reference: int
+    n: int
+    k: int
+    #: the lr factors at N, as √2 exponents relative to the reference's lr
+    n_grid: tuple[int, ...] = (-2, -1, 0, 1, 2, 3, 4)
+    #: the grid at M: both models' ranges (None), or the named rules alone (a quick check)
+    m_grid: str | None = None
+
+    @property
+    def m(self) -> int:
+        return self.n * self.k
+
+
+MLP = {"workload": {"name": "mlp_regression"}, "backend": "simulate",
+       "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9},
+       "scheduler": {"type": "gradual_warmup", "warmup_steps": 20},
+       "target": {"metric": "dev_loss", "relative_to_baseline": 0.10},
+       "training": {"per_worker_batch": 16, "epochs": 24, "eval_every_epochs": 0.25}}
+DIGITS = {"workload": {"name": "digits_cnn"}, "backend": "simulate",
+          "optimizer": {"type": "adam", "lr": 0.001},
+          "scheduler": {"type": "gradual_warmup", "warmup_steps": 100},
+          "target": {"metric": "dev_loss", "relative_to_baseline": 0.10},
+          "training": {"per_worker_batch": 8, "epochs": 30, "eval_every_epochs": 0.5}}
+CASES = (Case("mlp_regression (SGD), k = 4", MLP, 1, 2, 4),
+         Case("mlp_regression (SGD), k = 16", MLP, 1, 2, 16),
+         Case("digits_cnn (Adam), k = 4", DIGITS, 1, 2, 4),
+         Case("digits_cnn (Adam), k = 16", DIGITS, 1, 2, 16))
+QUICK = Case("mlp_regression, quick", {
+    **MLP, "workload": {"name": "mlp_regression", "options": {"train_size": 256, "dev_size": 64}},
+    "training": {"per_worker_batch": 8, "epochs": 2, "eval_every_epochs": 0.5}}, 1, 2, 2, (0, 1, 2),
+    "named")
+
+
+def grid_at_m(case: Case) -> list[float]:
+    """Factors (× the reference's lr) on the √2 grid spanning both models' ranges at M, one step
+    past each end (the named rules' alone for a quick check)."""
+    if case.m_grid == "named":
+        return [_named_factor(r, case.m, case.reference) for r in NAMED]
+    lo = min(factor_range(model, case.m, case.reference)[0] for model in LR_MODELS)
+    hi = max(factor_range(model, case.m, case.reference)[1] for model in LR_MODELS)
+    j_lo = math.floor(math.log(lo, GRID_STEP) + 1e-9) - 1
+    j_hi = math.ceil(math.log(hi, GRID_STEP) - 1e-9) + 1
+    return [GRID_STEP ** j for j in range(j_lo, j_hi + 1)]
+
+
+def _named_factor(rule: str, world: int, reference: int) -> float:
+    k = world / reference
+    return {"none": 1.0, "sqrt": math.sqrt(k), "linear": k}[rule]
+
+
+def _rules(factors: Sequence[float], world: int, reference: int) -> list[str | float]:
+    """The scaling_rule axis: the named rules, then every other factor (rounded as the trial
+    names show them) that is not one of them."""
+    named = {round(_named_factor(r, world, reference), 9) for r in NAMED}
+    return [*NAMED, *[round(f, 6) for f in factors if round(f, 9) not in named]]
+
+
+def study(case: Case, name: str, world: int, rules: Sequence[str | float],
+          warmups: Sequence[str], seeds: Iterable[int]) -> dict[str, Any]:
+    return {**case.sweep, "name": name, "reference": {"world_size": case.reference},
+            "baseline": {"world_size": case.reference, "warmup_rule": "scaled", "scaling_rule": "none"},
+            "axes": {"world_size": [case.reference, world], "warmup_rule": list(warmups),
+                     "scaling_rule": list(rules), "seed": list(seeds)},
+            "exclude": [{"world_size": case.reference, "scaling_rule": r} for r in rules if r != "none"]
+            + [{"world_size": case.reference, "warmup_rule": w} for w in warmups if w != "scaled"]}
+
+
+@dataclass(frozen=True)
+class Arm:
+    world: int
+    rule: str  # the scaling rule as the trials name it (none, sqrt, linear, x1.41)
+    factor: float
+    warmup: str
+    epochs: dict[int, float]  # seed -> epochs to target (inf: never)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.epochs.values())
+
+
+def _factor_of(rule: Any, world: int, reference: int) -> float:
+    if isinstance(rule, str) and rule in NAMED:
+        return _named_factor(rule, world, reference)
+    return float(str(rule).removeprefix("x"))
+
+
+def arms_of(trials: Any, reference: int) -> list[Arm]:
+    """Arms from a Result's trials table (one row per trial)."""
+    groups: dict[tuple[int, str, str], dict[int, float]] = {}
+    for row in trials.to_dict("records"):
+        e = row.get("epochs_to_target")
+        epochs = math.inf if e is None or (isinstance(e, float) and math.isnan(e)) else float(e)
+        key = (int(row["world_size"]), str(row["scaling_rule"]), str(row["warmup_rule"]))
+        groups.setdefault(key, {})[int(row["seed"])] = epochs
+    return [Arm(w, r, _factor_of(r, w, reference), wu, ep) for (w, r, wu), ep in sorted(groups.items())]
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Per-seed ratios of one arm's epochs over another's: median and order-statistic interval."""
+
+    ratios: tuple[float, ...]
+    median: float
+    ci: tuple[float, float]
+    confidence: float
+
+
+def paired(num: Mapping[int, float], den: Mapping[int, float]) -> Paired:
+    seeds = sorted(set(num) & set(den))
+    rs = sorted(_div(num[s], den[s]) for s in seeds)
+    rank, conf = order_statistic_rank(len(rs), CONFIDENCE)
+    return Paired(tuple(rs), statistics.median(rs), (rs[rank - 1], rs[len(rs) - rank]), conf)
+
+
+def _same(a: float, b: float) -> bool:
+    """One lr factor, as a trial's name rounds it (6 significant digits) or not."""
+    return math.isclose(a, b, rel_tol=1e-5)
+
+
+def _div(a: float, b: float) -> float:
+    if math.isinf(a) and math.isinf(b):
+        return 1.0  # neither reached: no information either way
+    return math.inf if b == 0 else a / b
+
+
+@dataclass
+class Outcome:
+    case: Case
+    recipe: dict[str, Any]
+    best: Arm
+    best_named: Arm
+    rec_arm: Arm
+    vs_best: Paired
+    named_vs_best: Paired
+    lr_covered: bool
+    epochs_covered: bool | None
+    measured_epochs_ratio: float
+    trials: int
+    notes: list[str] = field(default_factory=list)
+
+
+def _near(cells: Sequence[Arm], around: float) -> set[float]:
+    """The factors of ``cells`` within one grid step of ``around``."""
+    return {a.factor for a in cells if abs(math.log(a.factor / around)) <= math.log(GRID_STEP) + 1e-9}
+
+
+def _merged(*tables: Any, reference: int) -> list[Arm]:
+    """Arms of several studies' trials tables, one arm per (world size, rule, warmup)."""
+    out: dict[tuple[int, float, str], Arm] = {}
+    for table in tables:
+        for a in arms_of(table, reference):
+            key = (a.world, round(a.factor, 5), a.warmup)
+            old = out.get(key)
+            out[key] = a if old is None else Arm(a.world, old.rule, old.factor, a.warmup,
+                                                 {**old.epochs, **a.epochs})
+    return list(out.values())
+
+
+def run_case(case: Case, seeds: int, root: Path) -> Outcome:
+    """The case's three steps (module docs); the grid at M in two stages: every cell on seed 0,
+    then seeds 1.. on the cells within one grid step of the first stage's best, the named rules
+    and the recipe (the same baseline seeds, so the stages pair)."""
+    import scalesweep
+
+    workload = str(case.sweep["workload"]["name"]).replace("_", "-")
+    uri = sqlite_uri(root / f"{workload}-k{case.k}.db")
+    tag = f"transfer-{workload}-k{case.k}"
+    n_rules = _rules([GRID_STEP ** j for j in case.n_grid], case.n, case.reference)
+    say(f"{case.label}: the study at N = {case.n} ({len(n_rules)} lr factors x {seeds} seeds)")
+    at_n = scalesweep.load(study(case, f"{tag}-n", case.n, n_rules, ["scaled"], range(seeds))).run(
+        tracking_uri=uri, report=False)
+    rec = scalesweep.recommend(f"{tag}-n", world_size=case.m, tracking_uri=uri)
+    recipe = rec.recipe
+    rec_factor = round(recipe.lr.factor, 6)
+    m_rules = _rules(grid_at_m(case), case.m, case.reference)
+    if not any(_same(_factor_of(r, case.m, case.reference), rec_factor) for r in m_rules):
+        m_rules.append(rec_factor)  # the recipe's own arm, beside the grid's cells
+    say(f"{case.label}: recommend at M = {case.m}: lr x{recipe.lr.factor:.3g} "
+        f"{recipe.lr.ci}, warmup {recipe.warmup.rule}; the grid at M: {len(m_rules)} factors x "
+        f"{len(WARMUPS)} warmups on seed 0")
+    first = scalesweep.load(study(case, f"{tag}-m", case.m, m_rules, WARMUPS, [0])).run(
+        tracking_uri=uri, report=False)
+    cells = [a for a in arms_of(first.trials, case.reference) if a.world == case.m]
+    lead = min(cells, key=lambda a: a.median)
+    keep = _near(cells, lead.factor) | {a.factor for a in cells if a.rule in NAMED} | {rec_factor}
+    again = [r for r in m_rules if any(_same(_factor_of(r, case.m, case.reference), f) for f in keep)]
+    say(f"{case.label}: seeds 1-{seeds - 1} on {len(again)} factors x {len(WARMUPS)} warmups")
+    second = scalesweep.load(study(case, f"{tag}-m2", case.m, again, WARMUPS, range(1, seeds))).run(
+        tracking_uri=uri, report=False)
+    full = [a for a in _merged(first.trials, second.trials, reference=case.reference)
+            if a.world == case.m and len(a.epochs) == seeds]
+    best = min(full, key=lambda a: (a.median, statistics.fmean(min(e, 1e9) for e in a.epochs.values())))
+    best_named = min((a for a in full if a.rule in NAMED), key=lambda a: a.median)
+    rec_arm = next(a for a in full if _same(a.factor, rec_factor) and a.warmup == recipe.warmup.rule)
+    n_arms = [a for a in arms_of(at_n.trials, case.reference) if a.world == case.n]
+    best_n = min(n_arms, key=lambda a: a.median)
+    lo, hi = recipe.lr.ci
+    half = GRID_STEP ** 0.5
+    lr_covered = lo / half <= best.factor <= hi * half
+    er = recipe.epochs_ratio
+    measured = paired(rec_arm.epochs, best_n.epochs).median
+    covered = None if er is None else er.ci[0] <= measured <= er.ci[1]
+    trials = len(at_n.trials) + len(first.trials) + len(second.trials)
+    notes = []
+    edge = min(grid_at_m(case)), max(grid_at_m(case))
+    if any(_same(best.factor, e) for e in edge):
+        notes.append(f"{case.label}: the grid's best lies at its edge (x{best.factor:.3g})")
+    return Outcome(case, rec.as_json(), best, best_named, rec_arm, paired(rec_arm.epochs, best.epochs),
+                   paired(best_named.epochs, best.epochs), lr_covered, covered, measured, trials, notes)
+
+
+def _row(o: Outcome) -> dict[str, Any]:
+    def arm(a: Arm) -> str:
+        return f"x{a.factor:.3g} {a.warmup}"
+
+    return {"case": o.case.label, "n": o.case.n, "m": o.case.m, "trials": o.trials,
+            "grid_best": arm(o.best), "grid_best_epochs": o.best.median,
+            "recipe": arm(o.rec_arm), "recipe_vs_best": o.vs_best.median,
+            "recipe_vs_best_ci": f"[{o.vs_best.ci[0]:.3g}, {o.vs_best.ci[1]:.3g}] "
+                                 f"({o.vs_best.confidence:.0%})",
+            "best_named": f"{o.best_named.rule} {o.best_named.warmup}",
+            "named_vs_best": o.named_vs_best.median,
+            "as_good_as_named": "yes" if o.vs_best.median <= o.named_vs_best.median else "no",
+            "lr_interval_holds_best": "yes" if o.lr_covered else "no",
+            "epochs_ratio_holds": {None: "no prediction", True: "yes", False: "no"}[o.epochs_covered],
+            "measured_epochs_ratio": o.measured_epochs_ratio}
+
+
+def _seeds_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seeds", type=int, default=3, help="paired seeds per cell near the optimum")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(__doc__, argv, _seeds_option)
+    cases = (QUICK,) if args.quick else CASES
+    seeds = 2 if args.quick else args.seeds
+    report = Report(NAME, quick=args.quick, settings={"seeds": seeds, "grid_step": GRID_STEP,
+                                                      "cases": [c.label for c in cases]})
+    outcomes: list[Outcome] = []
+    with sandbox(NAME) as root:
+        for case in cases:
+            outcomes.append(run_case(case, seeds, root))
+    report.tables.append(Table(
+        f"the recipe recommended from N against the grid at M ({seeds} paired seeds per cell; "
+        "ratios of epochs to target, median and order-statistic interval)",
+        [Column("case", "case", "text"), Column("n", "N", "number", "d"),
+         Column("m", "M", "number", "d"), Column("trials", "trials", "number", "d"),
+         Column("grid_best", "grid's best cell", "text"),
+         Column("grid_best_epochs", "its epochs", "number", ".3g"),
+         Column("recipe", "recipe", "text"), Column("recipe_vs_best", "recipe / best", "number", ".3g"),
+         Column("recipe_vs_best_ci", "interval", "text"),
+         Column("best_named", "best named rule", "text"),
+         Column("named_vs_best", "named / best", "number", ".3g"),
+         Column("as_good_as_named", "recipe as good as named", "text"),
+         Column("lr_interval_holds_best", "lr interval holds best", "text"),
+         Column("epochs_ratio_holds", "epochs ratio M/N holds", "text")],
+        [_row(o) for o in outcomes]))
+    ratios = [o.vs_best.median for o in outcomes]
+    report.target("median over cases of recipe / grid best (epochs)", statistics.median(ratios), "<=", 1.05)
+    report.target("worst case of recipe / grid best (epochs)", max(ratios), "<=", 1.15)
+    report.target("coverage: the lr interval holds the grid's best factor",
+                  sum(o.lr_covered for o in outcomes) / len(outcomes), ">=", 0.80)
+    report.target("share of cases where the recipe is as good as the best named rule",
+                  sum(o.vs_best.median <= o.named_vs_best.median for o in outcomes) / len(outcomes),
+                  ">=", 2 / 3)
+    report.notes += [n for o in outcomes for n in o.notes]
+    report.notes.append("solve --start-from-recommendation against the grid's trial-epochs: not "
+                        "measured by this script yet")
+    report.raw = {"outcomes": [{**_row(o), "recipe_json": o.recipe,
+                                "vs_best_ratios": o.vs_best.ratios} for o in outcomes]}
+    report.finish(args.out)
+
+
+if __name__ == "__main__":
+    main()
