@@ -295,13 +295,16 @@ def _row(o: Outcome) -> dict[str, Any]:
             "measured_epochs_ratio": o.measured_epochs_ratio}
 
 
-def _seeds_option(p: argparse.ArgumentParser) -> None:
+def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, default=3, help="paired seeds per cell near the optimum")
+    p.add_argument("--workload", action="append", default=None,
+                   help="only the cases of this workload (repeatable; default: every case)")
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(__doc__, argv, _seeds_option)
-    cases = (QUICK,) if args.quick else CASES
+    args = parse_args(__doc__, argv, _options)
+    cases = (QUICK,) if args.quick else tuple(
+        c for c in CASES if args.workload is None or c.sweep["workload"]["name"] in args.workload)
     seeds = 2 if args.quick else args.seeds
     report = Report(NAME, quick=args.quick, settings={"seeds": seeds, "grid_step": GRID_STEP,
                                                       "cases": [c.label for c in cases]})
