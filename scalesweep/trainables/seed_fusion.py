@@ -29,9 +29,15 @@ What breaks exactness and how it is met:
 * A seed that stops (target reached, diverged, or ``should_stop``) leaves the stack: its slice
   is removed from the parameters and from the optimizer state; the others are untouched.
 
+The noise scale (V > 1) is measured as the loop measures it, per seed: at every update, or
+every ``NOISE_EVERY``-th with fused passes, where that update runs its virtual-rank passes;
+each seed's sum over virtual ranks of its gradient increments' squared norms and its whole
+gradient's, before clipping. A divergence is seen where the loop sees it: at a report or at
+every ``DIVERGENCE_EVERY``-th update, whichever update in between diverged.
+
 Not covered yet (see the issue): float16's GradScaler (one scale for K seeds would skip every
-seed's update when one overflows), batch-size ramps' noise-scale probe and the noise scale
-itself, ``objective`` scores, checkpoints and resume, P > 1, GPUs.
+seed's update when one overflows), batch-size ramps, ``objective`` scores, checkpoints and
+resume, P > 1, GPUs.
 """
 
 from __future__ import annotations
@@ -51,11 +57,12 @@ from torch.overrides import TorchFunctionMode
 
 from scalesweep.mlflow_names import STATUS_TAG, TRAIN_SECONDS_METRIC
 from scalesweep.science import schedules
+from scalesweep.science.noise_scale import EMA_DECAY, NoiseScale
 from scalesweep.science.stats.convergence import EvalPoint, first_crossing
-from scalesweep.trainables import fusion, stepping
+from scalesweep.trainables import checkpointing, fusion, stepping
 from scalesweep.trainables import workloads as workload_registry
 from scalesweep.trainables.config import TrialConfig
-from scalesweep.trainables.loop import EVAL_BATCH
+from scalesweep.trainables.loop import DIVERGENCE_EVERY, EVAL_BATCH, NOISE_EVERY
 from scalesweep.trainables.precision import PARAM_DTYPES
 from scalesweep.trainables.sharding import Sharding
 from scalesweep.trainables.stepping import build_optimizer
@@ -280,6 +287,9 @@ class _Seed:
     target_evals: list[EvalPoint] = field(default_factory=list)
     last_report: dict[str, Any] = field(default_factory=dict)
     status: str = "running"
+    noise: NoiseScale | None = None
+    #: an update since the last read point diverged (the loop sees it at that read)
+    diverged: bool = False
 
 
 @dataclass
@@ -335,12 +345,18 @@ class _FusedSeeds:
         self.pass_budget = fusion.pass_budget(config, torch.device("cpu"))
         self.metric_names = sorted(self.workload.metrics)
         self.device = torch.device("cpu")
+        self.noise_every = NOISE_EVERY if self.fused_passes else 1
         self.seeds: dict[int, _Seed] = {}
         models = []
         for seed in seeds:
             cfg = config.model_copy(update={"seed": seed})
+            noise = None
+            if config.world_size > 1:  # as the loop's: V = 1 has no small batch
+                noise = NoiseScale(b_small=config.per_worker_batch * config.accum_grad,
+                                   b_big=config.global_batch, decay=float(EMA_DECAY**self.noise_every))
             self.seeds[seed] = _Seed(cfg, Sharding(self.workload.train_size(), config.world_size,
-                                                   config.per_worker_batch, config.accum_grad, seed))
+                                                   config.per_worker_batch, config.accum_grad, seed),
+                                     noise=noise)
             torch.manual_seed(seed)  # as the solo trial, right before its build_model
             models.append(self.workload.build_model())
         if any(b.numel() for m in models for b in m.buffers(recurse=True)
@@ -372,16 +388,22 @@ class _FusedSeeds:
         started = time.perf_counter()
         for update in range(1, self.config.total_updates + 1):
             lr, momentum = self._set_hyperparameters(update)
-            losses = self._update(update)
+            losses, norms = self._update(update)
             at_eval = self.data.eval_due(update)
-            every = self.config.checkpoint_every
-            checkpoint = bool(every) and update % every == 0
+            checkpoint = checkpointing.due(self.config, update, 0.0, at_eval)
+            read = at_eval or checkpoint or update % DIVERGENCE_EVERY == 0  # the loop's read points
             finished: list[int] = []
             for k, seed in enumerate(self.live):
                 s = self.seeds[seed]
                 s.loss_sum += losses[k]
                 s.loss_count += self.segment.global_batch
-                diverged = self._diverged(s, losses[k] / self.segment.global_batch)
+                s.diverged = s.diverged or self._diverged(s, losses[k] / self.segment.global_batch)
+                if norms is not None and s.noise is not None:
+                    # P = 1: mean_v |g_v|^2 is V times the sum of the increments' squares (loop)
+                    small_sq, big_sq = norms
+                    s.noise.update(g_small_sq=small_sq[k] * self.segment.world_size, g_big_sq=big_sq[k],
+                                   b_big=self.segment.global_batch)
+                diverged = read and s.diverged
                 if not (at_eval or checkpoint or diverged):
                     continue
                 metrics = self._metrics(s, update, lr, momentum, time.perf_counter() - started)
@@ -438,41 +460,71 @@ class _FusedSeeds:
             group["lr"] = lr
         return lr, stepping.set_betas(self.optimizer, self.schedule.betas(position))
 
-    def _update(self, update: int) -> list[float]:
-        """One optimizer update of every live seed; returns each one's summed loss."""
+    def _update(self, update: int) -> tuple[list[float], tuple[list[float], list[float]] | None]:
+        """One optimizer update of every live seed; returns each one's summed loss and, on an
+        update that measures the noise scale, each one's (sum over virtual ranks of the squared
+        norms of their gradient increments, squared norm of the whole gradient)."""
         self.optimizer.zero_grad(set_to_none=True)
         losses = torch.zeros(len(self.seeds), dtype=torch.float64)
         weight = 1.0 / self.segment.global_batch  # P = 1: the plain mean over the global batch
-        for batches, draw in self._passes(update):
+        probe = self.config.world_size > 1 and update % self.noise_every == 0
+        small_sq = torch.zeros(len(self.seeds), dtype=torch.float64)
+        before: dict[str, torch.Tensor] = {}  # each parameter's gradient where the last virtual rank left it
+        for batches, draw, ends_rank in self._passes(update, fused=self.fused_passes and not probe):
             stacked, sizes = self.padder.stack(batches)
             per_sample = self._loss(stacked, sizes if draw else None)
             (per_sample.sum() * weight).backward()
             losses += per_sample.detach().double().sum(dim=1)
+            if probe and ends_rank:
+                small_sq += self._increments_sq(before)
+        norms = None
+        if probe:  # before clipping: the noise scale is a property of the gradients
+            big_sq = self._sq_norms({name: p.grad for name, p in self.params.items() if p.grad is not None})
+            norms = small_sq.tolist(), big_sq.tolist()
         if self.config.grad_clip is not None:
             self._clip(self.config.grad_clip)
         self.optimizer.step()
-        return losses.tolist()
+        return losses.tolist(), norms
 
-    def _passes(self, update: int) -> Iterator[tuple[list[Any], bool]]:
-        """Each slot's batches, one per seed, and whether the pass may draw (then every seed's
-        generator is set as its solo trial's reseeding sets torch's RNG)."""
+    def _increments_sq(self, before: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Per seed, the squared norm of what the virtual rank just ended added to the
+        gradient; ``before`` then holds the gradient as it leaves it."""
+        with torch.no_grad():
+            grads = {name: p.grad for name, p in self.params.items() if p.grad is not None}
+            increments = {name: g - before[name] if name in before else g for name, g in grads.items()}
+            before.update({name: g.clone() for name, g in grads.items()})
+            return self._sq_norms(increments)
+
+    @staticmethod
+    def _sq_norms(tensors: Mapping[str, torch.Tensor | None]) -> torch.Tensor:
+        """Per seed (the leading dim), the sum of squares of every element, in float64."""
+        per_tensor = [torch.linalg.vector_norm(t.flatten(1), dim=1, dtype=torch.float64)
+                      for t in tensors.values() if t is not None]
+        return torch.stack(per_tensor).square().sum(dim=0)
+
+    def _passes(self, update: int, *, fused: bool) -> Iterator[tuple[list[Any], bool, bool]]:
+        """Each slot's batches, one per seed; whether the pass may draw (then every seed's
+        generator is set as its solo trial's reseeding sets torch's RNG); whether it is a
+        virtual rank's last pass."""
         vranks = range(self.segment.world_size)
         per_seed = [stepping.micro_batches(self.seeds[s].sharding, vranks, update) for s in self.live]
-        if self.fused_passes:  # as the loop's fused passes, seed by seed; a fusable loss draws nothing
+        if fused:  # as the loop's fused passes, seed by seed; a fusable loss draws nothing
             plans = []
             for mbs in per_seed:
                 indices = [i for mb in mbs for i in mb.indices]
                 plans.append(fusion.plan_passes(indices, self.pass_budget,
                                                 fusion.sample_lengths(self.workload, indices)))
             for group in zip(*plans, strict=True):
-                yield [self.workload.train_batch(g) for g in group], False
+                yield [self.workload.train_batch(g) for g in group], False, False
             return
         for slot in zip(*per_seed, strict=True):
             for seed, mb in zip(self.live, slot, strict=True):
                 s = self.seeds[seed]
                 stepping.reseed_pass(self.device, s.config.seed, update, mb)
                 s.generator.set_state(torch.default_generator.get_state())
-            yield [self.workload.train_batch(mb.indices) for mb in slot], True
+            mb = slot[0]  # every seed's slot is the same (virtual rank, micro-batch)
+            yield ([self.workload.train_batch(m.indices) for m in slot], True,
+                   mb.last or mb.index == self.config.accum_grad - 1)
 
     def _loss(self, stacked: Any, sizes: list[dict[int, int]] | None) -> torch.Tensor:
         """Per-sample losses [K, n] of one vmapped pass over the stacked parameters."""
@@ -537,6 +589,8 @@ class _FusedSeeds:
         }
         if momentum is not None:
             metrics["momentum"] = momentum
+        if s.noise is not None:
+            metrics["noise_scale"] = s.noise.value
         metric = self.config.target_metric
         if metric is not None and metric in metrics:
             s.target_evals.append(EvalPoint(update=float(update), samples_seen=float(metrics["samples_seen"]),
