@@ -237,12 +237,41 @@ class TrialJob(BaseModel):
     #: earlier, killed sweep of the same plan)
     resume_from: str | None = None
     loop: LoopHandover | None = None
+    #: fused seeds (resources.seeds_per_trial; scalesweep.trainables.seed_fusion): each seed's
+    #: own trial, named and seeded as its solo trial; ``trial`` is then the fused trial (the
+    #: first seed's settings under the fused trial's name). Empty: ``trial`` alone
+    seeds: tuple[TrialConfig, ...] = ()
+
+    @model_validator(mode="after")
+    def _seeds_of_one_arm(self) -> TrialJob:
+        if self.seeds:
+            arm = self.trial.model_copy(update={"name": "", "seed": 0})
+            odd = [t.name for t in self.seeds if t.model_copy(update={"name": "", "seed": 0}) != arm]
+            if odd or len({t.seed for t in self.seeds}) != len(self.seeds):
+                raise ValueError(f"fused seeds must be distinct seeds of the trial's arm, but got {odd}")
+        return self
 
     def to_config(self) -> dict[str, Any]:
-        """The JSON form Tune keeps in the trial's config (and its experiment state)."""
-        return self.model_dump(mode="json")
+        """The JSON form Tune keeps in the trial's config (and its experiment state); a solo
+        trial's has no ``seeds`` (as before they existed)."""
+        return self.model_dump(mode="json", exclude={"seeds"} if not self.seeds else None)
+
+    @property
+    def seed_names(self) -> list[str]:
+        """The names of the trials (MLflow runs) this job runs: its seeds', else its own."""
+        return [t.name for t in self.seeds] if self.seeds else [self.trial.name]
 
     @staticmethod
     def name_in(config: Mapping[str, Any]) -> str:
         """The trial's name in a Tune trial's ``config`` (``param_space``'s, as Tune keeps it)."""
         return str(config["trial_config"]["trial"]["name"])
+
+    @staticmethod
+    def seed_names_in(config: Mapping[str, Any]) -> list[str]:
+        """The names of the trials a Tune trial's ``config`` runs (:attr:`seed_names`)."""
+        job = config["trial_config"]
+        return [str(t["name"]) for t in job.get("seeds", [])] or [str(job["trial"]["name"])]
+
+
+#: a fused trial's reports to Tune: which seed's trial (its name) the report is of
+SEED_TRIAL_KEY = "seed_trial"

@@ -62,7 +62,7 @@ from ray.tune import PlacementGroupFactory
 
 from scalesweep.mlflow_names import ERROR_TAG, STATUS_TAG
 from scalesweep.trainables import checkpointing, disk_full
-from scalesweep.trainables.config import TrialConfig, TrialJob
+from scalesweep.trainables.config import SEED_TRIAL_KEY, TrialConfig, TrialJob
 from scalesweep.trainables.ray_train import tune_handover
 
 # torch, the loop and the worlds are imported where a trial runs: the sweep driver imports this
@@ -102,7 +102,9 @@ def resources(config: dict[str, Any]) -> PlacementGroupFactory:
 def run_trial(job: TrialJob) -> None:
     """Run ``job``'s trial on its backend (see module docs)."""
     trial = job.trial
-    if trial.backend == "simulate":
+    if job.seeds:
+        _run_fused(job)
+    elif trial.backend == "simulate":
         storage = job.storage_path  # <sweep dir>/train
         _run_simulate(trial, job.resume_from, Path(storage).parent if storage else None)
     else:
@@ -246,6 +248,23 @@ def _simulate(trial: TrialConfig, fallback: str | None, sweep_dir: Path | None) 
                                                   label=trial.name)
             fallback = None if found is None else str(found)
         loop.train(trial, world, on_report=report, resume_from=directory if why is None else fallback)
+
+
+def _run_fused(job: TrialJob) -> None:
+    """Fused seeds (simulate, this process): each seed's reports go to Tune as its solo
+    trial's would, with the seed's trial name (``SEED_TRIAL_KEY``), from which the sweep's
+    callback logs each seed to its own MLflow run. A seed that stops or diverges leaves the
+    others training; no checkpoints yet, so a retried or resumed fused trial starts over
+    (steps already logged are not logged again)."""
+    from scalesweep.trainables import seed_fusion
+
+    use_assigned_cpus()
+    name_of = {t.seed: t.name for t in job.seeds}
+
+    def report(seed: int, metrics: dict[str, Any]) -> None:
+        ray.tune.report({**metrics, SEED_TRIAL_KEY: name_of[seed]})
+
+    seed_fusion.train_seeds(job.trial, list(name_of), on_report=report)
 
 
 def _run_ddp(trial: TrialConfig, job: TrialJob) -> None:

@@ -413,3 +413,48 @@ def test_the_callbacks_stopper_ends_the_experiment_once_the_sweep_must_stop(swee
     assert stopper.stop_all() and cb.interrupted
     assert isinstance(cb.stopped_by, SharedContractError)
     assert not stopper("a", {})  # per trial, still the inner stopper's word
+
+
+def _fused_trial(seeds: tuple[str, ...]) -> FakeTrial:
+    """A Tune trial of fused seeds (resources.seeds_per_trial): its job names each seed's trial."""
+    trial = FakeTrial("arm-seeds0+1")
+    job = TrialJob.model_validate(trial.config["trial_config"])
+    one = [job.trial.model_copy(update={"name": name, "seed": i}) for i, name in enumerate(seeds)]
+    trial.config = {"trial_config": job.model_copy(update={"seeds": tuple(one)}).to_config()}
+    return trial
+
+
+def test_a_fused_trial_logs_each_seed_to_its_own_run_and_closes_it_when_it_ends(sweep: Sweep) -> None:
+    cb, trial = sweep.callback, _fused_trial(("arm-s0", "arm-s1"))
+    cb.on_trial_start(0, [trial], trial)
+    assert sweep.created == ["arm-s0", "arm-s1"] and "arm-seeds0+1" not in cb.run_ids
+    for seed in ("arm-s0", "arm-s1"):
+        cb.on_trial_result(1, [trial], trial, _result(10, seed_trial=seed))
+    cb.on_trial_result(1, [trial], trial, _result(20, "diverged", seed_trial="arm-s0"))
+    # the diverged seed is closed now, while the other goes on
+    run = sweep.run("arm-s0")
+    assert run.info.status == "FAILED" and run.data.tags["status"] == "diverged"
+    assert sweep.run("arm-s1").info.status == "RUNNING" and cb.status["arm-s1"] == "running"
+    cb.on_trial_result(1, [trial], trial, _result(20, seed_trial="arm-s1"))
+    cb.on_trial_result(1, [trial], trial, _result(TOTAL, "completed", seed_trial="arm-s1"))
+    cb.on_trial_complete(2, [trial], trial)
+    run = sweep.run("arm-s1")
+    assert run.info.status == "FINISHED" and run.data.tags["status"] == "completed"
+    assert _steps(sweep, "arm-s0") == [10, 20] and _steps(sweep, "arm-s1") == [10, 20, TOTAL]
+    assert [r["update"] for r in cb.curves["arm-s1"]] == [10, 20, TOTAL]
+    assert sweep.lines() == ["started   arm-s0", "started   arm-s1",
+                             "diverged  arm-s0  dev_loss 0.1 at epoch 2",
+                             "completed arm-s1  dev_loss 0.05 at epoch 4"]
+
+
+def test_a_fused_trial_that_fails_fails_only_the_seeds_still_running(sweep: Sweep) -> None:
+    cb, trial = sweep.callback, _fused_trial(("arm-s0", "arm-s1"))
+    trial.error = "Traceback ...\nRuntimeError: boom"
+    cb.on_trial_start(0, [trial], trial)
+    cb.on_trial_result(1, [trial], trial, _result(10, "stopped", seed_trial="arm-s0"))
+    cb.on_trial_result(1, [trial], trial, _result(10, seed_trial="arm-s1"))
+    cb.on_trial_error(2, [trial], trial)
+    assert cb.status == {"arm-s0": "stopped", "arm-s1": "failed"}
+    assert sweep.run("arm-s0").data.tags["status"] == "stopped"
+    run = sweep.run("arm-s1")
+    assert run.info.status == "FAILED" and run.data.tags["error"] == "RuntimeError: boom"

@@ -11,6 +11,7 @@ from typing import Any
 from ray import tune
 
 from scalesweep.mlflow_names import STEP_KEY
+from scalesweep.orchestrator.plan import adaptive
 from scalesweep.orchestrator.plan.loop_config import loop_config
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow
 from scalesweep.orchestrator.tracking.callback import SweepCallback
@@ -50,12 +51,20 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
     if not rows:
         return callback
     res = spec.resources
-    resume = {r.name: resume_checkpoint(sweep_dir, r) for r in rows}
-    configs = [TrialJob(trial=r.trial, storage_path=str(sweep_dir / "train"),
-                        max_failures=spec.max_failures, cpus_per_worker=res.cpus_per_worker,
-                        gpus_per_worker=res.gpus_per_worker, resume_from=resume[r.name],
-                        loop=_loop_handover(plan, r, curves.get(r.name, []))).to_config()
-               for r in rows]
+    configs = []
+    for group in adaptive.fused_trials(rows, res.seeds_per_trial):
+        r, storage = group[0], str(sweep_dir / "train")
+        if len(group) == 1:
+            job = TrialJob(trial=r.trial, storage_path=storage, max_failures=spec.max_failures,
+                           cpus_per_worker=res.cpus_per_worker, gpus_per_worker=res.gpus_per_worker,
+                           resume_from=resume_checkpoint(sweep_dir, r),
+                           loop=_loop_handover(plan, r, curves.get(r.name, [])))
+        else:  # fused seeds: no checkpoints yet, so nothing to resume from (a rerun logs no step twice)
+            job = TrialJob(trial=r.trial.model_copy(update={"name": adaptive.fused_name(group)}),
+                           storage_path=storage, max_failures=spec.max_failures,
+                           cpus_per_worker=res.cpus_per_worker, gpus_per_worker=res.gpus_per_worker,
+                           seeds=tuple(x.trial for x in group))
+        configs.append(job.to_config())
 
     scheduler = None
     if spec.search.trial_scheduler == "asha":

@@ -39,6 +39,39 @@ def first_round(plan: Plan) -> list[PlanRow]:
     return [r for r in plan.rows if r.seed < rep.first_seed + rep.min]
 
 
+def fused_trials(rows: Sequence[PlanRow], per_trial: int) -> list[list[PlanRow]]:
+    """``rows`` (one round's trials) as the Tune trials that run them: each arm's seeds in
+    plan order, at most ``per_trial`` to a trial (``resources.seeds_per_trial``; docs/design.md,
+    "Fused seeds"); with 1, one trial per row, as always. A round adds seeds at the design's
+    looks, so fusing its seeds changes no look."""
+    if per_trial <= 1:
+        return [[r] for r in rows]
+    by_arm: dict[str, list[PlanRow]] = {}
+    for row in rows:
+        by_arm.setdefault(row.arm, []).append(row)
+    return [seeds[i:i + per_trial] for seeds in by_arm.values() for i in range(0, len(seeds), per_trial)]
+
+
+def fused_name(rows: Sequence[PlanRow]) -> str:
+    """A fused trial's Tune name (and directory): its arm and its seeds, ``<arm>-seeds0+1``;
+    a single row keeps its own name. Its seeds' MLflow runs keep theirs (§4.2)."""
+    if len(rows) == 1:
+        return rows[0].name
+    return f"{rows[0].arm}-seeds{'+'.join(str(r.seed) for r in rows)}"
+
+
+def describe_fusion(plan: Plan) -> str | None:
+    """What ``plan`` says of ``resources.seeds_per_trial`` (nothing at 1)."""
+    per_trial = plan.sweep.spec.resources.seeds_per_trial
+    if per_trial <= 1:
+        return None
+    first = first_round(plan)
+    trials = len(fused_trials(first, per_trial))
+    return (f"resources.seeds_per_trial {per_trial}: an arm's seeds of a round train together, "
+            f"up to {per_trial} in one trial process (the first round's {len(first)} seed "
+            f"trial(s) in {trials} process(es)); each seed keeps its own MLflow run")
+
+
 def _baseline_arms(plan: Plan) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for row in plan.rows:

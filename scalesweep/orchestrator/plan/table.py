@@ -50,6 +50,8 @@ def format_plan(plan: Plan, verbose: bool = False) -> str:
         lines.append(f"note: {seeds}")
     if (power := adaptive.describe_power(plan)) is not None:
         lines.append(power if power.startswith("warning:") else f"note: {power}")
+    if (fusion := adaptive.describe_fusion(plan)) is not None:
+        lines.append(f"note: {fusion}")
     if sweep.recipe is not None:
         lines.extend(_recipe_settings(plan))
     if verbose and sweep.recipe is not None:

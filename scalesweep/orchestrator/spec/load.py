@@ -321,6 +321,7 @@ def _check(spec: SweepSpec, src: str, sweep_path: Path, narrowed: set[str] | Non
         problems.extend(_check_plateau(spec, workload))
         problems.extend(_check_batch_fits_shard(spec, base, workload))
     problems.extend(_check_curtail(spec))
+    problems.extend(_check_seeds_per_trial(spec, base))
     if problems:
         raise InputError(src, _dedupe(problems))
     assert workload is not None and scheduler is not None
@@ -712,6 +713,43 @@ def _check_curtail(spec: SweepSpec) -> list[Problem]:
         return [Problem("curtail", True, "cannot run with search.trial_scheduler: asha, which stops "
                         "trials by its own rule and could drop one a decision still needs")]
     return []
+
+
+def _check_seeds_per_trial(spec: SweepSpec, base: Settings) -> list[Problem]:
+    """Fused seeds (resources.seeds_per_trial > 1) run what seed_fusion covers: one simulate
+    process on a CPU, float32 or float64, the built-in loop, no batch ramp, and no trial
+    scheduler or stopper, which would end every seed of a trial at once."""
+    n = spec.resources.seeds_per_trial
+    if n == 1:
+        return []
+    why = f"resources.seeds_per_trial {n} (fused seeds) "
+    problems = []
+    if spec.backend != "simulate":
+        problems.append(Problem("backend", spec.backend, why + "needs backend: simulate (one "
+                                "process trains the seeds)"))
+    if spec.resources.gpus_per_worker > 0:
+        problems.append(Problem("resources.gpus_per_worker", spec.resources.gpus_per_worker,
+                                why + "runs on CPUs only yet: must be 0"))
+    dtype = base.training.get("dtype", "float32")
+    if dtype not in ("float32", "float64"):
+        problems.append(Problem(base.where("training.dtype"), dtype, why + "needs float32 or "
+                                "float64 (float16's loss scale would be one for every seed)"))
+    ramps = [v for v in [base.training.get("batch_ramp"),
+                         *spec.axes.free_axes().get("training.batch_ramp", [])]
+             if v not in (None, "none")]
+    if ramps:
+        problems.append(Problem("training.batch_ramp", ramps[0], why + "cannot run a batch-size "
+                                "ramp yet"))
+    if spec.workload.train_loop is not None:
+        problems.append(Problem("workload.train_loop", spec.workload.train_loop,
+                                why + "runs the built-in loop only"))
+    if spec.search.trial_scheduler == "asha":
+        problems.append(Problem("search.trial_scheduler", "asha", why + "cannot run under ASHA, "
+                                "which would stop every seed of a trial at once"))
+    if spec.curtail:
+        problems.append(Problem("curtail", True, why + "cannot run with curtailment yet, whose "
+                                "stopper would stop every seed of a trial at once"))
+    return problems
 
 
 def metric_mode(sweep: Sweep) -> Literal["min", "max"]:

@@ -211,6 +211,9 @@ class ResourcesSpec(BaseModel):
     #: and may hold; past it the trial fails naming memory. None: no reservation, no limit
     memory_per_worker: float | None = Field(default=None, gt=0)
     elastic: ElasticSpec | None = None
+    #: an arm's seeds of one round trained together in one trial process, at most this many
+    #: (scalesweep.trainables.seed_fusion; docs/design.md, "Fused seeds"); 1: one seed each
+    seeds_per_trial: int = Field(default=1, ge=1)
 
 
 class Axes(BaseModel):

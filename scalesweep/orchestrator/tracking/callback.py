@@ -36,10 +36,12 @@ from scalesweep.orchestrator.tracking.tracker import (
     fail_fast,
     is_outage,
 )
-from scalesweep.trainables.config import TrialJob
+from scalesweep.trainables.config import SEED_TRIAL_KEY, TrialJob
 from scalesweep.trainables.disk_full import DISK_FULL_KEY, CheckpointUnwritable, from_text
 from scalesweep.trainables.user_loop import SHARED_FAILURE_KEY, SharedContractError
 
+#: a trial's final statuses
+FINAL = ("completed", "diverged", "stopped", "failed")
 #: what we keep of a Tune result for convergence metrics and the summary
 KEEP = (STEP_KEY, STATUS_TAG, TRAIN_SECONDS_METRIC, *CURVE_METRICS)
 
@@ -80,10 +82,17 @@ class SweepCallback(tune.Callback):
         self.stopped_at: str | None = None
         #: asks Tune to stop the experiment gracefully; False where it cannot
         self.stop_tune: Callable[[], bool] = stop_tune
+        #: trials whose run was closed (a fused trial's seeds close one by one as they end)
+        self.closed: set[str] = set()
 
     @staticmethod
     def name(trial: Any) -> str:
         return TrialJob.name_in(trial.config)
+
+    @staticmethod
+    def seed_names(trial: Any) -> list[str]:
+        """The trials (MLflow runs) a Tune trial runs: a fused trial's seeds, else itself."""
+        return TrialJob.seed_names_in(trial.config)
 
     def _say(self, text: str) -> None:
         elapsed = time.monotonic() - self._started
@@ -150,14 +159,18 @@ class SweepCallback(tune.Callback):
             delay = min(delay * 2, 10.0)
 
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        name = self.name(trial)
-        self.status[name] = "running"
-        self._tag(name, {STATUS_TAG: "running", RAY_TRIAL_ID_TAG: trial.trial_id})
-        self._say(f"{'started':<9} {name}")
+        names = self.seed_names(trial)
+        for name in names:
+            if len(names) > 1 and self.status.get(name) in FINAL:  # a retried fused trial's ended seed
+                continue
+            self.status[name] = "running"
+            self._tag(name, {STATUS_TAG: "running", RAY_TRIAL_ID_TAG: trial.trial_id})
+            self._say(f"{'started':<9} {name}")
 
     def on_trial_result(self, iteration: int, trials: list[Any], trial: Any,
                         result: dict[str, Any], **info: Any) -> None:
-        name = self.name(trial)
+        # a fused trial's result is one seed's, named by it (trainables.seed_fusion)
+        name = str(result.get(SEED_TRIAL_KEY) or self.name(trial))
         if result.get(STATUS_TAG) == "failed" and DISK_FULL_KEY in result:
             self._stop_for_disk(name, str(result.get(ERROR_TAG)))
             return
@@ -186,7 +199,10 @@ class SweepCallback(tune.Callback):
             self.curves.setdefault(name, []).append(kept(result))
         status = result.get(STATUS_TAG)
         if status in ("completed", "diverged", "stopped"):
+            ended = self.status.get(name) in FINAL
             self.status[name] = str(status)
+            if SEED_TRIAL_KEY in result and not ended:  # a fused seed ends now, the others go on
+                self._complete(name, trial)
         self._maybe_flush()
         self._progress(trials)
 
@@ -277,7 +293,13 @@ class SweepCallback(tune.Callback):
         self._say(f"retrying {self.name(trial)} from its last checkpoint ({_error(trial)})")
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        name = self.name(trial)
+        fused = len(self.seed_names(trial)) > 1
+        for name in self.seed_names(trial):
+            if not (fused and name in self.closed):  # a fused seed is closed when it ends
+                self._complete(name, trial)
+
+    def _complete(self, name: str, trial: Any) -> None:
+        """Trial ``name`` (a fused trial's seed) ended: say so, close its run."""
         if name == self.stopped_at:  # said when it stopped the sweep
             return
         if self.interrupted and self.status.get(name) in (None, "running"):
@@ -298,11 +320,15 @@ class SweepCallback(tune.Callback):
         self._close(name)
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        name = self.name(trial)
+        text = _error_text(trial)
+        for name in self.seed_names(trial):
+            if name not in self.closed:  # a fused trial's seeds that had ended stay as they ended
+                self._error(name, trial, text)
+
+    def _error(self, name: str, trial: Any, text: str) -> None:
         if self.interrupted:  # the Ctrl-C reached the trial's process too: not a failure
             self._say(f"{'paused':<9} {name} ({self._why_paused()}): resume goes on from its last checkpoint")
             return
-        text = _error_text(trial)
         if from_text(text) is not None:  # a full disk Tune failed the trial on: stop, as above
             self._stop_for_disk(name, _error_line(text))
             return
@@ -316,6 +342,7 @@ class SweepCallback(tune.Callback):
         leaves it alone). Summary metrics follow at the end of the sweep."""
         if name not in self.run_ids and name not in self.waiting:
             return  # never started nor reported: nothing in MLflow to close
+        self.closed.add(name)
         status = self.status[name]
         tags = {**self.deferred_tags.pop(name, {}), STATUS_TAG: status,
                 **({ERROR_TAG: self.errors[name]} if name in self.errors else {})}
