@@ -10,6 +10,10 @@ Backends:
 
 * ``simulate``: the loop runs right here, in the Tune trial's process (P = 1), reporting each
   evaluation with ``ray.tune.report`` and resuming from ``ray.tune.get_checkpoint()``.
+* fused seeds (``job.seeds``, ``resources.seeds_per_trial`` > 1; simulate only): the seeds
+  train together in this process (:mod:`scalesweep.trainables.seed_fusion`), each report
+  naming its seed's trial (``SEED_TRIAL_KEY``); no checkpoints yet (docs/design.md, "Fused
+  seeds").
 * ``ddp``: the Ray Train V2 pattern: this process only drives a ``TorchTrainer`` of P workers
   whose ``TuneReportCallback`` forwards rank 0's reports to Tune. The run is named
   ``<trial name>-<Tune trial id>``, so when Tune retries the trial (its FailureConfig) or the
