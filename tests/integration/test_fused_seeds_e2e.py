@@ -26,7 +26,7 @@ CLOCKS = ("wall", "seconds")
 
 def _run(cwd: Path, ray_head: RayHead, per_trial: int) -> str:
     proc = scalesweep("run", SMOKE, "--set", "axes.world_size=[2, 4]", "--set", "axes.scaling_rule=[none]",
-                      "--set", "axes.seed=[0, 1]", "--set", "training.epochs=3",
+                      "--set", "axes.seed=[0, 1]", "--set", "training.epochs=2",
                       "--set", "training.dtype=float64",
                       "--set", f"resources.seeds_per_trial={per_trial}", "--summary-json", "s.json",
                       *ray_head.args(), cwd=cwd, **ray_head.env())
@@ -85,7 +85,7 @@ def test_each_seed_of_a_fused_trial_logs_its_solo_trials_run(runs: dict[int, tup
     for name, run in solo.items():
         assert run["status"] == "completed" and run["run_status"] == "FINISHED"
         steps = [s for s, _ in run["metrics"]["dev_loss"]]
-        assert len(steps) >= 6 and steps == [s for s, _ in run["metrics"]["noise_scale"]], name
+        assert len(steps) >= 4 and steps == [s for s, _ in run["metrics"]["noise_scale"]], name
         # float64 and the same arithmetic up to summation order: equal far below 1e-6
         assert all(math.isfinite(v) for _, v in run["metrics"]["train_loss"])
     # one process per arm: the Tune trials were the fused ones
