@@ -35,18 +35,25 @@ each seed's sum over virtual ranks of its gradient increments' squared norms and
 gradient's, before clipping. A divergence is seen where the loop sees it: at a report or at
 every ``DIVERGENCE_EVERY``-th update, whichever update in between diverged.
 
+Checkpoints: at the loop's cadence, each reporting seed's solo checkpoint (the loop's format:
+its parameters, its slice of the optimizer state, its progress), so the loop resumes a seed
+alone from it; resuming K seeds fused from theirs is not done yet.
+
 Not covered yet (see the issue): float16's GradScaler (one scale for K seeds would skip every
-seed's update when one overflows), batch-size ramps, ``objective`` scores, checkpoints and
-resume, P > 1, GPUs.
+seed's update when one overflows), batch-size ramps, ``objective`` scores, resuming fused,
+P > 1, GPUs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -70,8 +77,11 @@ from scalesweep.trainables.workloads.base import Workload
 
 __all__ = ["Padder", "SeedOutcome", "padder_for", "train_seeds"]
 
-#: ``on_report(seed, metrics)``: a seed's report, as its solo trial's ``on_report`` gets it
-SeedReportFn = Callable[[int, dict[str, Any]], None]
+#: ``on_report(seed, metrics, checkpoint_dir)``: a seed's report, as its solo trial's
+#: ``on_report`` gets it; ``checkpoint_dir`` (or None) comes with the last report of an update
+#: that checkpoints: a directory holding, per seed that reported a checkpoint then, its solo
+#: trial's checkpoint under the seed's name (it exists only during the call)
+SeedReportFn = Callable[[int, dict[str, Any], str | None], None]
 #: ``should_stop(seed, metrics) -> bool``: after a seed's report, end that seed (what a Tune
 #: scheduler's early stop does to a solo trial)
 StopFn = Callable[[int, Mapping[str, Any]], bool]
@@ -307,14 +317,16 @@ def train_seeds(
     on_report: SeedReportFn,
     should_stop: StopFn | None = None,
     workload: Workload | None = None,
+    names: Mapping[int, str] | None = None,
 ) -> dict[int, SeedOutcome]:
     """Train ``seeds`` of the arm ``config`` describes (its own ``seed`` is ignored) in one
-    process, each as its solo trial would; returns each seed's outcome."""
+    process, each as its solo trial would; returns each seed's outcome. ``names``: each seed's
+    trial name (its checkpoint's directory and config), else ``config``'s name."""
     _check(config, seeds)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(PARAM_DTYPES[config.dtype])
     try:
-        return _FusedSeeds(config, seeds, on_report, should_stop, workload).run()
+        return _FusedSeeds(config, seeds, on_report, should_stop, workload, names or {}).run()
     finally:
         torch.set_default_dtype(previous)
 
@@ -335,8 +347,10 @@ def _check(config: TrialConfig, seeds: Sequence[int]) -> None:
 
 class _FusedSeeds:
     def __init__(self, config: TrialConfig, seeds: Sequence[int], on_report: SeedReportFn,
-                 should_stop: StopFn | None, workload: Workload | None) -> None:
+                 should_stop: StopFn | None, workload: Workload | None, names: Mapping[int, str]) -> None:
         self.config, self.on_report, self.should_stop = config, on_report, should_stop
+        #: a checkpoint's directory per seed: its trial's name, else its seed
+        self.dirnames = {seed: names.get(seed, f"s{seed}") for seed in seeds}
         self.workload = workload or workload_registry.make(config.workload, config.workload_options)
         self.padder = padder_for(self.workload)
         self.data = config.data_plan(self.workload.train_size())
@@ -349,7 +363,7 @@ class _FusedSeeds:
         self.seeds: dict[int, _Seed] = {}
         models = []
         for seed in seeds:
-            cfg = config.model_copy(update={"seed": seed})
+            cfg = config.model_copy(update={"seed": seed, "name": names.get(seed, config.name)})
             noise = None
             if config.world_size > 1:  # as the loop's: V = 1 has no small batch
                 noise = NoiseScale(b_small=config.per_worker_batch * config.accum_grad,
@@ -385,14 +399,15 @@ class _FusedSeeds:
 
     def run(self) -> dict[int, SeedOutcome]:
         outcomes: dict[int, SeedOutcome] = {}
-        started = time.perf_counter()
+        started = last_checkpoint = time.perf_counter()
         for update in range(1, self.config.total_updates + 1):
             lr, momentum = self._set_hyperparameters(update)
             losses, norms = self._update(update)
             at_eval = self.data.eval_due(update)
-            checkpoint = checkpointing.due(self.config, update, 0.0, at_eval)
+            since = time.perf_counter() - last_checkpoint
+            checkpoint = checkpointing.due(self.config, update, since, at_eval)
             read = at_eval or checkpoint or update % DIVERGENCE_EVERY == 0  # the loop's read points
-            finished: list[int] = []
+            reports: list[tuple[int, dict[str, Any], bool]] = []  # seed, metrics, with a checkpoint
             for k, seed in enumerate(self.live):
                 s = self.seeds[seed]
                 s.loss_sum += losses[k]
@@ -417,17 +432,65 @@ class _FusedSeeds:
                 metrics[STATUS_TAG] = s.status = status
                 s.last_report = metrics
                 s.loss_sum, s.loss_count = 0.0, 0
-                self.on_report(seed, dict(metrics))
-                if status == "running" and self.should_stop is not None and self.should_stop(seed, metrics):
-                    s.status = "stopped"
-                if s.status != "running":
-                    finished.append(seed)
+                reports.append((seed, metrics, checkpoint or diverged or status != "running"))
+            finished = self._report(reports, update, time.perf_counter() - started)
+            if any(saved for _, _, saved in reports):
+                last_checkpoint = time.perf_counter()
             for seed in finished:
                 outcomes[seed] = self._outcome(seed, time.perf_counter() - started)
                 self._drop(seed)
             if not self.seeds:
                 break
         return outcomes
+
+    def _report(self, reports: list[tuple[int, dict[str, Any], bool]], update: int,
+                wall_s: float) -> list[int]:
+        """The update's reports, the checkpoints of those that take one in a directory that
+        comes with the last; returns the seeds that end here."""
+        saving = [seed for seed, _, saved in reports if saved]
+        directory = tempfile.mkdtemp(prefix="scalesweep-seeds-ckpt-") if saving else None
+        finished = []
+        try:
+            for seed in saving:
+                assert directory is not None
+                self._save(seed, update, wall_s, f"{directory}/{self.dirnames[seed]}")
+            for i, (seed, metrics, _) in enumerate(reports):
+                self.on_report(seed, dict(metrics), directory if i == len(reports) - 1 else None)
+                s = self.seeds[seed]
+                if s.status == "running" and self.should_stop is not None and self.should_stop(seed, metrics):
+                    s.status = "stopped"
+                if s.status != "running":
+                    finished.append(seed)
+        finally:
+            if directory is not None:
+                shutil.rmtree(directory, ignore_errors=True)
+        return finished
+
+    def _save(self, seed: int, update: int, wall_s: float, directory: str) -> None:
+        """``seed``'s checkpoint as its solo trial writes it after ``update``: its parameters in
+        a model of its own, an optimizer over them holding its slice of the state, its progress;
+        the loop resumes a solo trial from it."""
+        s, k = self.seeds[seed], self.live.index(seed)
+        model = self.base  # its own parameters are never read (functional_call), so they may hold the seed's
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p.copy_(self.params[name][k])
+        optimizer = build_optimizer(model.parameters(), self.config.optimizer)
+        for key, value in self.optimizer.param_groups[0].items():
+            if key != "params":
+                optimizer.param_groups[0][key] = value
+        for name, p in model.named_parameters():
+            stacked = self.params[name]
+            optimizer.state[p] = {key: (v[k].clone() if v.shape == stacked.shape else v.clone())
+                                  if isinstance(v, torch.Tensor) else v
+                                  for key, v in self.optimizer.state.get(stacked, {}).items()}
+        epoch, in_epoch = self.data.done(update)
+        progress = checkpointing.Progress(
+            update=update, epoch=epoch, update_in_epoch=in_epoch, wall_s=wall_s, status=s.status,
+            last_report=dict(s.last_report), noise_scale={} if s.noise is None else s.noise.state(),
+            target_evals=[asdict(e) for e in s.target_evals])
+        Path(directory).mkdir()
+        checkpointing.save(directory, config=s.config, model=model, optimizer=optimizer, progress=progress)
 
     def _outcome(self, seed: int, wall_s: float) -> SeedOutcome:
         k = self.live.index(seed)

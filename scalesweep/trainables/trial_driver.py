@@ -12,8 +12,8 @@ Backends:
   evaluation with ``ray.tune.report`` and resuming from ``ray.tune.get_checkpoint()``.
 * fused seeds (``job.seeds``, ``resources.seeds_per_trial`` > 1; simulate only): the seeds
   train together in this process (:mod:`scalesweep.trainables.seed_fusion`), each report
-  naming its seed's trial (``SEED_TRIAL_KEY``); no checkpoints yet (docs/design.md, "Fused
-  seeds").
+  naming its seed's trial (``SEED_TRIAL_KEY``), a checkpoint holding each seed's own
+  (docs/design.md, "Fused seeds").
 * ``ddp``: the Ray Train V2 pattern: this process only drives a ``TorchTrainer`` of P workers
   whose ``TuneReportCallback`` forwards rank 0's reports to Tune. The run is named
   ``<trial name>-<Tune trial id>``, so when Tune retries the trial (its FailureConfig) or the
@@ -202,8 +202,10 @@ def use_assigned_cpus() -> int:
 
 def simulate_checkpoints(sweep_dir: Path, name: str) -> list[Path]:
     """The checkpoints Tune kept for a simulate trial in every round of the sweep
-    (``tune*/<name>/checkpoint_*``), newest first."""
-    return sorted(sweep_dir.glob(f"tune*/{name}/checkpoint_*"), key=lambda p: p.stat().st_mtime, reverse=True)
+    (``tune*/<name>/checkpoint_*``, and a fused trial's ``tune*/<fused name>/checkpoint_*/<name>``),
+    newest first."""
+    found = [*sweep_dir.glob(f"tune*/{name}/checkpoint_*"), *sweep_dir.glob(f"tune*/*/checkpoint_*/{name}")]
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
 def _run_simulate(trial: TrialConfig, fallback: str | None, sweep_dir: Path | None) -> None:
@@ -258,17 +260,20 @@ def _run_fused(job: TrialJob) -> None:
     """Fused seeds (simulate, this process): each seed's reports go to Tune as its solo
     trial's would, with the seed's trial name (``SEED_TRIAL_KEY``), from which the sweep's
     callback logs each seed to its own MLflow run. A seed that stops or diverges leaves the
-    others training; no checkpoints yet, so a retried or resumed fused trial starts over
-    (steps already logged are not logged again)."""
+    others training. A checkpoint holds each seed's solo checkpoint under its name
+    (:func:`simulate_checkpoints` finds it there); a resumed seed goes on from it alone, and a
+    fused trial Tune retries starts over (steps already logged are not logged again)."""
     from scalesweep.trainables import seed_fusion
 
     use_assigned_cpus()
     name_of = {t.seed: t.name for t in job.seeds}
 
-    def report(seed: int, metrics: dict[str, Any]) -> None:
-        ray.tune.report({**metrics, SEED_TRIAL_KEY: name_of[seed]})
+    def report(seed: int, metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
+        # tune.report persists the checkpoint before it returns; train_seeds deletes it after
+        checkpoint = ray.tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
+        ray.tune.report({**metrics, SEED_TRIAL_KEY: name_of[seed]}, checkpoint=checkpoint)
 
-    seed_fusion.train_seeds(job.trial, list(name_of), on_report=report)
+    seed_fusion.train_seeds(job.trial, list(name_of), on_report=report, names=name_of)
 
 
 def _run_ddp(trial: TrialConfig, job: TrialJob) -> None:

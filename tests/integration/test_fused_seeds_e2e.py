@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
+from scalesweep.trainables import checkpointing
+from scalesweep.trainables.trial_driver import simulate_checkpoints
 from tests.conftest import RayHead
 from tests.support.helpers import SWEEPS, scalesweep
 
@@ -91,6 +93,15 @@ def test_each_seed_of_a_fused_trial_logs_its_solo_trials_run(runs: dict[int, tup
     # one process per arm: the Tune trials were the fused ones
     assert {p.name for p in fused_dir.rglob("tune/ws*")} == {"ws2-warmup20-none-seeds0+1",
                                                                  "ws4-warmup20-none-seeds0+1"}
+    # each seed's newest checkpoint, in its fused trial's, is whole and at its last step: what
+    # resume would go on from
+    sweep_dir = next(fused_dir.rglob("tune")).parent
+    for name, run in solo.items():
+        newest = simulate_checkpoints(sweep_dir, name)[0]
+        assert newest.parent.parent.name.endswith("-seeds0+1") and checkpointing.incomplete(newest) is None
+        meta = json.loads((newest / checkpointing.META_FILE).read_text())
+        assert meta["progress"]["update"] == run["metrics"]["dev_loss"][-1][0]
+        assert meta["progress"]["status"] == "completed"
 
 
 def test_the_summary_and_the_decisions_are_the_same(runs: dict[int, tuple[Path, str]]) -> None:

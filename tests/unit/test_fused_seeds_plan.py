@@ -88,3 +88,19 @@ def test_a_fused_job_names_its_seeds_and_a_solo_jobs_json_has_no_seeds() -> None
         TrialJob(trial=a.trial, seeds=(a.trial, other_arm))
     with pytest.raises(ValueError, match="distinct seeds of the trial's arm"):
         TrialJob(trial=a.trial, seeds=(a.trial, a.trial))
+
+
+def test_a_seeds_checkpoints_are_found_in_its_fused_trials_and_its_own(tmp_path: Path) -> None:
+    import os
+
+    from scalesweep.trainables.trial_driver import simulate_checkpoints
+
+    fused = [tmp_path / "tune" / "arm-seeds0+1" / f"checkpoint_00000{i}" / seed
+             for i in (1, 2) for seed in ("arm-s0", "arm-s1")]
+    own = tmp_path / "tune1" / "arm-s0" / "checkpoint_000000"
+    for i, path in enumerate([*fused, own]):
+        path.mkdir(parents=True)
+        os.utime(path, (1000 + i, 1000 + i))
+    assert simulate_checkpoints(tmp_path, "arm-s0") == [own, fused[2], fused[0]]  # newest first
+    assert simulate_checkpoints(tmp_path, "arm-s1") == [fused[3], fused[1]]
+    assert simulate_checkpoints(tmp_path, "arm-s2") == []

@@ -9,6 +9,7 @@ leaves the others' trajectories as they were.
 
 from __future__ import annotations
 
+import shutil
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,7 @@ def _fused(config: TrialConfig, seeds: tuple[int, ...],
     def should_stop(seed: int, metrics: Any) -> bool:
         return stop_after is not None and metrics["update"] >= stop_after.get(seed, 10**9)
 
-    outcomes = seed_fusion.train_seeds(config, seeds, on_report=lambda s, m: reports[s].append(m),
+    outcomes = seed_fusion.train_seeds(config, seeds, on_report=lambda s, m, _: reports[s].append(m),
                                        should_stop=should_stop)
     return {s: (reports[s], outcomes[s].state_dict) for s in seeds}
 
@@ -159,8 +160,43 @@ def test_the_noise_scale_of_each_seed_is_its_solo_trials() -> None:
             _assert_same(fused[seed], solo)
 
 
+def _resumed(config: TrialConfig, checkpoint: Path) -> Run:
+    """The loop's solo trial going on from ``checkpoint``: its reports and final parameters."""
+    reports: list[dict[str, Any]] = []
+    final: dict[str, torch.Tensor] = {}
+
+    def on_report(metrics: dict[str, Any], directory: str | None) -> None:
+        reports.append(metrics)
+        if directory is not None:
+            state = torch.load(Path(directory) / checkpointing.STATE_FILE, weights_only=True)
+            final.update(state["model"])
+
+    train(config, LocalWorld(), on_report=on_report, resume_from=checkpoint)
+    return reports, final
+
+
+def test_each_seeds_checkpoint_resumes_its_solo_trial(tmp_path: Path) -> None:
+    # a checkpoint at every report, each seed's under its trial's name, in the loop's format
+    config = _config(checkpoint_every=2)
+    names = {0: "arm-s0", 4: "arm-s4"}
+
+    def keep(seed: int, metrics: dict[str, Any], directory: str | None) -> None:
+        if directory is not None:
+            for sub in Path(directory).iterdir():
+                shutil.copytree(sub, tmp_path / f"{sub.name}-u{metrics['update']}")
+
+    seed_fusion.train_seeds(config, tuple(names), on_report=keep, names=names)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"{n}-u{u}" for n in names.values() for u in (2, 4, 6)]
+    for seed, name in names.items():
+        # the solo loop goes on from the fused seed's checkpoint at update 4, as from its own
+        resumed = _resumed(config.model_copy(update={"seed": seed, "name": name}), tmp_path / f"{name}-u4")
+        whole, whole_final = _solo(config.model_copy(update={"seed": seed}))
+        _assert_same(resumed, ([r for r in whole if r["update"] > 4], whole_final))
+
+
 def test_unsupported_settings_are_refused() -> None:
     with pytest.raises(NotImplementedError, match="float16"):
-        seed_fusion.train_seeds(_config(dtype="float16"), (0, 1), on_report=lambda s, m: None)
+        seed_fusion.train_seeds(_config(dtype="float16"), (0, 1), on_report=lambda s, m, _: None)
     with pytest.raises(ValueError, match="distinct"):
-        seed_fusion.train_seeds(_config(), (0, 0), on_report=lambda s, m: None)
+        seed_fusion.train_seeds(_config(), (0, 0), on_report=lambda s, m, _: None)

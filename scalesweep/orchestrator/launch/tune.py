@@ -51,15 +51,21 @@ def launch(plan: Plan, rows: list[PlanRow], sweep_dir: Path, tracker: SweepTrack
     if not rows:
         return callback
     res = spec.resources
+    resume = {r.name: resume_checkpoint(sweep_dir, r) for r in rows}
+    # fused seeds: a seed with a checkpoint (a fused trial's holds one per seed) goes on from it
+    # alone; the others are fused again
+    groups = [[r] for r in rows]
+    if res.seeds_per_trial > 1:
+        groups = (adaptive.fused_trials([r for r in rows if resume[r.name] is None], res.seeds_per_trial)
+                  + [[r] for r in rows if resume[r.name] is not None])
     configs = []
-    for group in adaptive.fused_trials(rows, res.seeds_per_trial):
+    for group in groups:
         r, storage = group[0], str(sweep_dir / "train")
         if len(group) == 1:
             job = TrialJob(trial=r.trial, storage_path=storage, max_failures=spec.max_failures,
                            cpus_per_worker=res.cpus_per_worker, gpus_per_worker=res.gpus_per_worker,
-                           resume_from=resume_checkpoint(sweep_dir, r),
-                           loop=_loop_handover(plan, r, curves.get(r.name, [])))
-        else:  # fused seeds: no checkpoints yet, so nothing to resume from (a rerun logs no step twice)
+                           resume_from=resume[r.name], loop=_loop_handover(plan, r, curves.get(r.name, [])))
+        else:
             job = TrialJob(trial=r.trial.model_copy(update={"name": adaptive.fused_name(group)}),
                            storage_path=storage, max_failures=spec.max_failures,
                            cpus_per_worker=res.cpus_per_worker, gpus_per_worker=res.gpus_per_worker,
