@@ -37,11 +37,11 @@ every ``DIVERGENCE_EVERY``-th update, whichever update in between diverged.
 
 Checkpoints: at the loop's cadence, each reporting seed's solo checkpoint (the loop's format:
 its parameters, its slice of the optimizer state, its progress), so the loop resumes a seed
-alone from it; resuming K seeds fused from theirs is not done yet.
+alone from it, and ``train_seeds(resume_from=...)`` goes on with K seeds fused from theirs when
+all are after the same update (the sweep does not call it yet).
 
 Not covered yet (see the issue): float16's GradScaler (one scale for K seeds would skip every
-seed's update when one overflows), batch-size ramps, ``objective`` scores, resuming fused,
-P > 1, GPUs.
+seed's update when one overflows), batch-size ramps, ``objective`` scores, P > 1, GPUs.
 """
 
 from __future__ import annotations
@@ -318,15 +318,19 @@ def train_seeds(
     should_stop: StopFn | None = None,
     workload: Workload | None = None,
     names: Mapping[int, str] | None = None,
+    resume_from: Mapping[int, str | Path] | None = None,
 ) -> dict[int, SeedOutcome]:
     """Train ``seeds`` of the arm ``config`` describes (its own ``seed`` is ignored) in one
     process, each as its solo trial would; returns each seed's outcome. ``names``: each seed's
-    trial name (its checkpoint's directory and config), else ``config``'s name."""
+    trial name (its checkpoint's directory and config), else ``config``'s name;
+    ``resume_from``: every seed's checkpoint (its solo trial's or its fused one's), all after
+    the same update: the seeds go on from there, fused (a seed that had ended reports nothing)."""
     _check(config, seeds)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(PARAM_DTYPES[config.dtype])
     try:
-        return _FusedSeeds(config, seeds, on_report, should_stop, workload, names or {}).run()
+        return _FusedSeeds(config, seeds, on_report, should_stop, workload, names or {},
+                           resume_from).run()
     finally:
         torch.set_default_dtype(previous)
 
@@ -347,7 +351,8 @@ def _check(config: TrialConfig, seeds: Sequence[int]) -> None:
 
 class _FusedSeeds:
     def __init__(self, config: TrialConfig, seeds: Sequence[int], on_report: SeedReportFn,
-                 should_stop: StopFn | None, workload: Workload | None, names: Mapping[int, str]) -> None:
+                 should_stop: StopFn | None, workload: Workload | None, names: Mapping[int, str],
+                 resume_from: Mapping[int, str | Path] | None = None) -> None:
         self.config, self.on_report, self.should_stop = config, on_report, should_stop
         #: a checkpoint's directory per seed: its trial's name, else its seed
         self.dirnames = {seed: names.get(seed, f"s{seed}") for seed in seeds}
@@ -378,10 +383,51 @@ class _FusedSeeds:
             # persistent buffers (BatchNorm statistics) would have to be stacked and updated
             # per seed; none of the fusable workloads has one
             raise NotImplementedError("seed fusion: a model with persistent buffers")
+        self.start, self.wall_s = 0, 0.0  # the update and the clock the run goes on from
+        states = self._resume(models, resume_from) if resume_from is not None else None
         self.base = models[0]  # runs every seed's parameters (its own buffers are constants)
         params, _ = stack_module_state(models)
-        self._set_params(params, None)
+        stacked_state = None
+        if states is not None:
+            stacked_state = {name: {key: torch.stack([st[name][key] for st in states])
+                                    if isinstance(v, torch.Tensor) and v.shape == params[name].shape[1:]
+                                    else v for key, v in states[0][name].items()}
+                             for name in params if name in states[0]}
+        self._set_params(params, stacked_state)
         self.schedule = schedules.build(config.scheduler, config.optimizer.lr)
+
+    def _resume(self, models: list[nn.Module], resume_from: Mapping[int, str | Path]
+                ) -> list[dict[str, dict[str, Any]]]:
+        """Load each seed's checkpoint into its model, its progress into its state; returns each
+        seed's optimizer state by parameter name. A seed that had ended is dropped."""
+        if set(resume_from) != set(self.seeds):
+            raise ValueError(f"resume_from must give every seed's checkpoint: {sorted(self.seeds)}")
+        states, updates, ended = [], set(), []
+        for model, (seed, s) in zip(models, self.seeds.items(), strict=True):
+            optimizer = build_optimizer(model.parameters(), self.config.optimizer)
+            progress = checkpointing.load(resume_from[seed], config=s.config, model=model,
+                                          optimizer=optimizer, data_position=self.data.done)
+            updates.add(progress.update)
+            by_param: dict[torch.Tensor, str] = {p: name for name, p in model.named_parameters()}
+            states.append({by_param[p]: dict(st) for p, st in optimizer.state.items()})
+            s.status, s.last_report = progress.status, dict(progress.last_report)
+            s.target_evals = [EvalPoint(**e) for e in progress.target_evals]
+            if s.noise is not None and progress.noise_scale:
+                s.noise = NoiseScale.from_state(progress.noise_scale).with_decay(s.noise.decay)
+            self.wall_s = max(self.wall_s, progress.wall_s)
+            if progress.status != "running":
+                ended.append(seed)
+        if len(updates) != 1:
+            raise ValueError(f"the seeds' checkpoints are after different updates {sorted(updates)}: "
+                             "fused seeds go on in step")
+        self.start = updates.pop()
+        keep = [i for i, seed in enumerate(self.seeds) if seed not in ended]
+        for seed in ended:  # finished before the restart: nothing to do, as the loop
+            del self.seeds[seed]
+        if not keep:
+            raise ValueError("every seed had ended: nothing to resume")
+        models[:] = [models[i] for i in keep]
+        return [states[i] for i in keep]
 
     @property
     def live(self) -> list[int]:
@@ -399,8 +445,9 @@ class _FusedSeeds:
 
     def run(self) -> dict[int, SeedOutcome]:
         outcomes: dict[int, SeedOutcome] = {}
-        started = last_checkpoint = time.perf_counter()
-        for update in range(1, self.config.total_updates + 1):
+        started = time.perf_counter() - self.wall_s
+        last_checkpoint = time.perf_counter()
+        for update in range(self.start + 1, self.config.total_updates + 1):
             lr, momentum = self._set_hyperparameters(update)
             losses, norms = self._update(update)
             at_eval = self.data.eval_due(update)

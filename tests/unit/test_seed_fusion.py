@@ -195,6 +195,31 @@ def test_each_seeds_checkpoint_resumes_its_solo_trial(tmp_path: Path) -> None:
         _assert_same(resumed, ([r for r in whole if r["update"] > 4], whole_final))
 
 
+def test_seeds_resumed_fused_from_their_checkpoints_go_on_as_their_solo_trials(tmp_path: Path) -> None:
+    # fused seeds' checkpoints at update 4, then the same seeds fused again from them; and a
+    # seed's solo trial's checkpoint serves as well (the format is the loop's)
+    config = _config(checkpoint_every=2)
+    names = {0: "arm-s0", 4: "arm-s4"}
+
+    def keep(seed: int, metrics: dict[str, Any], directory: str | None) -> None:
+        if directory is not None and metrics["update"] == 4:
+            for sub in Path(directory).iterdir():
+                shutil.copytree(sub, tmp_path / sub.name)
+
+    seed_fusion.train_seeds(config, tuple(names), on_report=keep, names=names)
+    reports: dict[int, list[dict[str, Any]]] = {s: [] for s in names}
+    outcomes = seed_fusion.train_seeds(
+        config, tuple(names), on_report=lambda s, m, _: reports[s].append(m), names=names,
+        resume_from={s: tmp_path / n for s, n in names.items()})
+    for seed in names:
+        whole, whole_final = _solo(config.model_copy(update={"seed": seed}))
+        _assert_same((reports[seed], outcomes[seed].state_dict),
+                     ([r for r in whole if r["update"] > 4], whole_final))
+    with pytest.raises(ValueError, match="every seed's checkpoint"):
+        seed_fusion.train_seeds(config, (0, 4, 5), on_report=lambda s, m, _: None,
+                                resume_from={s: tmp_path / n for s, n in names.items()})
+
+
 def test_unsupported_settings_are_refused() -> None:
     with pytest.raises(NotImplementedError, match="float16"):
         seed_fusion.train_seeds(_config(dtype="float16"), (0, 1), on_report=lambda s, m, _: None)
