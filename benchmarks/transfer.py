@@ -2,6 +2,11 @@
 the recipe at M predicted from a study at N alone, then every lr factor and warmup of a grid
 run at M with paired seeds, and the recipe run beside them.
 
+First, per workload, **the reference lr is tuned** at the reference world size: the lr factors
+2^(j/2), j = -4..4, × the workload's lr, ``seeds`` seeds each; the best median epochs to target
+becomes the reference's lr. Both lr models, and `recommend`, take the reference's lr as the best
+at its batch; an untuned one would put every best factor off by its own error.
+
 Per case (a workload, N, k = M/N):
 
 1. **The study at N**: the reference world size and N, the lr factor at N on a √2 grid
@@ -46,7 +51,7 @@ import argparse
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -225,6 +230,35 @@ def _merged(*tables: Any, reference: int) -> list[Arm]:
     return list(out.values())
 
 
+#: the lr factors the reference's lr is tuned over, as √2 exponents
+REFERENCE_GRID = tuple(range(-4, 5))
+
+
+def tune_reference(sweep: Mapping[str, Any], reference: int, seeds: int, root: Path
+                   ) -> tuple[dict[str, Any], float, list[str]]:
+    """The sweep with its lr replaced by the best at the reference world size (module docs),
+    the factor found and notes."""
+    import scalesweep
+
+    workload = str(sweep["workload"]["name"]).replace("_", "-")
+    factors = [round(GRID_STEP ** j, 6) for j in REFERENCE_GRID if j != 0]
+    say(f"{workload}: tuning the reference's lr ({len(factors) + 1} factors x {seeds} seeds)")
+    data = {**sweep, "name": f"transfer-{workload}-reference", "reference": {"world_size": reference},
+            "baseline": {"world_size": reference, "warmup_rule": "scaled", "scaling_rule": "none"},
+            "axes": {"world_size": [reference], "warmup_rule": ["scaled"],
+                     "scaling_rule": ["none", *factors], "seed": list(range(seeds))}}
+    result = scalesweep.load(data).run(tracking_uri=sqlite_uri(root / f"{workload}-reference.db"),
+                                       report=False)
+    arms = arms_of(result.trials, reference)
+    best = min(arms, key=lambda a: (a.median, statistics.fmean(min(e, 1e9) for e in a.epochs.values())))
+    notes = []
+    if any(_same(best.factor, GRID_STEP ** j) for j in (REFERENCE_GRID[0], REFERENCE_GRID[-1])):
+        notes.append(f"{workload}: the reference's best lr factor lies at the tuning grid's edge "
+                     f"(x{best.factor:.3g})")
+    optimizer = {**sweep["optimizer"], "lr": float(sweep["optimizer"]["lr"]) * best.factor}
+    return {**sweep, "optimizer": optimizer}, best.factor, notes
+
+
 def run_case(case: Case, seeds: int, root: Path) -> Outcome:
     """The case's three steps (module docs); the grid at M in two stages: every cell on seed 0,
     then seeds 1.. on the cells within one grid step of the first stage's best, the named rules
@@ -309,8 +343,18 @@ def main(argv: list[str] | None = None) -> None:
     report = Report(NAME, quick=args.quick, settings={"seeds": seeds, "grid_step": GRID_STEP,
                                                       "cases": [c.label for c in cases]})
     outcomes: list[Outcome] = []
+    tuned: dict[str, tuple[dict[str, Any], float]] = {}
     with sandbox(NAME) as root:
         for case in cases:
+            workload = str(case.sweep["workload"]["name"])
+            if workload not in tuned and not args.quick:
+                sweep, factor, notes = tune_reference(case.sweep, case.reference, seeds, root)
+                tuned[workload] = sweep, factor
+                report.notes += notes
+                report.notes.append(f"{workload}: the reference's lr tuned to x{factor:.3g} the "
+                                    f"workload's ({sweep['optimizer']['lr']:.4g})")
+            if workload in tuned:
+                case = replace(case, sweep=tuned[workload][0])
             outcomes.append(run_case(case, seeds, root))
     report.tables.append(Table(
         f"the recipe recommended from N against the grid at M ({seeds} paired seeds per cell; "
