@@ -4,9 +4,12 @@ Ray, no MLflow.
 
 **Space.** Two numbers, both searched on a log scale: the lr factor f (the candidate's lr is
 f x the reference's, so it scales every lr of the schedule as an lr rule does) and the warmup W
-in updates at M. With k = B_M / B_ref, the default space runs from the sqrt rule (f = sqrt(k))
-to twice the linear one (f = 2k), and from 1/4 to 4x the scaled warmup (W_ref / k): it holds
-every named rule's answer with room on both sides.
+in updates at M. With k = B_M / B_ref, the default space runs up to twice the linear rule
+(f = 2k), and from 1/4 to 4x the scaled warmup (W_ref / k): it holds every named rule's answer
+with room on both sides. Its lr factor's low end is the caller's (`solve` takes it from
+:func:`scalesweep.science.recommend.space.lr_low`, which places it below the sqrt rule where the
+lr models allow a best there, with the reason it prints); without one, the sqrt rule
+(f = sqrt(k)).
 
 **Score.** A candidate trains one seed s and is scored by its epochs to the headline target
 over the baseline's epochs for seed s: the paired ratio the study decides on. A candidate that
@@ -89,6 +92,8 @@ class SearchSpace:
     warmup: Range  # updates at M
     reference_lr: float  # the optimizer lr as tuned at the reference
     reference_warmup: int  # the warmup at the reference, in updates
+    #: where the lr factor's low end comes from, a sentence; "" where nothing says
+    lr_low_reason: str = ""
 
     @property
     def scaled_warmup(self) -> float:
@@ -116,6 +121,7 @@ class SearchSpace:
                  "global batch), log scale:",
                  f"  lr factor {lr.low:.3g}..{lr.high:.3g} (lr {lr.low * self.reference_lr:.3g}.."
                  f"{lr.high * self.reference_lr:.3g}), centre {lr.centre:.3g}",
+                 *([f"    low end: {self.lr_low_reason}"] if self.lr_low_reason else []),
                  f"  warmup {w.low:.4g}..{w.high:.4g} updates, centre {w.centre:.4g}"]
         lines.append("  the named rules there: " + "; ".join(
             f"{name}: lr x{f:.3g}, warmup {wu:.4g}" for name, (f, wu) in self.rule_points().items()))
@@ -135,18 +141,25 @@ def at_edge(space: SearchSpace, lr_factor: float, warmup: float, step: float = G
 
 def default_space(world_size: int, k: float, reference_lr: float, reference_warmup: int,
                   lr: tuple[float, float] | None = None,
-                  warmup: tuple[float, float] | None = None) -> SearchSpace:
-    """The space around the rules' answers (module docs), or the bounds the user gave."""
+                  warmup: tuple[float, float] | None = None, *, lr_low: float | None = None,
+                  lr_low_reason: str = "") -> SearchSpace:
+    """The space around the rules' answers (module docs), or the bounds the user gave.
+    ``lr_low``: the lr factor's low end where ``lr`` is not given (default: the sqrt rule);
+    ``lr_low_reason``: why the low end lies where it does, as `solve` prints it."""
     scaled = reference_warmup / k
-    lr_low, lr_high = lr or (math.sqrt(k), LR_HIGH_OF_LINEAR * k)
-    if lr is None and lr_low >= lr_high:  # k <= 1 (a smaller batch): the same rules, mirrored
-        lr_low, lr_high = LR_HIGH_OF_LINEAR * k, math.sqrt(k)
+    # k <= 1 (a smaller batch): the same rules, mirrored (2k below sqrt(k))
+    rule_low, lr_high = sorted((math.sqrt(k), LR_HIGH_OF_LINEAR * k))
+    if lr is not None:
+        lr_low, lr_high = lr
+    elif lr_low is None:
+        lr_low = rule_low
     # a warmup is a whole number of updates: at least one at either end
     w_low, w_high = warmup or (max(1.0, WARMUP_LOW_OF_SCALED * scaled),
                                max(1.0, WARMUP_HIGH_OF_SCALED * scaled))
     return SearchSpace(world_size=world_size, k=k, lr_factor=Range("lr", lr_low, lr_high),
                        warmup=Range("warmup", w_low, w_high), reference_lr=reference_lr,
-                       reference_warmup=reference_warmup)
+                       reference_warmup=reference_warmup,
+                       lr_low_reason=lr_low_reason)
 
 
 @dataclass(frozen=True)

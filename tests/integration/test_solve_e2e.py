@@ -131,9 +131,12 @@ def test_solve_stopped_then_resumed_finds_the_known_best_lr_within_one_grid_step
     lo, hi = answer["ratio_ci"]
     assert lo <= answer["ratio_median"] <= hi
     assert [level["level"] for level in answer["ratio_by_target"]] == [0.1, 0.25, 0.5, 1.0, 2.0]
-    # lr factor 2..8 and warmup 1..4 in steps of sqrt(2): 5 x 4 points (1 and 1.41 round to one
-    # warmup) of 4 epochs
-    assert answer["grid_trial_epochs"] == 5 * 4 * 4
+    # lr factor 1/sqrt(2)..8 (SGD; the study's experiment is not in the store, so no noise
+    # scale: one grid step below 1x) and warmup 1..4 in steps of sqrt(2): 8 x 4 points (1 and
+    # 1.41 round to one warmup) of 4 epochs
+    assert answer["grid_trial_epochs"] == 8 * 4 * 4
+    assert answer["space"]["lr_factor"] == [pytest.approx(2**-0.5), 8.0]
+    assert answer["space"]["noise_scale"] is None
     assert answer["sampler"] == "tpe"
     assert 0 < answer["search_trial_epochs_used"] < answer["trial_epochs_used"]
     # the search's trial-epochs are every candidate's: those finished before the kill, those the

@@ -213,8 +213,9 @@ def test_stage_packages_import_nothing() -> None:
 
 #: the only orchestrator modules that may import dashboards: the use cases and the CLI's
 #: commands (docs/design.md §3.2: the driver runs without the report's code; `run`/`resume`
-#: make the report at the end, `results`/`advise`/`predict` read a study, and the commands
-#: format what they return with the dashboards' text), each lazily, inside the function
+#: make the report at the end, `results`/`advise`/`predict` read a study, `solve` its noise
+#: scale, and the commands format what they return with the dashboards' text), each lazily,
+#: inside the function
 USECASES = f"{TOP}.orchestrator.usecases."
 COMMANDS = f"{TOP}.orchestrator.commands."
 
@@ -229,7 +230,7 @@ def test_only_the_use_cases_and_commands_reach_into_dashboards() -> None:
     assert [m for m in reaching if not m.startswith((USECASES, COMMANDS))] == []
     # the modules that do, named: one more is a decision, seen in review
     assert reaching == {*(f"{USECASES}{u}" for u in ("run", "results", "predict", "advise",
-                                                    "recommend")),
+                                                    "recommend", "solve")),
                         *(f"{COMMANDS}{c}" for c in ("advise", "predict", "report", "_common",
                                                     "recommend"))}
 

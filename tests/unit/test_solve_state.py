@@ -120,7 +120,7 @@ def _trials(searcher: Any, state: str) -> list[Any]:
 def test_the_searcher_is_given_the_finished_candidates_as_completed_trials(tmp_path: Path) -> None:
     from scalesweep.orchestrator.launch.solve_search import _searcher
 
-    sp = _solve_plan(tmp_path)  # lr factor 2..8, warmup 1..4
+    sp = _solve_plan(tmp_path)  # lr factor 0.707..8 (SGD, no noise scale), warmup 1..4
     warm = warm_start([(_cand(0, 8.0, 4, 1.0), 1.3, True), (_cand(1, 3.0, 2, 1.0), 0.8, True),
                        (_cand(2, 5.0, 1, 4.0), 1.1, False)],
                       [{"lr_factor": 4.0, "warmup": 3}], samples=8)
@@ -163,23 +163,24 @@ def test_a_grid_enqueues_every_point_once_and_a_resumed_grid_only_those_not_fini
 
     sp = _solve_plan(tmp_path, "grid")
     points = start_points(sp)
-    # lr factor 2..8 at sqrt(2) steps: 5 values; warmup 1..4: 1, 1.41, 2, 2.83, 4 round to 4 updates
-    assert sp.samples == len(points) == 20
+    # lr factor 1/sqrt(2)..8 (SGD, no noise scale: one grid step below 1x) at sqrt(2) steps: 8
+    # values; warmup 1..4: 1, 1.41, 2, 2.83, 4 round to 4 updates
+    assert sp.samples == len(points) == 32
     assert sorted((p["lr_factor"], p["warmup"]) for p in points) == [
-        (f, w) for f in (2.0, 2.83, 4.0, 5.66, 8.0) for w in (1, 2, 3, 4)]
+        (f, w) for f in (0.707, 1.0, 1.41, 2.0, 2.83, 4.0, 5.66, 8.0) for w in (1, 2, 3, 4)]
     assert points != sorted(points, key=lambda p: (p["lr_factor"], p["warmup"]))  # shuffled...
     assert points == start_points(sp)  # ...by the search seed: the same order every time
     fresh = warm_start([], points, sp.samples)
     searcher = _searcher(sp, _DefineByRun(), fresh)
     queued = [t.system_attrs["fixed_params"] for t in _trials(searcher, "WAITING")]
-    assert queued == points and fresh.samples_left == 20
+    assert queued == points and fresh.samples_left == 32
     done = [(_cand(i, float(p["lr_factor"]), int(p["warmup"]), 1.0), 1.0 + i, True)
             for i, p in enumerate(points[:3])]
     resumed = warm_start(done, points, sp.samples)
     searcher = _searcher(sp, _DefineByRun(), resumed)
     assert [t.params for t in _trials(searcher, "COMPLETE")] == points[:3]
     assert [t.system_attrs["fixed_params"] for t in _trials(searcher, "WAITING")] == points[3:]
-    assert resumed.samples_left == 17
+    assert resumed.samples_left == 29
 
 
 def test_resume_finds_a_solve_by_its_dir_experiment_or_parent_run_never_a_sweep(tmp_path: Path) -> None:

@@ -39,7 +39,8 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--candidates", type=int, default=3,
                    help="the best candidates of the search that the verification decides on")
     p.add_argument("--lr", metavar="LOW,HIGH", help="lr factor range (x the reference lr); "
-                   "default from the sqrt rule to twice the linear one")
+                   "default up to twice the linear rule, from a low end the lr models place "
+                   "with the study's measured noise scale (docs/solve.md, 'The space')")
     p.add_argument("--warmup", metavar="LOW,HIGH", help="warmup range in updates at M; default "
                    "1/4 to 4x the scaled warmup")
     p.add_argument("--search-seed", type=int, default=0, help="the TPE sampler's seed (a "

@@ -67,7 +67,12 @@ from scalesweep.orchestrator.launch.solve_state import (
 from scalesweep.orchestrator.launch.sweep_copy import ORIGINALS_KEY, edited_since, keep_copies
 from scalesweep.orchestrator.plan.cluster import local_cluster
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan, place
-from scalesweep.orchestrator.plan.solve_plan import SolvePlan, plan_solve, verification_spec
+from scalesweep.orchestrator.plan.solve_plan import (
+    SolvePlan,
+    StudyNoise,
+    plan_solve,
+    verification_spec,
+)
 from scalesweep.orchestrator.spec.files import dump_yaml
 from scalesweep.orchestrator.spec.load import Sweep, load_sweep, metric_mode
 from scalesweep.orchestrator.tracking import atomic_file
@@ -131,10 +136,12 @@ def solve(path: str | None, *, overrides: list[str], world_size: int, budget: fl
           candidates: int, lr: tuple[float, float] | None, warmup: tuple[float, float] | None,
           search_seed: int, address: str | None, tracking_uri: str, verbose: bool = False,
           record: bool = True, sampler: str = "tpe", sweep: Sweep | None = None,
-          sweep_text: str | None = None) -> SolveResult:
+          sweep_text: str | None = None, noise: StudyNoise | None = None) -> SolveResult:
     """``sweep``: the file at ``path`` with ``overrides``, already loaded (the use case's
     study); else it is loaded here. Its text as loaded is what the state keeps for resume. A
-    sweep given as a mapping has no ``path``: its YAML, ``sweep_text``, is its copy."""
+    sweep given as a mapping has no ``path``: its YAML, ``sweep_text``, is its copy. ``noise``:
+    the noise scale the study measured, which places the lr factor's low end without ``lr``
+    (the use case reads it; the state keeps it for resume)."""
     if sweep is None:
         if path is None:
             raise ValueError("solve needs the sweep file's path or the loaded sweep")
@@ -143,8 +150,8 @@ def solve(path: str | None, *, overrides: list[str], world_size: int, budget: fl
     kwargs: dict[str, Any] = {"world_size": world_size, "budget": budget, "candidates": candidates,
                               "lr": lr, "warmup": warmup, "search_seed": search_seed,
                               "sampler": sampler}
-    sp = plan_solve(sweep, local_cluster(), **kwargs)
-    for line in [*sp.space.describe(), _budget_line(sp)]:
+    sp, lines = planned(sweep, kwargs, noise)
+    for line in lines:
         print(line, flush=True)
     check_store(tracking_uri, reading=False)
     connect_ray(address, verbose)
@@ -157,6 +164,7 @@ def solve(path: str | None, *, overrides: list[str], world_size: int, budget: fl
     parent = tracker.start_parent(
         {"world_size": world_size, "budget": sp.budget, "candidates": candidates,
          "lr_factor_range": f"{sp.space.lr_factor.low:g}..{sp.space.lr_factor.high:g}",
+         "lr_low_reason": sp.space.lr_low_reason, "study_noise_scale": sp.noise_scale,
          "warmup_range": f"{sp.space.warmup.low:g}..{sp.space.warmup.high:g}",
          "search_seed": search_seed, "sampler": sampler},
         {ROLE_TAG: "solve", SOLVE_TAG: "search",
@@ -181,6 +189,27 @@ def solve(path: str | None, *, overrides: list[str], world_size: int, budget: fl
         return _passes(ctx, [], [], record)
 
 
+def checked(sweep: Sweep, **kwargs: Any) -> SolvePlan:
+    """The solve's plan on this machine from ``plan_solve``'s ``kwargs``: bad input refused
+    (the study's own plan, then the solve's) before anything is read, logged or started."""
+    make_plan(sweep)
+    return plan_solve(sweep, local_cluster(), **kwargs)
+
+
+def planned(sweep: Sweep, kwargs: dict[str, Any],
+            noise: StudyNoise | None) -> tuple[SolvePlan, list[str]]:
+    """The solve's plan on this machine, and what it prints before Ray starts: the space (where
+    its lr factor's low end comes from), the noise scale that placed it, the budget. Without
+    ``kwargs["lr"]``, ``noise`` places the low end, and ``kwargs`` then carries its value (the
+    state keeps it for resume); with it, the user's range stands."""
+    if kwargs["lr"] is not None:
+        noise = None
+    kwargs["noise_scale"] = None if noise is None else noise.value
+    sp = plan_solve(sweep, local_cluster(), **kwargs)
+    said = [] if noise is None else [f"  noise scale: {noise.source}"]
+    return sp, [*sp.space.describe(), *said, _budget_line(sp)]
+
+
 def _budget_line(sp: SolvePlan) -> str:
     how = (f"the grid's {sp.samples} points (every lr factor with every warmup, in an order "
            f"shuffled by the search seed) of {sp.candidate_epochs:g} epochs at most"
@@ -203,9 +232,7 @@ def resume_solve(state_dir: Path, *, address: str | None, tracking_uri: str | No
     for line in edited_since(state.get(ORIGINALS_KEY) or {}):
         print(line, flush=True)
     plan = make_plan(sweep)
-    kwargs = {k: state[k] for k in ("world_size", "budget", "candidates", "search_seed")}
-    kwargs["sampler"] = state.get("sampler", "tpe")  # a state written before the grid was one
-    kwargs.update({k: None if state[k] is None else tuple(state[k]) for k in ("lr", "warmup")})
+    kwargs = state_plan_kwargs(state)
     uri = tracking_uri or state["tracking_uri"]
     check_store(uri, reading=False)
     address = ray_address(address) or state.get("address")
@@ -231,6 +258,19 @@ def resume_solve(state_dir: Path, *, address: str | None, tracking_uri: str | No
               "candidate(s) finished before; those still running when it stopped run again "
               "from scratch", flush=True)
         return _passes(ctx, journal, list(existing), record)
+
+
+def state_plan_kwargs(state: dict[str, Any]) -> dict[str, Any]:
+    """``plan_solve``'s arguments as a solve's state holds them: its resume plans the space it
+    searched."""
+    kwargs = {k: state[k] for k in ("world_size", "budget", "candidates", "search_seed")}
+    kwargs["sampler"] = state.get("sampler", "tpe")  # a state written before the grid was one
+    kwargs.update({k: None if state[k] is None else tuple(state[k]) for k in ("lr", "warmup")})
+    # a state written before the lr factor's low end came from the lr models has no noise
+    # scale: it searched from the sqrt rule
+    kwargs["noise_scale"] = state.get("noise_scale")
+    kwargs["lr_low_from"] = "models" if "noise_scale" in state else "sqrt"
+    return kwargs
 
 
 def _settle_children(tracker: SweepTracker, existing: dict[str, Any], journal: list[Finished]) -> None:

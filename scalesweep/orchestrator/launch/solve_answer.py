@@ -77,7 +77,7 @@ def answer(sweep: Sweep, sp: SolvePlan, picks: list[tuple[float, int]], verifica
         "world_size": sp.world_size, "recipe": None, "peak_lr": None, "warmup_steps": None,
         "decision": None, "ratio_median": None, "ratio_ci": None, "ratio_by_target": [],
         "trials_used": trials, "trial_epochs_used": round(search_epochs + verify_epochs, 3),
-        "grid_trial_epochs": sp.grid_trial_epochs, "sampler": sp.sampler,
+        "grid_trial_epochs": sp.grid_trial_epochs, "sampler": sp.sampler, "space": sp.space_json(),
         "search_trial_epochs_used": round(spent.used, 3), "candidates_run": spent.finished,
         "best_of": len(picks) if verification is not None else 0,
         "selection_confidence": None if verification is None else

@@ -25,6 +25,8 @@ from scalesweep.orchestrator.spec.load import (
     recipe_candidates,
 )
 from scalesweep.orchestrator.spec.schema import FIXED_AXES
+from scalesweep.science.recommend.lr_models import model_for
+from scalesweep.science.recommend.space import lr_low
 from scalesweep.science.solve import SearchSpace, default_space, min_budget
 from scalesweep.trainables.config import SearchObjective, StopAtTarget
 
@@ -44,6 +46,19 @@ FACTOR_DIGITS = 3
 #: how candidates are chosen: Optuna's TPE, or every point of the grid at GRID_STEP (the
 #: yardstick the search's cost is measured against: benchmarks/solve_grid.py)
 SAMPLERS = ("tpe", "grid")
+#: where the lr factor's low end comes from without --lr: the lr models over the measured noise
+#: scale (recommend/space.py), or the sqrt rule, as a solve started before that had it (its
+#: resume plans the space it searched)
+LR_LOW_SOURCES = ("models", "sqrt")
+
+
+@dataclass(frozen=True)
+class StudyNoise:
+    """The noise scale (samples) the study measured, None where it measured none, and where it
+    came from, as the plan says it."""
+
+    value: float | None
+    source: str
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,8 @@ class SolvePlan:
     candidate_epochs: float
     search_seed: int
     sampler: str = "tpe"
+    #: the study's measured noise scale (samples) the lr factor's low end was placed with
+    noise_scale: float | None = None
 
     @property
     def baseline_trial_epochs(self) -> float:
@@ -79,6 +96,13 @@ class SolvePlan:
     def grid_trial_epochs(self) -> float:
         """A grid over the same space at the search's resolution, one seed per point."""
         return self.space.grid_size() * self.candidate_epochs
+
+    def space_json(self) -> dict[str, Any]:
+        """The space searched, as `solve --json` gives it: the ranges, why the lr factor's low
+        end lies where it does, and the noise scale that placed it."""
+        lr, w = self.space.lr_factor, self.space.warmup
+        return {"lr_factor": [lr.low, lr.high], "warmup": [w.low, w.high],
+                "lr_low_reason": self.space.lr_low_reason, "noise_scale": self.noise_scale}
 
     def factor_bounds(self) -> tuple[float, float]:
         """The lr factor's range as candidates are drawn from it: the space's, widened to its
@@ -137,11 +161,16 @@ def _baseline_combo(sweep: Sweep) -> dict[str, Any]:
 def plan_solve(sweep: Sweep, cluster: ClusterInfo, *, world_size: int, budget: float | None,
                candidates: int, lr: tuple[float, float] | None,
                warmup: tuple[float, float] | None, search_seed: int = 0,
-               sampler: str = "tpe") -> SolvePlan:
-    """The solve of ``sweep`` at ``world_size``, or the InputError that refuses it."""
+               sampler: str = "tpe", noise_scale: float | None = None,
+               lr_low_from: str = "models") -> SolvePlan:
+    """The solve of ``sweep`` at ``world_size``, or the InputError that refuses it.
+    ``noise_scale``: the study's measured one (samples), None where it measured none; with
+    ``lr_low_from`` (LR_LOW_SOURCES) it places the lr factor's low end when ``lr`` is None."""
     spec = sweep.spec
     if sampler not in SAMPLERS:
         raise InputError("solve", [Problem("--sampler", sampler, f"must be one of {', '.join(SAMPLERS)}")])
+    if lr_low_from not in LR_LOW_SOURCES:
+        raise ValueError(f"lr_low_from must be one of {LR_LOW_SOURCES}, but got {lr_low_from!r}")
     if spec.workload.train_loop is not None:
         raise InputError(sweep.source, [Problem("workload.train_loop", spec.workload.train_loop, (
             "solve scores candidates inside the built-in loop; an own Ray Train loop cannot "
@@ -162,8 +191,10 @@ def plan_solve(sweep: Sweep, cluster: ClusterInfo, *, world_size: int, budget: f
         raise InputError(sweep.source, [Problem("scheduler.type", ref.scheduler, (
             "has no warmup to search: solve searches lr and warmup; use a schedule with a "
             "warmup (docs/schedules.md)"))])
+    low, why = _lr_low(lr, lr_low_from, ref.trial.optimizer.type, at_m.global_batch,
+                       ref.global_batch, noise_scale)
     space = default_space(world_size, at_m.global_batch / ref.global_batch, ref.lr,
-                          ref.warmup_steps, lr=lr, warmup=warmup)
+                          ref.warmup_steps, lr=lr, warmup=warmup, lr_low=low, lr_low_reason=why)
     bad = space.lr_factor.problems() + space.warmup.problems()
     if bad:
         raise InputError("solve", [Problem(f"--{f.partition('.')[0]}", v, f"{f}: {why}")
@@ -188,7 +219,20 @@ def plan_solve(sweep: Sweep, cluster: ClusterInfo, *, world_size: int, budget: f
             f"the baseline x {replicates} seeds: {reserve:g})"))])
     return SolvePlan(sweep=sweep, world_size=world_size, space=space, baseline_rows=baseline_rows,
                      budget=budget, candidates=candidates, verify_reserve=reserve,
-                     candidate_epochs=at_m.epochs, search_seed=search_seed, sampler=sampler)
+                     candidate_epochs=at_m.epochs, search_seed=search_seed, sampler=sampler,
+                     noise_scale=noise_scale)
+
+
+def _lr_low(lr: tuple[float, float] | None, lr_low_from: str, optimizer_type: str, batch: float,
+            reference_batch: float, noise_scale: float | None) -> tuple[float | None, str]:
+    """The lr factor's low end (None: the sqrt rule) and why it lies there."""
+    if lr is not None:
+        return None, "as given (--lr)"
+    if lr_low_from == "sqrt":
+        return None, ("the sqrt rule: this solve started before the low end came from the lr "
+                      "models, and its resume searches the space it searched")
+    got = lr_low(model_for(optimizer_type), batch, reference_batch, noise_scale)
+    return got.low, got.reason
 
 
 def _row_at(sweep: Sweep, world_size: int, cluster: ClusterInfo, ref: PlanRow) -> PlanRow:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from scalesweep.orchestrator.launch.run import Outcome
     from scalesweep.orchestrator.launch.solve import SolveResult
+    from scalesweep.orchestrator.plan.solve_plan import StudyNoise
     from scalesweep.orchestrator.usecases.progress import Progress
     from scalesweep.orchestrator.usecases.sweep_source import SweepSource
 
@@ -56,6 +57,9 @@ class SolveAnswer:
     best_of: int
     selection_confidence: float | None
     verification_parent_run_id: str | None
+    #: the space searched: lr_factor and warmup ranges, lr_low_reason, noise_scale (None: an
+    #: older solve's answer, which lacked it)
+    space: dict[str, Any] | None
     json: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
@@ -73,7 +77,8 @@ class SolveAnswer:
             grid_trial_epochs=float(data.get("grid_trial_epochs") or 0.0),
             candidates_run=int(data.get("candidates_run") or 0), sampler=str(data.get("sampler", "tpe")),
             best_of=int(data.get("best_of") or 0), selection_confidence=data.get("selection_confidence"),
-            verification_parent_run_id=data.get("verification_parent_run_id"), json=dict(data))
+            verification_parent_run_id=data.get("verification_parent_run_id"),
+            space=data.get("space"), json=dict(data))
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,14 +110,39 @@ def solve(study: SweepSource, *, world_size: int, progress: Progress, tracking_u
                 if isinstance(value, bool) or not isinstance(value, int)]
     if problems:
         raise InputError("solve", problems)
+    noise = None
+    if lr is None:  # the default lr range's low end is placed with the study's noise scale
+        from scalesweep.orchestrator.launch.solve import checked
+
+        checked(study.sweep, world_size=world_size, budget=budget, candidates=candidates, lr=lr,
+                warmup=warmup, search_seed=search_seed, sampler=sampler)  # before the store is read
+        noise = study_noise(tracking_uri, study.sweep.spec.name)
     with progress.capture():
         found = search_and_verify(None if study.path is None else str(study.path),
                                   overrides=list(study.overrides), sweep_text=study.text,
                                   world_size=world_size, budget=budget, candidates=candidates,
                                   lr=lr, warmup=warmup, search_seed=search_seed, address=address,
                                   tracking_uri=tracking_uri, verbose=verbose, record=record,
-                                  sampler=sampler, sweep=study.sweep)
+                                  sampler=sampler, sweep=study.sweep, noise=noise)
     return solved(found)
+
+
+def study_noise(tracking_uri: str, experiment: str) -> StudyNoise:
+    """The noise scale the study measured: the late-training median of the trials of the
+    latest study in ``experiment`` (not a verification sweep's), read as `predict` reads it."""
+    from scalesweep.dashboards.advice import study_noise_scale
+    from scalesweep.orchestrator.plan.solve_plan import StudyNoise
+    from scalesweep.orchestrator.tracking.store_check import check_store
+
+    check_store(tracking_uri, reading=False)
+    value, parent = study_noise_scale(tracking_uri, experiment)
+    if parent is None:
+        return StudyNoise(None, f"none measured (no study {experiment!r} in {tracking_uri})")
+    if value is None:
+        return StudyNoise(None, f"none measured by the trials of study {experiment!r} (parent run "
+                                f"{parent})")
+    return StudyNoise(value, f"{value:.4g} samples, the late-training median of the trials of "
+                             f"study {experiment!r} (parent run {parent})")
 
 
 def find_solve(name_or_dir: str) -> Path | None:

@@ -1,5 +1,5 @@
 """The low end of `solve`'s lr factor range, so that the space holds the surge (issue 52,
-item 2). Pure: `solve` calls :func:`lr_low`; its reason is the line `plan` prints.
+item 2). Pure: `solve` calls :func:`lr_low`; its reason is the line `solve`'s plan prints.
 
 `solve`'s default range starts at the square-root rule, sqrt(k). Under the surge (Li et al.
 2024, :mod:`.lr_models`) an Adam-style optimizer's best factor at k = B_M / B_ref > 1 is never
@@ -30,7 +30,7 @@ from scalesweep.science.solve import GRID_STEP, LR_HIGH_OF_LINEAR
 
 @dataclass(frozen=True)
 class LrLow:
-    """The low end of the lr factor range and the reason `plan` prints beside it."""
+    """The low end of the lr factor range and the reason `solve`'s plan prints beside it."""
 
     low: float
     reason: str
@@ -52,8 +52,9 @@ def lr_low(model: LrModel, batch: float, reference_batch: float,
     measured = noise_scale is not None and math.isfinite(noise_scale) and noise_scale > 0
     if not measured:
         low = min(default, 1.0 / GRID_STEP)
+        where = "at or below" if model == "surge" else "near"
         return LrLow(low, f"lr factor from {low:.3g}: no noise scale measured, and the best lr "
-                          f"at a larger batch may lie at or below the reference's ({model} model)")
+                          f"at a larger batch may lie {where} the reference's ({model} model)")
     assert noise_scale is not None
     lo_noise = noise_scale * NOISE_SCALE_RANGE[0]
     span = factor_between(model, batch, reference_batch,
