@@ -28,6 +28,7 @@ from scalesweep.science.solve import GRID_STEP
 from tests.conftest import RayHead
 from tests.support.helpers import ROOT, cli_env, scalesweep, wait_for
 from tests.support.quadratic_workload import BEST_LR
+from tests.unit.test_advice import T, _log
 from tests.unit.test_solve import QUADRATIC
 from tests.unit.test_solve_state import _solve_plan
 
@@ -37,6 +38,8 @@ REFERENCE_LR = 0.0606  # QUADRATIC's optimizer.lr: the best factor at 4 workers 
 
 
 DEADLINE_S = 600
+#: the late noise scale (samples) of the study's own trials, logged before the solve
+NOISE_SCALE = 1.0
 
 
 def _journaled(tmp_path: Path) -> list[dict[str, Any]]:
@@ -90,12 +93,18 @@ def test_solve_stopped_then_resumed_finds_the_known_best_lr_within_one_grid_step
     """`scalesweep.solve` on a mapping, Ctrl-C after one candidate; `resume` SIGKILLed after
     two more; `resume` again to the end."""
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    # the study's own experiment, its trials' late noise scale 1 sample: it places the lr
+    # factor's low end (SGD at k = 4: 4 (1 + 1) / (1 + 4) = 1.6, one grid step lower)
+    _log(client, "solve-quadratic", [T(4, "none", "fixed", 1000.0 + s, seed=s, noise=NOISE_SCALE)
+                                     for s in range(2)])
     rc, log = _stopped(tmp_path, ["tests.support.api_solve", ray_head.address], ray_head, "solve.log",
                        1, signal.SIGINT)
     (state_dir,) = tmp_path.glob("scalesweep_runs/solve-quadratic-solve-*")
     assert rc == 1, log  # as `run`'s Ctrl-C
     assert f"`scalesweep resume {state_dir}` continues the solve" in log
     assert "baseline seed 0: target dev_loss 0.001" in log
+    assert "  noise scale: 1 samples, the late-training median of the trials of study " \
+           "'solve-quadratic'" in log
     search = _search_parent(client)
     assert search.info.status == "KILLED"
     # no file was given: the sweep the solve runs, and its resumes read, is the copy it kept
@@ -118,7 +127,8 @@ def test_solve_stopped_then_resumed_finds_the_known_best_lr_within_one_grid_step
     # baseline seed, as Optuna's TPE does; the verification takes distinct points.)
     tried = {(row["lr_factor"], row["warmup"]) for row in finished}
     (tmp_path / "plan").mkdir()
-    starts = [(s["lr_factor"], s["warmup"]) for s in start_points(_solve_plan(tmp_path / "plan"))]
+    starts = [(s["lr_factor"], s["warmup"]) for s in start_points(
+        _solve_plan(tmp_path / "plan", noise_scale=NOISE_SCALE))]
     assert starts  # the quadratic space holds named rules' points
     left = sum(1 for s in starts if s not in tried)
     assert f"{left} named-rule start point(s) still to try" in proc.stderr
@@ -131,12 +141,13 @@ def test_solve_stopped_then_resumed_finds_the_known_best_lr_within_one_grid_step
     lo, hi = answer["ratio_ci"]
     assert lo <= answer["ratio_median"] <= hi
     assert [level["level"] for level in answer["ratio_by_target"]] == [0.1, 0.25, 0.5, 1.0, 2.0]
-    # lr factor 1/sqrt(2)..8 (SGD; the study's experiment is not in the store, so no noise
-    # scale: one grid step below 1x) and warmup 1..4 in steps of sqrt(2): 8 x 4 points (1 and
-    # 1.41 round to one warmup) of 4 epochs
-    assert answer["grid_trial_epochs"] == 8 * 4 * 4
-    assert answer["space"]["lr_factor"] == [pytest.approx(2**-0.5), 8.0]
-    assert answer["space"]["noise_scale"] is None
+    # lr factor 1.6/sqrt(2)..8 (placed with the study's noise scale, which the state kept for
+    # the resumes) and warmup 1..4 in steps of sqrt(2): 7 x 4 points (1 and 1.41 round to one
+    # warmup) of 4 epochs
+    assert answer["grid_trial_epochs"] == 7 * 4 * 4
+    assert answer["space"]["lr_factor"] == [pytest.approx(1.6 / GRID_STEP), 8.0]
+    assert answer["space"]["noise_scale"] == NOISE_SCALE
+    assert "the sgd model puts the best at 1.6..3.14" in answer["space"]["lr_low_reason"]
     assert answer["sampler"] == "tpe"
     assert 0 < answer["search_trial_epochs_used"] < answer["trial_epochs_used"]
     # the search's trial-epochs are every candidate's: those finished before the kill, those the

@@ -100,7 +100,7 @@ class _DefineByRun:
         return {}
 
 
-def _solve_plan(tmp_path: Path, sampler: str = "tpe") -> SolvePlan:
+def _solve_plan(tmp_path: Path, sampler: str = "tpe", noise_scale: float | None = None) -> SolvePlan:
     from scalesweep.orchestrator.plan.cluster import local_cluster
     from scalesweep.orchestrator.plan.solve_plan import plan_solve
     from scalesweep.orchestrator.spec.load import load_sweep
@@ -108,7 +108,8 @@ def _solve_plan(tmp_path: Path, sampler: str = "tpe") -> SolvePlan:
 
     (tmp_path / "q.yaml").write_text(QUADRATIC)
     return plan_solve(load_sweep(str(tmp_path / "q.yaml"), []), local_cluster(), world_size=4,
-                      budget=None, candidates=1, lr=None, warmup=None, sampler=sampler)
+                      budget=None, candidates=1, lr=None, warmup=None, sampler=sampler,
+                      noise_scale=noise_scale)
 
 
 def _trials(searcher: Any, state: str) -> list[Any]:
