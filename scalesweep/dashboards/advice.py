@@ -268,21 +268,6 @@ def late_noise_scale(study: Study, run_ids: set[str]) -> tuple[float | None, int
     return float(pd.Series(values).median()), len(values), used
 
 
-def study_noise_scale(tracking_uri: str, experiment: str) -> tuple[float | None, str | None]:
-    """The late-training noise scale of the latest study in ``experiment`` (not a verification
-    sweep's), read as `predict` reads it, and that study's parent run id: (None, None) where the
-    store holds no such study, (None, its id) where its trials measured none."""
-    from scalesweep.dashboards.mlflow_data import StudyNotFound
-
-    try:
-        study = load_study(tracking_uri, experiment=experiment, skip_verifications=True)
-    except StudyNotFound:
-        return None, None
-    if study.trials.empty:
-        return None, study.parent_run_id
-    return _late_noise_scale(study, study.trials)[0], study.parent_run_id
-
-
 # -- text ------------------------------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from scalesweep.dashboards.advice import late_noise_scale
 from scalesweep.dashboards.convergence_table import StudyTrial, study_trials
-from scalesweep.dashboards.mlflow_data import Study, load_study
+from scalesweep.dashboards.mlflow_data import Study, StudyNotFound, load_study
 from scalesweep.mlflow_names import STATUS_TAG
 from scalesweep.science.prediction.best_lr import BestLr, BestLrUnknown, predict_best_lr
 from scalesweep.science.prediction.epochs import (
@@ -170,6 +170,18 @@ def load_prediction(tracking_uri: str, *, experiment: str | None, parent_run_id:
     study = load_study(tracking_uri, experiment=experiment, parent_run_id=parent_run_id,
                        skip_verifications=True)
     return predict_study(study, world_size)
+
+
+def study_noise_scale(tracking_uri: str, experiment: str) -> tuple[float | None, str | None]:
+    """The noise scale of the latest study in ``experiment`` (not a verification sweep's), read
+    as the prediction reads it, and that study's parent run id: (None, None) where the store
+    holds no such study, (None, its id) where its trials measured none. `solve` places its lr
+    factor range's low end with it (docs/solve.md, "The space")."""
+    try:
+        study = load_study(tracking_uri, experiment=experiment, skip_verifications=True)
+    except StudyNotFound:
+        return None, None
+    return measured_noise_scale(study, usable_trials(study_trials(study))), study.parent_run_id
 
 
 def render(sp: StudyPrediction) -> str:

@@ -130,7 +130,7 @@ def solve(study: SweepSource, *, world_size: int, progress: Progress, tracking_u
 def study_noise(tracking_uri: str, experiment: str) -> StudyNoise:
     """The noise scale the study measured: the late-training median of the trials of the
     latest study in ``experiment`` (not a verification sweep's), read as `predict` reads it."""
-    from scalesweep.dashboards.advice import study_noise_scale
+    from scalesweep.dashboards.prediction import study_noise_scale
     from scalesweep.orchestrator.plan.solve_plan import StudyNoise
     from scalesweep.orchestrator.tracking.store_check import check_store
 
