@@ -131,5 +131,5 @@ def test_the_answer_carries_the_space_and_its_reason(tmp_path: Path, uri: str) -
     out = answer(sp.sweep, sp, [], None, Spent(budget=10.0), {}, local_cluster())
     assert out["space"] == {"lr_factor": [pytest.approx(0.8 / STEP, rel=1e-12), 8.0],
                             "warmup": [1.0, 4.0], "lr_low_reason": sp.space.lr_low_reason,
-                            "noise_scale": 1.0}
+                            "noise_scale": 1.0, "start": None}
     assert "surge model" in out["space"]["lr_low_reason"]

@@ -48,6 +48,9 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--sampler", choices=("tpe", "grid"), default="tpe",
                    help="tpe: Optuna's TPE within --budget; grid: every point of a grid over the "
                    "space at sqrt(2) steps, once (the search's yardstick)")
+    p.add_argument("--start-from-recommendation", action="store_true",
+                   help="the search's first candidate is `recommend`'s lr factor and warmup at M, "
+                   "from the study's latest run in the store (docs/solve.md)")
     p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     p.add_argument("--no-record", action="store_true", help="do not record the verified recipe "
                    "as a prediction in MLflow (predict --ledger scores it against later runs)")
@@ -80,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
                                        search_seed=args.search_seed, address=args.address,
                                        tracking_uri=uri, verbose=args.verbose,
                                        record=not args.no_record, sampler=args.sampler,
+                                       start_from_recommendation=args.start_from_recommendation,
                                        progress=progress), as_json=args.json)
 
 

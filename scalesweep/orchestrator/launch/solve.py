@@ -18,6 +18,7 @@ Three passes, in order:
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import shutil
 import sys
@@ -69,6 +70,7 @@ from scalesweep.orchestrator.plan.cluster import local_cluster
 from scalesweep.orchestrator.plan.rows import Plan, PlanRow, make_plan, place
 from scalesweep.orchestrator.plan.solve_plan import (
     SolvePlan,
+    StartPoint,
     StudyNoise,
     plan_solve,
     verification_spec,
@@ -136,12 +138,14 @@ def solve(path: str | None, *, overrides: list[str], world_size: int, budget: fl
           candidates: int, lr: tuple[float, float] | None, warmup: tuple[float, float] | None,
           search_seed: int, address: str | None, tracking_uri: str, verbose: bool = False,
           record: bool = True, sampler: str = "tpe", sweep: Sweep | None = None,
-          sweep_text: str | None = None, noise: StudyNoise | None = None) -> SolveResult:
+          sweep_text: str | None = None, noise: StudyNoise | None = None,
+          start: StartPoint | None = None) -> SolveResult:
     """``sweep``: the file at ``path`` with ``overrides``, already loaded (the use case's
     study); else it is loaded here. Its text as loaded is what the state keeps for resume. A
     sweep given as a mapping has no ``path``: its YAML, ``sweep_text``, is its copy. ``noise``:
     the noise scale the study measured, which places the lr factor's low end without ``lr``
-    (the use case reads it; the state keeps it for resume)."""
+    (the use case reads it; the state keeps it for resume). ``start``: the recommendation the
+    search starts at (``--start-from-recommendation``)."""
     if sweep is None:
         if path is None:
             raise ValueError("solve needs the sweep file's path or the loaded sweep")
@@ -149,7 +153,7 @@ def solve(path: str | None, *, overrides: list[str], world_size: int, budget: fl
     plan = make_plan(sweep)  # the study itself is valid, before anything starts
     kwargs: dict[str, Any] = {"world_size": world_size, "budget": budget, "candidates": candidates,
                               "lr": lr, "warmup": warmup, "search_seed": search_seed,
-                              "sampler": sampler}
+                              "sampler": sampler, "start": start}
     sp, lines = planned(sweep, kwargs, noise)
     for line in lines:
         print(line, flush=True)
@@ -166,7 +170,8 @@ def solve(path: str | None, *, overrides: list[str], world_size: int, budget: fl
          "lr_factor_range": f"{sp.space.lr_factor.low:g}..{sp.space.lr_factor.high:g}",
          "lr_low_reason": sp.space.lr_low_reason, "study_noise_scale": sp.noise_scale,
          "warmup_range": f"{sp.space.warmup.low:g}..{sp.space.warmup.high:g}",
-         "search_seed": search_seed, "sampler": sampler},
+         "search_seed": search_seed, "sampler": sampler,
+         "start_from_recommendation": "none" if sp.seed is None else json.dumps(sp.seed.as_json())},
         {ROLE_TAG: "solve", SOLVE_TAG: "search",
          **({SWEEP_FILE_TAG: str(Path(path).resolve())} if path is not None else {}),
          **machine_tags()})
@@ -178,7 +183,8 @@ def solve(path: str | None, *, overrides: list[str], world_size: int, budget: fl
     if path is None:  # a mapping's sweep file is its copy
         tracker.client.set_tag(parent, SWEEP_FILE_TAG, str(kept.sweep))
     write_state(sweep_dir, {"sweep": str(kept.sweep), "overrides": kept.overrides,
-                            ORIGINALS_KEY: kept.originals, **kwargs, "address": address,
+                            ORIGINALS_KEY: kept.originals, **kwargs,
+                            "start": None if start is None else start.as_json(), "address": address,
                             "tracking_uri": tracking_uri, "parent_run_id": parent,
                             "experiment": experiment})
     print(f"solve {sweep.spec.name} at {world_size} workers: MLflow parent run {parent} "
@@ -207,7 +213,8 @@ def planned(sweep: Sweep, kwargs: dict[str, Any],
     kwargs["noise_scale"] = None if noise is None else noise.value
     sp = plan_solve(sweep, local_cluster(), **kwargs)
     said = [] if noise is None else [f"  noise scale: {noise.source}"]
-    return sp, [*sp.space.describe(), *said, _budget_line(sp)]
+    seeded = [] if sp.seed is None else [sp.seed.describe()]
+    return sp, [*sp.space.describe(), *said, *seeded, _budget_line(sp)]
 
 
 def _budget_line(sp: SolvePlan) -> str:
@@ -270,6 +277,7 @@ def state_plan_kwargs(state: dict[str, Any]) -> dict[str, Any]:
     # scale: it searched from the sqrt rule
     kwargs["noise_scale"] = state.get("noise_scale")
     kwargs["lr_low_from"] = "models" if "noise_scale" in state else "sqrt"
+    kwargs["start"] = None if state.get("start") is None else StartPoint.from_json(state["start"])
     return kwargs
 
 
@@ -403,7 +411,8 @@ def _warm(ctx: _Solve, rows: dict[str, PlanRow], journal: list[Finished],
     warm = warm_start(scored, start_points(sp), sp.samples, used_names)
     warm.used += ctx.killed_epochs
     if warm.finished:
-        starts = "grid point(s)" if sp.sampler == "grid" else "named-rule start point(s)"
+        starts = ("grid point(s)" if sp.sampler == "grid" else "named-rule start point(s)"
+                  if sp.seed is None else "start point(s) (the recommendation's, the named rules')")
         print(f"search: {warm.finished} candidate(s) finished before, told to the TPE sampler as "
               f"evaluated (not run again); {warm.samples_left} left, {len(warm.starts)} {starts} "
               "still to try", flush=True)

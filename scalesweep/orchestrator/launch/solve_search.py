@@ -111,15 +111,23 @@ class JournaledCallback(SweepCallback):
 
 
 def start_points(sp: SolvePlan) -> list[dict[str, float | int]]:
-    """The points run before the sampler draws any. TPE: the named rules' points inside the
-    space, so the search starts from what the study already knows and the answer is never
-    worse than the best of them it scored. A grid: all of its points."""
+    """The points run before the sampler draws any. TPE: the recommendation's first where the
+    solve starts from one, then the named rules' points inside the space, so the search starts
+    from what the study already knows and the answer is never worse than the best of them it
+    scored. A grid: all of its points."""
     if sp.sampler == "grid":
         return sp.grid_points()
     space = sp.space
     w_low, w_high = space.warmup.whole_bounds()
-    return [{"lr_factor": f, "warmup": round(w)} for f, w in space.rule_points().values()
-            if space.lr_factor.low <= f <= space.lr_factor.high and w_low <= round(w) <= w_high]
+    points: list[dict[str, float | int]] = []
+    if sp.seed is not None:
+        points.append({"lr_factor": sp.seed.lr_factor, "warmup": sp.seed.warmup})
+    for f, w in space.rule_points().values():
+        point: dict[str, float | int] = {"lr_factor": f, "warmup": round(w)}
+        if (space.lr_factor.low <= f <= space.lr_factor.high and w_low <= round(w) <= w_high
+                and point not in points):
+            points.append(point)
+    return points
 
 
 def search(sp: SolvePlan, plan: Plan, cluster: ClusterInfo, sweep_dir: Path,

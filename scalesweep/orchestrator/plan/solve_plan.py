@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from scalesweep.orchestrator.spec.load import (
 from scalesweep.orchestrator.spec.schema import FIXED_AXES
 from scalesweep.science.recommend.lr_models import model_for
 from scalesweep.science.recommend.space import lr_low
-from scalesweep.science.solve import SearchSpace, default_space, min_budget
+from scalesweep.science.solve import GRID_STEP, Range, SearchSpace, default_space, min_budget
 from scalesweep.trainables.config import SearchObjective, StopAtTarget
 
 #: trial-epochs: the search and the verification's first look of the shipped study, in about
@@ -61,6 +61,56 @@ class StudyNoise:
     source: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class StartPoint:
+    """Where the search starts (``solve --start-from-recommendation``): the recommendation's
+    lr factor over its study's reference lr, with its interval (an end None: unbounded), its
+    warmup in updates at M, the global batch at M it was made for, and where it came from."""
+
+    lr_factor: float
+    lr_factor_ci: tuple[float | None, float | None]
+    reference_lr: float | None  # the study's, which the factor multiplies; None: not logged
+    warmup: int
+    global_batch: float
+    source: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"lr_factor": self.lr_factor, "lr_factor_ci": list(self.lr_factor_ci),
+                "reference_lr": self.reference_lr, "warmup": self.warmup,
+                "global_batch": self.global_batch, "source": self.source}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StartPoint:
+        lo, hi = data["lr_factor_ci"]
+        return cls(lr_factor=float(data["lr_factor"]), lr_factor_ci=(lo, hi),
+                   reference_lr=data.get("reference_lr"), warmup=int(data["warmup"]),
+                   global_batch=float(data["global_batch"]), source=str(data["source"]))
+
+
+@dataclass(frozen=True)
+class Seed:
+    """The search's first candidate, at the recommendation: its lr factor over the solve's
+    reference lr (rounded as every candidate's is) and warmup, and what it came from."""
+
+    lr_factor: float
+    warmup: int
+    start: StartPoint
+    #: the ranges widened to hold it ("lr", "warmup")
+    widened: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        lo, hi = self.start.lr_factor_ci
+        ci = f"{'0' if lo is None else f'{lo:.3g}'}..{'inf' if hi is None else f'{hi:.3g}'}"
+        wide = "".join(f"; the {name} range widened to one grid step past it" for name in self.widened)
+        return (f"  starts at the recommendation: lr x{self.lr_factor:g}, warmup {self.warmup} "
+                f"updates, the search's first candidate (its lr factor interval {ci} x the "
+                f"study's reference lr){wide}; {self.start.source}")
+
+    def as_json(self) -> dict[str, Any]:
+        return {"lr_factor": self.lr_factor, "warmup": self.warmup, "widened": list(self.widened),
+                "recommendation": self.start.as_json()}
+
+
 @dataclass(frozen=True)
 class SolvePlan:
     sweep: Sweep
@@ -78,6 +128,8 @@ class SolvePlan:
     sampler: str = "tpe"
     #: the study's measured noise scale (samples) the lr factor's low end was placed with
     noise_scale: float | None = None
+    #: the search's first candidate (solve --start-from-recommendation), None: the named rules'
+    seed: Seed | None = None
 
     @property
     def baseline_trial_epochs(self) -> float:
@@ -102,7 +154,8 @@ class SolvePlan:
         end lies where it does, and the noise scale that placed it."""
         lr, w = self.space.lr_factor, self.space.warmup
         return {"lr_factor": [lr.low, lr.high], "warmup": [w.low, w.high],
-                "lr_low_reason": self.space.lr_low_reason, "noise_scale": self.noise_scale}
+                "lr_low_reason": self.space.lr_low_reason, "noise_scale": self.noise_scale,
+                "start": None if self.seed is None else self.seed.as_json()}
 
     def factor_bounds(self) -> tuple[float, float]:
         """The lr factor's range as candidates are drawn from it: the space's, widened to its
@@ -162,10 +215,11 @@ def plan_solve(sweep: Sweep, cluster: ClusterInfo, *, world_size: int, budget: f
                candidates: int, lr: tuple[float, float] | None,
                warmup: tuple[float, float] | None, search_seed: int = 0,
                sampler: str = "tpe", noise_scale: float | None = None,
-               lr_low_from: str = "models") -> SolvePlan:
+               lr_low_from: str = "models", start: StartPoint | None = None) -> SolvePlan:
     """The solve of ``sweep`` at ``world_size``, or the InputError that refuses it.
     ``noise_scale``: the study's measured one (samples), None where it measured none; with
-    ``lr_low_from`` (LR_LOW_SOURCES) it places the lr factor's low end when ``lr`` is None."""
+    ``lr_low_from`` (LR_LOW_SOURCES) it places the lr factor's low end when ``lr`` is None.
+    ``start``: the recommendation the search starts at (:func:`_seeded`)."""
     spec = sweep.spec
     if sampler not in SAMPLERS:
         raise InputError("solve", [Problem("--sampler", sampler, f"must be one of {', '.join(SAMPLERS)}")])
@@ -199,6 +253,10 @@ def plan_solve(sweep: Sweep, cluster: ClusterInfo, *, world_size: int, budget: f
     if bad:
         raise InputError("solve", [Problem(f"--{f.partition('.')[0]}", v, f"{f}: {why}")
                                    for f, v, why in bad])
+    seed = None
+    if start is not None:
+        space, seed = _seeded(space, start, at_m.global_batch, ref.lr, sampler,
+                              given_lr=lr is not None, given_warmup=warmup is not None)
     replicates = spec.replicates.min if spec.replicates else DEFAULT_REPLICATES["min"]
     reserve = (candidates * at_m.epochs + ref.epochs) * replicates
     baseline_epochs = sum(r.epochs for r in baseline_rows)
@@ -220,7 +278,44 @@ def plan_solve(sweep: Sweep, cluster: ClusterInfo, *, world_size: int, budget: f
     return SolvePlan(sweep=sweep, world_size=world_size, space=space, baseline_rows=baseline_rows,
                      budget=budget, candidates=candidates, verify_reserve=reserve,
                      candidate_epochs=at_m.epochs, search_seed=search_seed, sampler=sampler,
-                     noise_scale=noise_scale)
+                     noise_scale=noise_scale, seed=seed)
+
+
+#: how solve --start-from-recommendation is named in its refusals
+START_FLAG = "--start-from-recommendation"
+
+
+def _seeded(space: SearchSpace, start: StartPoint, batch: float, reference_lr: float, sampler: str,
+            *, given_lr: bool, given_warmup: bool) -> tuple[SearchSpace, Seed]:
+    """The space that holds the recommendation, and the search's first candidate there. The
+    space is never narrowed to the recommendation's interval (a model's interval, whose
+    assumptions the search is there to test); a default range that does not hold the point is
+    widened to one grid step past it; a range the user gave must hold it."""
+    if sampler == "grid":
+        raise InputError("solve", [Problem(START_FLAG, True, (
+            "does not apply to --sampler grid, which runs every point of its grid in an order "
+            "of its own: leave one of them out"))])
+    if not math.isclose(start.global_batch, batch, rel_tol=1e-9):
+        raise InputError("solve", [Problem(START_FLAG, f"global batch {start.global_batch:g}", (
+            f"the recommendation is for another global batch than the solve's at M ({batch:g}): "
+            "the study and the sweep differ in batch per worker; leave the flag out"))])
+    scale = 1.0 if start.reference_lr is None else start.reference_lr / reference_lr
+    factor = round_factor(start.lr_factor * scale)
+    warmup = max(1, start.warmup)
+    lr, w = space.lr_factor, space.warmup
+    for rng, value, given, flag in ((lr, factor, given_lr, "--lr"), (w, warmup, given_warmup, "--warmup")):
+        if given and not rng.low <= value <= rng.high:
+            raise InputError("solve", [Problem(flag, f"{rng.low:g},{rng.high:g}", (
+                f"does not hold the recommendation's {rng.name} {value:g} that {START_FLAG} starts "
+                "at: widen it, or leave it out"))])
+    widened = []
+    if not lr.low <= factor <= lr.high:
+        widened.append(lr.name)
+        lr = Range(lr.name, min(lr.low, factor / GRID_STEP), max(lr.high, factor * GRID_STEP))
+    if not w.low <= warmup <= w.high:
+        widened.append(w.name)
+        w = Range(w.name, min(w.low, max(1.0, warmup / GRID_STEP)), max(w.high, warmup * GRID_STEP))
+    return replace(space, lr_factor=lr, warmup=w), Seed(factor, warmup, start, tuple(widened))
 
 
 def _lr_low(lr: tuple[float, float] | None, lr_low_from: str, optimizer_type: str, batch: float,

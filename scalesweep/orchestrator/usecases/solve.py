@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from scalesweep.orchestrator.launch.run import Outcome
     from scalesweep.orchestrator.launch.solve import SolveResult
-    from scalesweep.orchestrator.plan.solve_plan import StudyNoise
+    from scalesweep.orchestrator.plan.solve_plan import StartPoint, StudyNoise
     from scalesweep.orchestrator.usecases.progress import Progress
     from scalesweep.orchestrator.usecases.sweep_source import SweepSource
 
@@ -98,11 +98,14 @@ class Solved:
 def solve(study: SweepSource, *, world_size: int, progress: Progress, tracking_uri: str,
           budget: float | None = None, candidates: int = 3, lr: tuple[float, float] | None = None,
           warmup: tuple[float, float] | None = None, search_seed: int = 0, sampler: str = "tpe",
-          address: str | None = None, verbose: bool = False, record: bool = False) -> Solved:
+          address: str | None = None, verbose: bool = False, record: bool = False,
+          start_from_recommendation: bool = False) -> Solved:
     """Search lr and warmup for ``study`` at ``world_size``, then decide the best candidates
     against the baseline with seeds. ``record``: record the verified recipe as a prediction
-    (``predict --ledger`` scores it against later runs). Input problems raise ``InputError``
-    before anything starts."""
+    (``predict --ledger`` scores it against later runs). ``start_from_recommendation``: the
+    search's first candidate is what ``recommend`` gives at ``world_size`` from the study's
+    latest run in the store (docs/solve.md, "Starting from a recommendation"). Input problems
+    raise ``InputError`` before anything starts."""
     from scalesweep.orchestrator.launch.solve import solve as search_and_verify
 
     problems = [Problem(name, value, "must be an integer") for name, value in
@@ -110,21 +113,47 @@ def solve(study: SweepSource, *, world_size: int, progress: Progress, tracking_u
                 if isinstance(value, bool) or not isinstance(value, int)]
     if problems:
         raise InputError("solve", problems)
-    noise = None
-    if lr is None:  # the default lr range's low end is placed with the study's noise scale
+    if not isinstance(start_from_recommendation, bool):
+        raise InputError("solve", [Problem("start_from_recommendation", start_from_recommendation,
+                                           "must be True or False")])
+    noise, start = None, None
+    if lr is None or start_from_recommendation:  # both read the study in the store
         from scalesweep.orchestrator.launch.solve import checked
 
         checked(study.sweep, world_size=world_size, budget=budget, candidates=candidates, lr=lr,
                 warmup=warmup, search_seed=search_seed, sampler=sampler)  # before the store is read
+    if lr is None:  # the default lr range's low end is placed with the study's noise scale
         noise = study_noise(tracking_uri, study.sweep.spec.name)
+    if start_from_recommendation:
+        start = recommended_start(tracking_uri, study.sweep.spec.name, world_size)
     with progress.capture():
         found = search_and_verify(None if study.path is None else str(study.path),
                                   overrides=list(study.overrides), sweep_text=study.text,
                                   world_size=world_size, budget=budget, candidates=candidates,
                                   lr=lr, warmup=warmup, search_seed=search_seed, address=address,
                                   tracking_uri=tracking_uri, verbose=verbose, record=record,
-                                  sampler=sampler, sweep=study.sweep, noise=noise)
+                                  sampler=sampler, sweep=study.sweep, noise=noise, start=start)
     return solved(found)
+
+
+def recommended_start(tracking_uri: str, experiment: str, world_size: int) -> StartPoint:
+    """Where ``solve --start-from-recommendation`` starts: ``recommend``'s recipe at
+    ``world_size`` from the latest study in ``experiment`` (an ``InputError`` where the study
+    cannot support one)."""
+    import math
+
+    from scalesweep.orchestrator.plan.solve_plan import StartPoint
+    from scalesweep.orchestrator.usecases.recommend import study_recommendation
+
+    rec = study_recommendation(tracking_uri, experiment=experiment, run_id=None, world_size=world_size)
+    lo, hi = rec.recipe.lr.ci
+    return StartPoint(lr_factor=rec.lr_factor, lr_factor_ci=(lo if lo > 0 else None,
+                                                             hi if math.isfinite(hi) else None),
+                      reference_lr=rec.reference_lr, warmup=rec.warmup_steps,
+                      global_batch=rec.batch_m,
+                      source=(f"recommended from study {rec.experiment!r} (parent run "
+                              f"{rec.parent_run_id}) at N = {rec.world_size_n} workers, "
+                              f"{rec.recipe.lr.model} model"))
 
 
 def study_noise(tracking_uri: str, experiment: str) -> StudyNoise:
