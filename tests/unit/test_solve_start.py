@@ -72,9 +72,9 @@ def test_the_search_starts_at_the_recommendation(tmp_path: Path, uri: str) -> No
     assert start.reference_lr == 0.5 and start.source.startswith(
         f"recommended from study '{STUDY}' (parent run {rec.parent_run_id}) at N = 16 workers")
     sp, text = _plan(tmp_path, start)
-    assert sp.seed is not None
+    assert sp.first is not None
     factor = float(f"{rec.lr_factor:.3g}")  # as every candidate's factor is kept
-    assert (sp.seed.lr_factor, sp.seed.warmup, sp.seed.widened) == (factor, rec.warmup_steps, ())
+    assert (sp.first.lr_factor, sp.first.warmup, sp.first.widened) == (factor, rec.warmup_steps, ())
     # first, then the named rules' points inside the space, as a search without it starts
     assert start_points(sp) == [{"lr_factor": factor, "warmup": rec.warmup_steps},
                                 {"lr_factor": 1.0, "warmup": 100},
@@ -93,12 +93,12 @@ def test_the_search_starts_at_the_recommendation(tmp_path: Path, uri: str) -> No
              "search_seed": 0, "sampler": "tpe", "noise_scale": None, "start": start.as_json()}
     kwargs = state_plan_kwargs(state)
     assert kwargs["start"] == start
-    assert planned(sp.sweep, kwargs, None)[0].seed == sp.seed
+    assert planned(sp.sweep, kwargs, None)[0].first == sp.first
 
 
 def test_a_start_without_the_flag_is_the_named_rules(tmp_path: Path) -> None:
     sp, text = _plan(tmp_path, None)
-    assert sp.seed is None and "starts at the recommendation" not in text
+    assert sp.first is None and "starts at the recommendation" not in text
     assert start_points(sp)[0] == {"lr_factor": 1.0, "warmup": 100}
     state = {"world_size": 8, "budget": None, "candidates": 1, "lr": None, "warmup": None,
              "search_seed": 0, "noise_scale": None}
@@ -114,15 +114,15 @@ def _start(factor: float, warmup: int = 50, reference_lr: float | None = 0.5,
 def test_the_factor_is_over_the_solves_reference_lr(tmp_path: Path) -> None:
     # the study tuned 0.5 at the reference, the sweep 0.25: x1.3 of 0.5 is x2.6 of 0.25
     sp, _ = _plan(tmp_path, _start(1.3), ["optimizer.lr=0.25"])
-    assert sp.seed is not None and sp.seed.lr_factor == 2.6
+    assert sp.first is not None and sp.first.lr_factor == 2.6
     sp, _ = _plan(tmp_path, _start(1.3, reference_lr=None), ["optimizer.lr=0.25"])
-    assert sp.seed is not None and sp.seed.lr_factor == 1.3  # not logged: taken as the same lr
+    assert sp.first is not None and sp.first.lr_factor == 1.3  # not logged: taken as the same lr
 
 
 def test_a_default_range_is_widened_to_hold_the_recommendation(tmp_path: Path) -> None:
     # default at k = 2: lr 1/sqrt(2)..4, warmup 12.5..200
     sp, text = _plan(tmp_path, _start(0.3, warmup=400))
-    assert sp.seed is not None and sp.seed.widened == ("lr", "warmup")
+    assert sp.first is not None and sp.first.widened == ("lr", "warmup")
     assert (sp.space.lr_factor.low, sp.space.lr_factor.high) == (pytest.approx(0.3 / GRID_STEP), 4.0)
     assert (sp.space.warmup.low, sp.space.warmup.high) == (12.5, pytest.approx(400 * GRID_STEP))
     assert "; the lr range widened to one grid step past it; the warmup range widened" in text

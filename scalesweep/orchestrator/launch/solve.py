@@ -171,7 +171,7 @@ def solve(path: str | None, *, overrides: list[str], world_size: int, budget: fl
          "lr_low_reason": sp.space.lr_low_reason, "study_noise_scale": sp.noise_scale,
          "warmup_range": f"{sp.space.warmup.low:g}..{sp.space.warmup.high:g}",
          "search_seed": search_seed, "sampler": sampler,
-         "start_from_recommendation": "none" if sp.seed is None else json.dumps(sp.seed.as_json())},
+         "start_from_recommendation": "none" if sp.first is None else json.dumps(sp.first.as_json())},
         {ROLE_TAG: "solve", SOLVE_TAG: "search",
          **({SWEEP_FILE_TAG: str(Path(path).resolve())} if path is not None else {}),
          **machine_tags()})
@@ -213,7 +213,7 @@ def planned(sweep: Sweep, kwargs: dict[str, Any],
     kwargs["noise_scale"] = None if noise is None else noise.value
     sp = plan_solve(sweep, local_cluster(), **kwargs)
     said = [] if noise is None else [f"  noise scale: {noise.source}"]
-    seeded = [] if sp.seed is None else [sp.seed.describe()]
+    seeded = [] if sp.first is None else [sp.first.describe()]
     return sp, [*sp.space.describe(), *said, *seeded, _budget_line(sp)]
 
 
@@ -412,7 +412,7 @@ def _warm(ctx: _Solve, rows: dict[str, PlanRow], journal: list[Finished],
     warm.used += ctx.killed_epochs
     if warm.finished:
         starts = ("grid point(s)" if sp.sampler == "grid" else "named-rule start point(s)"
-                  if sp.seed is None else "start point(s) (the recommendation's, the named rules')")
+                  if sp.first is None else "start point(s) (the recommendation's, the named rules')")
         print(f"search: {warm.finished} candidate(s) finished before, told to the TPE sampler as "
               f"evaluated (not run again); {warm.samples_left} left, {len(warm.starts)} {starts} "
               "still to try", flush=True)

@@ -120,8 +120,8 @@ def start_points(sp: SolvePlan) -> list[dict[str, float | int]]:
     space = sp.space
     w_low, w_high = space.warmup.whole_bounds()
     points: list[dict[str, float | int]] = []
-    if sp.seed is not None:
-        points.append({"lr_factor": sp.seed.lr_factor, "warmup": sp.seed.warmup})
+    if sp.first is not None:
+        points.append({"lr_factor": sp.first.lr_factor, "warmup": sp.first.warmup})
     for f, w in space.rule_points().values():
         point: dict[str, float | int] = {"lr_factor": f, "warmup": round(w)}
         if (space.lr_factor.low <= f <= space.lr_factor.high and w_low <= round(w) <= w_high

@@ -88,7 +88,7 @@ class StartPoint:
 
 
 @dataclass(frozen=True)
-class Seed:
+class FirstCandidate:
     """The search's first candidate, at the recommendation: its lr factor over the solve's
     reference lr (rounded as every candidate's is) and warmup, and what it came from."""
 
@@ -129,7 +129,7 @@ class SolvePlan:
     #: the study's measured noise scale (samples) the lr factor's low end was placed with
     noise_scale: float | None = None
     #: the search's first candidate (solve --start-from-recommendation), None: the named rules'
-    seed: Seed | None = None
+    first: FirstCandidate | None = None
 
     @property
     def baseline_trial_epochs(self) -> float:
@@ -155,7 +155,7 @@ class SolvePlan:
         lr, w = self.space.lr_factor, self.space.warmup
         return {"lr_factor": [lr.low, lr.high], "warmup": [w.low, w.high],
                 "lr_low_reason": self.space.lr_low_reason, "noise_scale": self.noise_scale,
-                "start": None if self.seed is None else self.seed.as_json()}
+                "start": None if self.first is None else self.first.as_json()}
 
     def factor_bounds(self) -> tuple[float, float]:
         """The lr factor's range as candidates are drawn from it: the space's, widened to its
@@ -219,7 +219,7 @@ def plan_solve(sweep: Sweep, cluster: ClusterInfo, *, world_size: int, budget: f
     """The solve of ``sweep`` at ``world_size``, or the InputError that refuses it.
     ``noise_scale``: the study's measured one (samples), None where it measured none; with
     ``lr_low_from`` (LR_LOW_SOURCES) it places the lr factor's low end when ``lr`` is None.
-    ``start``: the recommendation the search starts at (:func:`_seeded`)."""
+    ``start``: the recommendation the search starts at (:func:`_started`)."""
     spec = sweep.spec
     if sampler not in SAMPLERS:
         raise InputError("solve", [Problem("--sampler", sampler, f"must be one of {', '.join(SAMPLERS)}")])
@@ -253,9 +253,9 @@ def plan_solve(sweep: Sweep, cluster: ClusterInfo, *, world_size: int, budget: f
     if bad:
         raise InputError("solve", [Problem(f"--{f.partition('.')[0]}", v, f"{f}: {why}")
                                    for f, v, why in bad])
-    seed = None
+    first_candidate = None
     if start is not None:
-        space, seed = _seeded(space, start, at_m.global_batch, ref.lr, sampler,
+        space, first_candidate = _started(space, start, at_m.global_batch, ref.lr, sampler,
                               given_lr=lr is not None, given_warmup=warmup is not None)
     replicates = spec.replicates.min if spec.replicates else DEFAULT_REPLICATES["min"]
     reserve = (candidates * at_m.epochs + ref.epochs) * replicates
@@ -278,15 +278,15 @@ def plan_solve(sweep: Sweep, cluster: ClusterInfo, *, world_size: int, budget: f
     return SolvePlan(sweep=sweep, world_size=world_size, space=space, baseline_rows=baseline_rows,
                      budget=budget, candidates=candidates, verify_reserve=reserve,
                      candidate_epochs=at_m.epochs, search_seed=search_seed, sampler=sampler,
-                     noise_scale=noise_scale, seed=seed)
+                     noise_scale=noise_scale, first=first_candidate)
 
 
 #: how solve --start-from-recommendation is named in its refusals
 START_FLAG = "--start-from-recommendation"
 
 
-def _seeded(space: SearchSpace, start: StartPoint, batch: float, reference_lr: float, sampler: str,
-            *, given_lr: bool, given_warmup: bool) -> tuple[SearchSpace, Seed]:
+def _started(space: SearchSpace, start: StartPoint, batch: float, reference_lr: float, sampler: str,
+            *, given_lr: bool, given_warmup: bool) -> tuple[SearchSpace, FirstCandidate]:
     """The space that holds the recommendation, and the search's first candidate there. The
     space is never narrowed to the recommendation's interval (a model's interval, whose
     assumptions the search is there to test); a default range that does not hold the point is
@@ -315,7 +315,8 @@ def _seeded(space: SearchSpace, start: StartPoint, batch: float, reference_lr: f
     if not w.low <= warmup <= w.high:
         widened.append(w.name)
         w = Range(w.name, min(w.low, max(1.0, warmup / GRID_STEP)), max(w.high, warmup * GRID_STEP))
-    return replace(space, lr_factor=lr, warmup=w), Seed(factor, warmup, start, tuple(widened))
+    return (replace(space, lr_factor=lr, warmup=w),
+            FirstCandidate(factor, warmup, start, tuple(widened)))
 
 
 def _lr_low(lr: tuple[float, float] | None, lr_low_from: str, optimizer_type: str, batch: float,
