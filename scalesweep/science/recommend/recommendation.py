@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from scalesweep.mlflow_names import ARM_PARAM
 from scalesweep.science.recommend.lr_models import LrModel
 from scalesweep.science.recommend.recipe import Recipe
 
@@ -111,7 +112,7 @@ class Recommendation:
                 "curvature": bowl.curvature, "dof": bowl.dof,
                 "best_measured_at_n": bowl.best_measured, "blocked": bowl.blocked,
                 "method": bowl.method},
-            "lr_arms_at_n": [{"arm": a.arm, "lr_factor": a.factor, "seeds": a.seeds,
+            "lr_arms_at_n": [{ARM_PARAM: a.arm, "lr_factor": a.factor, "seeds": a.seeds,
                               "median_ratio": _finite(a.median_ratio)} for a in self.lr_arms],
             "warmup_steps": self.warmup_steps, "warmup_updates": w.updates,
             "warmup_rule": w.rule, "warmup_source": w.source, "warmup_notes": list(w.notes),

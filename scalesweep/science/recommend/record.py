@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scalesweep.mlflow_names import RECOMMEND_PREDICTION_METRIC_FORMAT
+from scalesweep.mlflow_names import ARM_PARAM, RECOMMEND_PREDICTION_METRIC_FORMAT
 from scalesweep.science.prediction.ledger import HitRate, Scored, is_hit
 from scalesweep.science.recommend.recommendation import Recommendation
 from scalesweep.science.stats.replicates import finite_or_none
@@ -134,7 +134,7 @@ class RecommendLedgerLine:
         o = self.outcome
         assert o is not None, "a pending recommend line has no outcome to write"
         return {"observed": finite_or_none(o.observed), "observed_never": not math.isfinite(o.observed),
-                "arm": o.arm, "seeds": o.seeds, "run_ids": list(o.run_ids),
+                ARM_PARAM: o.arm, "seeds": o.seeds, "run_ids": list(o.run_ids),
                 "parent_run_ids": list(o.parent_run_ids), "horizon": o.horizon,
                 "ci": [self.ci[0], finite_or_none(self.ci[1])], "hit": self.scored.hit}
 
