@@ -140,6 +140,8 @@ class Report:
     targets: list[Target] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
+    #: the script's own flags beyond --quick, for the command line the results show
+    flags: str = ""
     #: every measurement the tables were computed from, for the JSON
     raw: dict[str, Any] = field(default_factory=dict)
     load_before: list[float] = field(default_factory=load)
@@ -162,7 +164,8 @@ class Report:
             "load_before": self.load_before,
             "load_after": load(),
             "wall_s": round(wall, 1),
-            "command": f".venv/bin/python -m benchmarks.{self.name}" + (" --quick" if self.quick else ""),
+            "command": f".venv/bin/python -m benchmarks.{self.name}" + (" --quick" if self.quick else "")
+            + self.flags,
             "settings": self.settings,
         }
         lines = [
