@@ -13,7 +13,11 @@
 #      TORCH_CUDA_INDEX (default download.pytorch.org, CUDA variant TORCH_CUDA, default cu128),
 #      or offline from wheels in TORCH_CUDA_WHEELS (a directory: torch and its nvidia-* wheels);
 #   4. torch.cuda.is_available() in the venv;
-#   5. pytest tests/gpu -m gpu, each test bounded by pytest-timeout, the whole run by `timeout`.
+#   5. pytest tests/gpu -m gpu, each test bounded by pytest-timeout, the whole run by `timeout`;
+#   6. when the tests passed, the shipped study on the GPU, `python -m benchmarks.study_speed
+#      --gpu` (its wall and the device's busy share; results in benchmarks/results/gpu/
+#      study_speed.md), bounded by what is left of GPU_CHECK_SECONDS; skipped, with a message,
+#      when less than STUDY_SPEED_SECONDS (default 180) is left, or with STUDY_SPEED_SECONDS=0.
 # Extra arguments go to pytest, e.g. bash scripts/gpu_check.sh -k fusion. GPU_CHECK_SECONDS
 # (default 600) bounds the whole script, set-up included.
 set -euo pipefail
@@ -140,9 +144,41 @@ for case in ET.parse(sys.argv[1]).getroot().iter("testcase"):
     print(f"{name}|{'FAIL' if failed else 'PASS'}|{float(case.get('time', 0)):.1f}")
 EOF
 )
+
+# 6. the shipped study on the GPU, in what is left of the budget
+t=$SECONDS
+need="${STUDY_SPEED_SECONDS:-180}"
+left=$((budget - (SECONDS - started) - 15))
+study_cmd=(-m benchmarks.study_speed --gpu)
+study="${study_cmd[*]:1}"
+study_rc=0
+if [ "$rc" -ne 0 ]; then
+    echo "gpu_check: $study not run: the tests failed"
+elif [ "$need" -le 0 ] || [ "$left" -lt "$need" ]; then
+    echo "gpu_check: $study skipped: $left s left of GPU_CHECK_SECONDS=$budget, it needs" \
+        "STUDY_SPEED_SECONDS=$need; run it alone: $py ${study_cmd[*]}"
+    summary+=("$study|SKIP|0")
+else
+    timeout --signal=INT --kill-after=15 "$left" "$py" "${study_cmd[@]}" >"$out/study_speed.log" 2>&1 \
+        || study_rc=$?
+    if [ "$study_rc" -eq 0 ]; then
+        grep -E '^- (MET|MISSED)' "$out/study_speed.log" | sed 's/^- /gpu_check: study_speed: /' || true
+        echo "gpu_check: study_speed results: benchmarks/results/gpu/study_speed.md"
+        summary+=("$study (benchmarks/results/gpu/study_speed.md)|PASS|$((SECONDS - t))")
+    else
+        tail -n 30 "$out/study_speed.log" >&2
+        echo "gpu_check: $study failed (exit status $study_rc; 124: past $left s)" >&2
+        summary+=("$study|FAIL|$((SECONDS - t))")
+    fi
+fi
+
 report
 if [ "$rc" -ne 0 ]; then
     echo "gpu_check: FAIL (pytest exit status $rc; 5: no test collected, so torch saw no GPU)" >&2
+    exit 1
+fi
+if [ "$study_rc" -ne 0 ]; then
+    echo "gpu_check: FAIL ($study: exit status $study_rc)" >&2
     exit 1
 fi
 echo "gpu_check: PASS"

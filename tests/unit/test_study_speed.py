@@ -1,10 +1,17 @@
 """benchmarks.study_speed's own arithmetic (its quick mode runs two studies, minutes on a busy
 machine, so it is not in tests/integration/test_benchmarks_quick.py): which trial process
-trained which seed, the training seconds summed per process, and the decisions compared."""
+trained which seed, the training seconds summed per process, the decisions compared, and
+the device's busy share read off nvidia-smi."""
 
 from __future__ import annotations
 
-from benchmarks.study_speed import compare_decisions, processes, train_seconds
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from benchmarks.study_speed import DeviceBusy, compare_decisions, processes, train_seconds
 
 NAMES = ["ws4-warmup300-none-s0", "ws4-warmup300-none-s1", "ws4-warmup300-none-s2",
          "ws16-warmup300-none-s0", "ws16-warmup300-none-s1"]
@@ -41,3 +48,20 @@ def test_decisions_differ_when_any_arm_of_any_repeat_differs_or_is_missing() -> 
     rows, same = compare_decisions([(today, {"ws4": "baseline"})])
     assert not same and rows[0] == {"repeat": "1", "arm": "ws16", "today": "slower", "fused": None,
                                     "same": "NO"}
+
+
+def test_the_busy_share_is_the_mean_of_nvidia_smis_utilisation_samples(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # an nvidia-smi that prints three samples (one unreadable) and ends: the share is read off
+    # what it printed, and it was asked for GPU 0's utilisation every 200 ms
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/args\nprintf "50\\n[N/A]\\n100\\n"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    with DeviceBusy() as sampler:
+        assert sampler._thread is not None
+        sampler._thread.join(timeout=30)  # the fake's output read to its end
+    assert sampler.samples == [0.5, 1.0] and sampler.busy == 0.75
+    assert (tmp_path / "args").read_text().split() == [
+        "--id=0", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "200"]
+    assert math.isnan(DeviceBusy().busy)  # no sample: unknown, not idle
