@@ -10,7 +10,8 @@ match their solo trials, docs/design.md "Fused seeds"), so they take the same de
 the same rounds, which this script checks (every arm's decision in ``arms.json``, both
 variants); a study made of fixed seeds instead would time something nobody runs. The fused
 variant takes ``seeds_per_trial`` = the design's first round (6 seeds), so each round of an arm
-is one process. Device-side data (workloads' ``place``) is in the loop for both variants.
+is one process. Device-side data (workloads' ``place``) is the loop's on a GPU, in ``--gpu``'s
+run; on a CPU the data is on the device anyway.
 
 Per variant: the study's wall clock; the trials' training seconds (``train_seconds`` of the
 summary JSON, summed per trial process: a fused process's seeds share its clock); the trial
