@@ -23,8 +23,9 @@ difference between a 2N- and an N-update trial with one eval at the end, over N)
 ``--gpu`` (one CUDA device): today's packing only, each trial a quarter of the GPU and 3 CPUs,
 and the device's busy fraction; fused seeds run on CPUs only yet (refused at load with
 ``resources.gpus_per_worker`` > 0), so there is no fused variant on a GPU. Its results go to
-``<--out>/gpu/``; ``scripts/gpu_check.sh`` runs it and records them. ``--quick``: seconds, a
-tiny mini_asr and 2 arms x 2 seeds.
+``<--out>/gpu/``; ``scripts/gpu_check.sh`` runs it and records them. ``--quick``: a tiny
+mini_asr, 2 arms x 2 seeds, host syncs over 16 updates (minutes: two studies' Ray and trial
+processes start), so tests/unit/test_study_speed.py checks its parts instead.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ STUDY = "wenet-4v16"  # the sweep's name: its report's directory
 #: the fused variant: the design's first round (replicates.min) in one process per arm
 FUSED_SEEDS = 6
 QUICK_SEEDS = 2
-QUICK = [  # seconds, not minutes: a few updates of a small model, two arms of two seeds
+QUICK = [  # a few updates of a small model, two arms of two seeds
     "training.epochs=1", "training.eval_every_epochs=0.25", "axes.world_size=[4, 16]",
     "axes.warmup_rule=[fixed]", "axes.scaling_rule=[none]", "replicates=null", "axes.seed=[0, 1]",
     "workload.options={train_size: 1024, dev_size: 16, d_model: 32, num_blocks: 1}"]
