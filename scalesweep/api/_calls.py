@@ -22,7 +22,7 @@ def solve(study: Study | str | Path, *, world_size: int, budget: float | None = 
           warmup: tuple[float, float] | None = None, search_seed: int = 0, sampler: str = "tpe",
           address: str | None = None, tracking_uri: str | None = None, record: bool = False,
           report: bool | str | Path = True, verbose: bool = False,
-          progress: Progress | None = None) -> Solved:
+          progress: Progress | None = None, start_from_recommendation: bool = False) -> Solved:
     """``scalesweep solve``: search lr and warmup for ``study`` (a :class:`Study`, or the path
     of its sweep file) at ``world_size``, then verify the best ``candidates`` with seeds
     against the baseline. ``Solved.answer`` holds the fields of ``solve --json``,
@@ -30,7 +30,9 @@ def solve(study: Study | str | Path, *, world_size: int, budget: float | None = 
     factor range), ``warmup`` (updates), ``search_seed``, ``sampler`` (``tpe`` or ``grid``) are
     the command's options; ``record=True`` records the verified recipe for ``predict
     --ledger``, as the CLI does unless ``--no-record``; ``report``: the verification's report
-    directory, as ``Study.run``'s. Nothing is printed (``progress``: the ``scalesweep`` logger).
+    directory, as ``Study.run``'s; ``start_from_recommendation=True``: the search's first
+    candidate is ``scalesweep.recommend``'s recipe at ``world_size`` from the study in the store
+    (``--start-from-recommendation``). Nothing is printed (``progress``: the ``scalesweep`` logger).
 
     >>> solved = scalesweep.solve("sweeps/smoke.yaml", world_size=8)
     >>> solved.answer.decision, solved.answer.ratio_ci
@@ -43,7 +45,9 @@ def solve(study: Study | str | Path, *, world_size: int, budget: float | None = 
         solved = usecase.solve(resolved, world_size=world_size, budget=budget, candidates=candidates,
                                lr=lr, warmup=warmup, search_seed=search_seed, sampler=sampler,
                                address=optional_str("address", address), tracking_uri=uri,
-                               verbose=verbose, record=_flag("record", record), progress=progress)
+                               verbose=verbose, record=_flag("record", record), progress=progress,
+                               start_from_recommendation=_flag("start_from_recommendation",
+                                                               start_from_recommendation))
         if solved.verification is not None:
             _report(solved.verification.experiment, solved, report, progress)
     return solved

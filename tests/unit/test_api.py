@@ -360,3 +360,6 @@ def test_a_solve_answer_is_the_json_solve_prints_as_a_typed_record() -> None:
     with pytest.raises(InputError) as exc:
         scalesweep.solve(SMOKE, world_size="8")  # type: ignore[arg-type]
     assert _problems(exc) == [("world_size", "8")]
+    with pytest.raises(InputError) as exc:
+        scalesweep.solve(SMOKE, world_size=8, start_from_recommendation="yes")  # type: ignore[arg-type]
+    assert _problems(exc) == [("start_from_recommendation", "yes")]
