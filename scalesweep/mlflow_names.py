@@ -6,9 +6,25 @@ name here to the design document.
 
 from __future__ import annotations
 
+import os
+
 #: where `run`, `report`, `advise`, `ui` and `submit` look when neither --tracking-uri nor
 #: MLFLOW_TRACKING_URI says else
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+
+
+def store_uri_for_mlflow(uri: str) -> str:
+    """``uri`` as handed to MLflow: a relative SQLite path made absolute against the working
+    directory now. MLflow keeps one database engine per URI string for the life of the process,
+    so a notebook that changes directory would otherwise go on reading and writing the first
+    directory's file under the second's name. What we print and save keeps the URI as given."""
+    head = "sqlite:///"
+    if not uri.startswith(head) or uri.startswith(head + "/"):
+        return uri
+    path, sep, query = uri[len(head):].partition("?")
+    if path in ("", ":memory:"):
+        return uri
+    return f"{head}{os.path.abspath(path)}{sep}{query}"
 
 #: tag with value "parent" (one run per sweep) or "trial" (one child run per trial)
 ROLE_TAG = "scalesweep.role"

@@ -41,6 +41,7 @@ from scalesweep.mlflow_names import (
     TARGET_VALUE_PARAM,
     TRIAL_NAME_TAG,
     VERIFIES_TAG,
+    store_uri_for_mlflow,
 )
 from scalesweep.science.stats.convergence import EvalPoint
 from scalesweep.science.stats.decisions import DEFAULT_MARGIN
@@ -191,7 +192,7 @@ def load_study(
         )
     if max_workers < 1:
         raise ValueError(f"max_workers must be at least 1, but got {max_workers=}")
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = MlflowClient(store_uri_for_mlflow(tracking_uri))
     parent = (client.get_run(parent_run_id) if parent_run_id
               else _latest_parent(client, experiment, skip_verifications))
     exp_id = parent.info.experiment_id

@@ -26,7 +26,12 @@ from scalesweep.dashboards.mlflow_data import load_study
 from scalesweep.dashboards.prediction import points_of_rule, usable_trials
 from scalesweep.dashboards.recommend.ledger import SOLVE_EXPERIMENT_SUFFIX, claims, recommend_lines
 from scalesweep.dashboards.solve_ledger import is_solve, solve_lines
-from scalesweep.mlflow_names import PREDICTION_OUTCOME_SUFFIX, PREDICTIONS_ARTIFACT_DIR, ROLE_TAG
+from scalesweep.mlflow_names import (
+    PREDICTION_OUTCOME_SUFFIX,
+    PREDICTIONS_ARTIFACT_DIR,
+    ROLE_TAG,
+    store_uri_for_mlflow,
+)
 from scalesweep.science.prediction.ledger import observed_median, running_hit_rate
 from scalesweep.science.prediction.record import LedgerLine, RuleOutcome
 from scalesweep.science.recommend.record import RecommendLedgerLine, is_recommend
@@ -86,7 +91,7 @@ def ledger_lines(tracking_uri: str, experiment: str | None = None) -> list[Line]
     """Every recorded prediction's rules (those it made: refused ones are not predictions) and
     every recorded solve answer (scalesweep/dashboards/solve_ledger.py), by creation time,
     scored against the trials their experiment holds now."""
-    client = MlflowClient(tracking_uri)
+    client = MlflowClient(store_uri_for_mlflow(tracking_uri))
     if experiment is None:
         exps = list(client.search_experiments(max_results=1000))
     else:

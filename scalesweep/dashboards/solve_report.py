@@ -15,7 +15,13 @@ from matplotlib.figure import Figure
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
-from scalesweep.mlflow_names import PARENT_TAG, SOLVE_RATIO_METRIC, SOLVE_SEARCH_TAG, STATUS_TAG
+from scalesweep.mlflow_names import (
+    PARENT_TAG,
+    SOLVE_RATIO_METRIC,
+    SOLVE_SEARCH_TAG,
+    STATUS_TAG,
+    store_uri_for_mlflow,
+)
 
 #: the candidates' run names start so (the baseline seeds' do not)
 CANDIDATE_PREFIX = "c"
@@ -46,7 +52,7 @@ def search_of(tracking_uri: str, parent_run_id: str
               ) -> tuple[str, list[Scored], set[tuple[float, int]]] | None:
     """The search parent run id, its candidates and the settings the study verified (lr
     factor, warmup), when the study verifies a solve."""
-    client = MlflowClient(tracking_uri)
+    client = MlflowClient(store_uri_for_mlflow(tracking_uri))
     parent = client.get_run(parent_run_id)
     search = parent.data.tags.get(SOLVE_SEARCH_TAG)
     if not search:

@@ -12,6 +12,7 @@ import pytest
 from mlflow.store.db.utils import _get_latest_schema_revision, _get_schema_version
 from mlflow.tracking import MlflowClient
 
+from scalesweep.mlflow_names import store_uri_for_mlflow
 from scalesweep.orchestrator.tracking import sqlite_template
 
 
@@ -35,8 +36,8 @@ def _store(client: MlflowClient) -> list[tuple[str, str, str]]:
 def test_a_copied_store_holds_what_mlflow_makes_itself(cache: Path, tmp_path: Path) -> None:
     assert sqlite_template.seed_new_store("sqlite:///copied.db")
     assert (tmp_path / "copied.db").exists() and sqlite_template.template_path().exists()
-    copied = MlflowClient("sqlite:///copied.db")
-    made = MlflowClient("sqlite:///made.db")  # MLflow's own migrations
+    copied = MlflowClient(store_uri_for_mlflow("sqlite:///copied.db"))
+    made = MlflowClient(store_uri_for_mlflow("sqlite:///made.db"))  # MLflow's own migrations
     # the Default experiment is MLflow's, with this store's artifact root: none in the template
     assert _store(copied) == _store(made) == [("0", "Default", str(tmp_path / "mlruns" / "0"))]
     import sqlalchemy
@@ -71,12 +72,12 @@ def test_a_store_that_appears_during_the_copy_is_not_overwritten(
     real_copy = shutil.copyfile
 
     def copy_while_another_driver_makes_it(src: str, dst: str) -> str:
-        MlflowClient("sqlite:///raced.db").create_experiment("theirs")
+        MlflowClient(store_uri_for_mlflow("sqlite:///raced.db")).create_experiment("theirs")
         return str(real_copy(src, dst))
 
     monkeypatch.setattr(shutil, "copyfile", copy_while_another_driver_makes_it)
     assert not sqlite_template.seed_new_store("sqlite:///raced.db")
-    assert "theirs" in [e.name for e in MlflowClient("sqlite:///raced.db").search_experiments()]
+    assert "theirs" in [e.name for e in MlflowClient(store_uri_for_mlflow("sqlite:///raced.db")).search_experiments()]
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
@@ -94,5 +95,6 @@ def test_a_cache_that_cannot_be_written_leaves_the_store_to_mlflow(
     monkeypatch.chdir(tmp_path)
     assert not sqlite_template.seed_new_store("sqlite:///m.db")
     assert not (tmp_path / "m.db").exists()
-    assert [e.name for e in MlflowClient("sqlite:///m.db").search_experiments()] == ["Default"]
+    made = MlflowClient(store_uri_for_mlflow("sqlite:///m.db"))
+    assert [e.name for e in made.search_experiments()] == ["Default"]
     assert os.listdir(tmp_path) and not list(tmp_path.glob(".*.tmp"))

@@ -14,6 +14,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 import scalesweep
+from scalesweep.mlflow_names import store_uri_for_mlflow
 from scalesweep.orchestrator.cli import main
 from scalesweep.orchestrator.spec.errors import InputError
 from scalesweep.orchestrator.tracking import sqlite_template
@@ -201,13 +202,35 @@ def test_a_missing_study_names_what_the_store_holds_and_what_the_sweeps_here_rec
     _refused(["report", "--experiment", "wenet-4v16"], capsys,
              f"no MLflow store at {cwd / 'mlflow.db'} (a read never creates one); pass the URI "
              f"the study ran with, by --tracking-uri or MLFLOW_TRACKING_URI; {recorded}")
-    MlflowClient("sqlite:///mlflow.db").create_experiment("smoke")
+    MlflowClient(f"sqlite:///{cwd / 'mlflow.db'}").create_experiment("smoke")
     _refused(["report", "--experiment", "wenet-4v16"], capsys,
              "report: 1 problem", "--experiment = 'wenet-4v16': no MLflow experiment named "
              f"'wenet-4v16' (at sqlite:///mlflow.db); this store holds smoke; {recorded}")
     with pytest.raises(InputError, match="this store holds smoke"):
         scalesweep.results("wenet-4v16")
     assert not (cwd / "reports").exists()
+
+
+def test_a_relative_sqlite_uri_reads_the_store_of_the_directory_it_is_used_in(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # MLflow keeps one engine per URI string for the process's life: a notebook that reads
+    # sqlite:///mlflow.db in one directory and then in another must see the second store
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        MlflowClient(f"sqlite:///{tmp_path / name / 'mlflow.db'}").create_experiment(name)
+        monkeypatch.chdir(tmp_path / name)
+        with pytest.raises(InputError, match=f"this store holds {name}$"):
+            scalesweep.results("absent")
+
+
+@pytest.mark.parametrize(("uri", "for_mlflow"), [
+    ("sqlite:///m.db", "sqlite:///{here}/m.db"),
+    ("sqlite:///runs/m.db?timeout=30", "sqlite:///{here}/runs/m.db?timeout=30"),
+    ("sqlite:////abs/m.db", "sqlite:////abs/m.db"), ("sqlite:///:memory:", "sqlite:///:memory:"),
+    ("http://127.0.0.1:5000", "http://127.0.0.1:5000"), ("postgresql://u@h/db", "postgresql://u@h/db")])
+def test_only_a_relative_sqlite_path_is_made_absolute_for_mlflow(cwd: Path, uri: str,
+                                                                 for_mlflow: str) -> None:
+    assert store_uri_for_mlflow(uri) == for_mlflow.format(here=cwd)
 
 
 def test_write_commands_refuse_before_ray_starts(cwd: Path, capsys: pytest.CaptureFixture[str]) -> None:

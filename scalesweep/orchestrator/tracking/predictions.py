@@ -18,7 +18,12 @@ from typing import Any, Protocol
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from scalesweep.mlflow_names import ARM_PARAM, PREDICTION_OUTCOME_SUFFIX, PREDICTIONS_ARTIFACT_DIR
+from scalesweep.mlflow_names import (
+    ARM_PARAM,
+    PREDICTION_OUTCOME_SUFFIX,
+    PREDICTIONS_ARTIFACT_DIR,
+    store_uri_for_mlflow,
+)
 from scalesweep.science.prediction.record import LedgerLine, StudyPrediction, metric_key, record_of
 from scalesweep.science.recommend.recommendation import Recommendation
 from scalesweep.science.recommend.record import KIND as RECOMMEND_KIND
@@ -44,7 +49,7 @@ def record_prediction(tracking_uri: str, sp: StudyPrediction, now: datetime | No
     returns the id (the UTC time it was made, and M)."""
     now = now or datetime.now(timezone.utc)
     pid = f"{now:%Y%m%dT%H%M%S%fZ}-ws{sp.world_size}"
-    client = MlflowClient(tracking_uri)
+    client = MlflowClient(store_uri_for_mlflow(tracking_uri))
     record = record_of(sp, pid, now.isoformat())
     client.log_text(sp.parent_run_id, json.dumps(record, indent=1), f"{PREDICTIONS_ARTIFACT_DIR}/{pid}.json")
     ms = int(now.timestamp() * 1000)
@@ -70,7 +75,7 @@ def record_recommendation(tracking_uri: str, rec: Recommendation, now: datetime 
     now = now or datetime.now(timezone.utc)
     pid = f"{now:%Y%m%dT%H%M%S%fZ}-ws{rec.world_size_m}-recommend"
     record = recommend_record(rec, prediction_id=pid, created=now.isoformat())
-    client = MlflowClient(tracking_uri)
+    client = MlflowClient(store_uri_for_mlflow(tracking_uri))
     client.log_text(rec.parent_run_id, json.dumps(record, indent=1),
                     f"{PREDICTIONS_ARTIFACT_DIR}/{pid}.json")
     ms = int(now.timestamp() * 1000)
@@ -110,7 +115,7 @@ def record_solve(tracking_uri: str, answer: Mapping[str, Any], verification: Ver
                           confidence=arm.confidence, trial_run_ids=ids, search_seeds=search_seeds)
     if record is None:
         return None
-    client = MlflowClient(tracking_uri)
+    client = MlflowClient(store_uri_for_mlflow(tracking_uri))
     parent = verification.parent_run_id
     client.log_text(parent, json.dumps(record, indent=1), f"{PREDICTIONS_ARTIFACT_DIR}/{pid}.json")
     ms = int(now.timestamp() * 1000)
@@ -125,7 +130,7 @@ def write_outcomes(tracking_uri: str, lines: Sequence[Line]) -> int:
     writes it, a recommend line's as :func:`_write_recommend_outcome`. An outcome already
     written as it stands is not written again, so the metrics get a new point only when the
     outcome changed. Returns how many predictions got one."""
-    client = MlflowClient(tracking_uri)
+    client = MlflowClient(store_uri_for_mlflow(tracking_uri))
     solved = [x for x in lines if isinstance(x, SolveLedgerLine) and x.outcome is not None]
     written = sum(_write_solve_outcome(client, x) for x in solved)
     written += sum(_write_recommend_outcome(client, x) for x in lines

@@ -31,6 +31,7 @@ from scalesweep.mlflow_names import (
     ROLE_TAG,
     STATUS_TAG,
     TRIAL_NAME_TAG,
+    store_uri_for_mlflow,
 )
 from scalesweep.orchestrator.tracking import atomic_file, sqlite_template
 
@@ -123,7 +124,7 @@ class SweepTracker:
         # checkpoints that may be newer than the last flush).
         self.journal = journal
         sqlite_template.seed_new_store(tracking_uri)  # a new SQLite store without its migrations
-        self.client = MlflowClient(tracking_uri=tracking_uri)
+        self.client = MlflowClient(store_uri_for_mlflow(tracking_uri))
         self.experiment = experiment
         self.flush_every_s = flush_every_s
         self._experiment_id: str | None = None

@@ -47,7 +47,7 @@ import time
 from typing import Any
 from urllib.parse import urlencode
 
-from scalesweep.mlflow_names import ARM_PARAM
+from scalesweep.mlflow_names import ARM_PARAM, store_uri_for_mlflow
 
 HOST = "127.0.0.1"
 #: the saved views' ids (URL param ``viewStateShareKey``); their names are what the Views menu
@@ -114,7 +114,7 @@ def experiment_id(uri: str, name: str) -> str | None:
     from mlflow.tracking import MlflowClient
 
     try:
-        exp = MlflowClient(uri).get_experiment_by_name(name)
+        exp = MlflowClient(store_uri_for_mlflow(uri)).get_experiment_by_name(name)
     except Exception:
         return None
     return None if exp is None else str(exp.experiment_id)
@@ -142,7 +142,7 @@ def ensure_view(uri: str, experiment_id: str) -> str | None:
     from mlflow.tracking import MlflowClient
 
     try:
-        client = MlflowClient(uri)
+        client = MlflowClient(store_uri_for_mlflow(uri))
         tags = client.get_experiment(experiment_id).tags
         now = int(time.time() * 1000)
         for view_id, (name, state) in VIEWS.items():
@@ -228,7 +228,7 @@ def studies(uri: str) -> list[tuple[str, str]]:
     from scalesweep.orchestrator.tracking.tracker import ROLE_TAG
 
     try:
-        client = MlflowClient(uri)
+        client = MlflowClient(store_uri_for_mlflow(uri))
         exps = {e.experiment_id: e.name for e in client.search_experiments(max_results=1000)}
         if not exps:
             return []

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scalesweep.mlflow_names import store_uri_for_mlflow
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.usecases.defaults import keyword
 
@@ -122,7 +123,7 @@ def write_verification(uri: str, sp: StudyPrediction, out: Path) -> Verification
     from scalesweep.orchestrator.plan.verify_sweep import verification_spec, write_spec
     from scalesweep.orchestrator.spec.load import load_sweep
 
-    tags = dict(MlflowClient(uri).get_run(sp.parent_run_id).data.tags)
+    tags = dict(MlflowClient(store_uri_for_mlflow(uri)).get_run(sp.parent_run_id).data.tags)
     source = find_study_spec(sp.parent_run_id, sp.experiment, tags, [storage_root()])
     rules = [r.rule for r in sp.rules if r.prediction is not None]
     ends = [r.prediction.ci[1] for r in sp.rules if r.prediction is not None]

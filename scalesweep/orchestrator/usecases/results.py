@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from scalesweep.mlflow_names import ARM_PARAM, DESCRIPTION_TAG, ERROR_TAG, STATUS_TAG, TRIAL_NAME_TAG
+from scalesweep.mlflow_names import (
+    ARM_PARAM,
+    DESCRIPTION_TAG,
+    ERROR_TAG,
+    STATUS_TAG,
+    TRIAL_NAME_TAG,
+    store_uri_for_mlflow,
+)
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.usecases.defaults import keyword
 from scalesweep.orchestrator.usecases.tables import frame
@@ -171,7 +178,7 @@ def studies(tracking_uri: str | None = None) -> pd.DataFrame:
                                                         "must be a non-empty string")])
     uri = tracking_uri_of(tracking_uri)
     check_readable(uri)
-    client = MlflowClient(uri)
+    client = MlflowClient(store_uri_for_mlflow(uri))
     rows = []
     for exp in client.search_experiments():
         parents = _parent_runs(client, exp.experiment_id)
@@ -236,7 +243,7 @@ def _all_blocks(uri: str, experiment: str) -> Result:
     import pandas as pd
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(uri)
+    client = MlflowClient(store_uri_for_mlflow(uri))
     exp = client.get_experiment_by_name(experiment)
     parents = [] if exp is None else _parent_runs(client, exp.experiment_id)
     if not parents:
@@ -312,7 +319,7 @@ def _errors(uri: str, runs: list[Mapping[str, Any]]) -> dict[str, str]:
         return {}
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(uri)
+    client = MlflowClient(store_uri_for_mlflow(uri))
     tags = {run_id: client.get_run(run_id).data.tags.get(ERROR_TAG) for run_id in failed}
     return {k: v for k, v in tags.items() if v}
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from scalesweep.mlflow_names import store_uri_for_mlflow
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 from scalesweep.orchestrator.usecases.defaults import keyword
 
@@ -113,7 +114,8 @@ def write_report(outcome: Outcome, out_dir: Path) -> ReportMade:
     except Exception as exc:
         return ReportMade(None, None, failed(exc))
     try:
-        MlflowClient(outcome.tracking_uri).log_artifacts(outcome.parent_run_id, str(out_dir), "report")
+        client = MlflowClient(store_uri_for_mlflow(outcome.tracking_uri))
+        client.log_artifacts(outcome.parent_run_id, str(out_dir), "report")
     except Exception as exc:  # written, but not on the parent run
         return ReportMade(paths.out_dir, None, failed(exc))
     return ReportMade(paths.out_dir, paths.html)

@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+from scalesweep.mlflow_names import store_uri_for_mlflow
 from scalesweep.orchestrator.spec.errors import InputError, Problem
 
 #: how many names a hint lists before "..."
@@ -35,7 +36,8 @@ def held_hint(uri: str) -> str:
     from mlflow.tracking import MlflowClient
 
     try:
-        names = [e.name for e in MlflowClient(uri).search_experiments() if e.name != "Default"]
+        client = MlflowClient(store_uri_for_mlflow(uri))
+        names = [e.name for e in client.search_experiments() if e.name != "Default"]
     except Exception:  # a hint must not hide the problem it follows
         return ""
     said = f"this store holds {_listed(names)}" if names else "this store holds no study"
