@@ -3,9 +3,12 @@ the recipe at M predicted from a study at N alone, then every lr factor and warm
 run at M with paired seeds, and the recipe run beside them.
 
 First, per workload, **the reference lr is tuned** at the reference world size: the lr factors
-2^(j/2), j = -4..4, × the workload's lr, ``seeds`` seeds each; the best median epochs to target
-becomes the reference's lr. Both lr models, and `recommend`, take the reference's lr as the best
-at its batch; an untuned one would put every best factor off by its own error.
+2^(j/2), j = -4..4, × the workload's lr, ``seeds`` seeds each (seeds 100.., none of the cases'
+seeds); the best median epochs to target becomes the reference's lr. Both lr models, and
+`recommend`, take the reference's lr as the best at its batch; an untuned one would put every
+best factor off by its own error. **The target** then becomes absolute: the tuned arm's median
+best dev loss over those seeds × 1.10. It is set by seeds no case uses, so no arm's own noise
+sets the bar it is timed to, and an absolute target lets the grid at M stop each trial there.
 
 Per case (a workload, N, k = M/N):
 
@@ -15,7 +18,11 @@ Per case (a workload, N, k = M/N):
    store.
 2. **`scalesweep.recommend(study, world_size=M)`**: the lr factor (with its interval) and the
    warmup at M, and the epochs ratio M over N predicted.
-3. **The grid at M**: the reference and M; lr factors on the √2 grid spanning both lr models'
+3. **The grid at M**, with an epoch budget scaled from N's by the trade-off the study measured:
+   ``BUDGET_SLACK`` × (1 + B_M/B) / (1 + B_N/B), B the study's noise scale (McCandlish et al.
+   2018; k without one), never below N's, evals spread by the same factor; each trial stops at
+   the target. A budget the best cell cannot reach in would leave the grid no optimum to score
+   against. The reference and M; lr factors on the √2 grid spanning both lr models'
    ranges at M (SGD's [1, K], the surge's [1/√K, √K], K = M / reference), one step past each
    end, × warmup rules ``scaled`` (held in samples) and ``fixed`` (held in updates); the named
    rules are cells of it, and the recommended recipe's factor is one more (where it is not a
@@ -64,6 +71,12 @@ GRID_STEP = math.sqrt(2.0)
 NAMED = ("none", "sqrt", "linear")
 WARMUPS = ("scaled", "fixed")
 CONFIDENCE = 0.90
+#: the target over the tuned reference's median best dev loss
+TARGET_SLACK = 0.10
+#: the reference's tuning seeds start here, past any case's
+TUNE_SEED0 = 100
+#: the grid at M gets this many times the epochs its predicted trade-off asks
+BUDGET_SLACK = 1.5
 
 
 @dataclass(frozen=True)
@@ -85,8 +98,9 @@ class Case:
         return self.n * self.k
 
 
+#: mlp's lr is centred on a first run's tuned one (x4 of 0.05, at that grid's edge)
 MLP = {"workload": {"name": "mlp_regression"}, "backend": "simulate",
-       "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9},
+       "optimizer": {"type": "sgd", "lr": 0.2, "momentum": 0.9},
        "scheduler": {"type": "gradual_warmup", "warmup_steps": 20},
        "target": {"metric": "dev_loss", "relative_to_baseline": 0.10},
        "training": {"per_worker_batch": 16, "epochs": 24, "eval_every_epochs": 0.25}}
@@ -115,6 +129,25 @@ def grid_at_m(case: Case) -> list[float]:
     j_lo = math.floor(math.log(lo, GRID_STEP) + 1e-9) - 1
     j_hi = math.ceil(math.log(hi, GRID_STEP) - 1e-9) + 1
     return [GRID_STEP ** j for j in range(j_lo, j_hi + 1)]
+
+
+def budget_factor(noise_scale: float | None, batch_n: float, batch_m: float) -> float:
+    """How many times N's epochs the grid at M gets (module docs, step 3), rounded up to a
+    quarter: the epochs trade-off E(B) ∝ 1 + B/B_noise from N to M, times the slack."""
+    if noise_scale is None or not noise_scale > 0:
+        trade = batch_m / batch_n
+    else:
+        trade = (1 + batch_m / noise_scale) / (1 + batch_n / noise_scale)
+    return max(1.0, math.ceil(4 * BUDGET_SLACK * trade - 1e-9) / 4)
+
+
+def with_budget(sweep: Mapping[str, Any], factor: float) -> dict[str, Any]:
+    """``sweep`` with ``factor`` times its epochs and eval spacing (so as many evals), each
+    trial stopping at an absolute target."""
+    training = dict(sweep["training"])
+    training["epochs"] = math.ceil(training["epochs"] * factor)
+    training["eval_every_epochs"] = training["eval_every_epochs"] * factor
+    return {**sweep, "training": training, "stop_at_target": "value" in sweep["target"]}
 
 
 def _named_factor(rule: str, world: int, reference: int) -> float:
@@ -236,8 +269,8 @@ REFERENCE_GRID = tuple(range(-4, 5))
 
 def tune_reference(sweep: Mapping[str, Any], reference: int, seeds: int, root: Path
                    ) -> tuple[dict[str, Any], float, list[str]]:
-    """The sweep with its lr replaced by the best at the reference world size (module docs),
-    the factor found and notes."""
+    """The sweep with its lr replaced by the best at the reference world size and its target
+    made absolute from that arm's seeds (module docs), the factor found and notes."""
     import scalesweep
 
     workload = str(sweep["workload"]["name"]).replace("_", "-")
@@ -246,7 +279,8 @@ def tune_reference(sweep: Mapping[str, Any], reference: int, seeds: int, root: P
     data = {**sweep, "name": f"transfer-{workload}-reference", "reference": {"world_size": reference},
             "baseline": {"world_size": reference, "warmup_rule": "scaled", "scaling_rule": "none"},
             "axes": {"world_size": [reference], "warmup_rule": ["scaled"],
-                     "scaling_rule": ["none", *factors], "seed": list(range(seeds))}}
+                     "scaling_rule": ["none", *factors],
+                     "seed": list(range(TUNE_SEED0, TUNE_SEED0 + seeds))}}
     result = scalesweep.load(data).run(tracking_uri=sqlite_uri(root / f"{workload}-reference.db"),
                                        report=False)
     arms = arms_of(result.trials, reference)
@@ -256,7 +290,14 @@ def tune_reference(sweep: Mapping[str, Any], reference: int, seeds: int, root: P
         notes.append(f"{workload}: the reference's best lr factor lies at the tuning grid's edge "
                      f"(x{best.factor:.3g})")
     optimizer = {**sweep["optimizer"], "lr": float(sweep["optimizer"]["lr"]) * best.factor}
-    return {**sweep, "optimizer": optimizer}, best.factor, notes
+    bests = [float(row["best_dev_loss"]) for row in result.trials.to_dict("records")
+             if _same(_factor_of(row["scaling_rule"], reference, reference), best.factor)]
+    value = statistics.median(bests) * (1 + TARGET_SLACK)
+    notes.append(f"{workload}: the target is {sweep['target']['metric']} {value:.5g}, the tuned "
+                 f"arm's median best over seeds {TUNE_SEED0}-{TUNE_SEED0 + seeds - 1} "
+                 f"x {1 + TARGET_SLACK:g}")
+    target = {"metric": sweep["target"]["metric"], "value": value}
+    return {**sweep, "optimizer": optimizer, "target": target}, best.factor, notes
 
 
 def run_case(case: Case, seeds: int, root: Path) -> Outcome:
@@ -278,17 +319,19 @@ def run_case(case: Case, seeds: int, root: Path) -> Outcome:
     m_rules = _rules(grid_at_m(case), case.m, case.reference)
     if not any(_same(_factor_of(r, case.m, case.reference), rec_factor) for r in m_rules):
         m_rules.append(rec_factor)  # the recipe's own arm, beside the grid's cells
+    budget = budget_factor(rec.noise_scale, rec.batch_n, rec.batch_m)
+    at_m = replace(case, sweep=with_budget(case.sweep, budget))
     say(f"{case.label}: recommend at M = {case.m}: lr x{recipe.lr.factor:.3g} "
         f"{recipe.lr.ci}, warmup {recipe.warmup.rule}; the grid at M: {len(m_rules)} factors x "
-        f"{len(WARMUPS)} warmups on seed 0")
-    first = scalesweep.load(study(case, f"{tag}-m", case.m, m_rules, WARMUPS, [0])).run(
+        f"{len(WARMUPS)} warmups on seed 0, {at_m.sweep['training']['epochs']} epochs each")
+    first = scalesweep.load(study(at_m, f"{tag}-m", case.m, m_rules, WARMUPS, [0])).run(
         tracking_uri=uri, report=False)
     cells = [a for a in arms_of(first.trials, case.reference) if a.world == case.m]
     lead = min(cells, key=lambda a: a.median)
     keep = _near(cells, lead.factor) | {a.factor for a in cells if a.rule in NAMED} | {rec_factor}
     again = [r for r in m_rules if any(_same(_factor_of(r, case.m, case.reference), f) for f in keep)]
     say(f"{case.label}: seeds 1-{seeds - 1} on {len(again)} factors x {len(WARMUPS)} warmups")
-    second = scalesweep.load(study(case, f"{tag}-m2", case.m, again, WARMUPS, range(1, seeds))).run(
+    second = scalesweep.load(study(at_m, f"{tag}-m2", case.m, again, WARMUPS, range(1, seeds))).run(
         tracking_uri=uri, report=False)
     full = [a for a in _merged(first.trials, second.trials, reference=case.reference)
             if a.world == case.m and len(a.epochs) == seeds]
@@ -304,7 +347,8 @@ def run_case(case: Case, seeds: int, root: Path) -> Outcome:
     measured = paired(rec_arm.epochs, best_n.epochs).median
     covered = None if er is None else er.ci[0] <= measured <= er.ci[1]
     trials = len(at_n.trials) + len(first.trials) + len(second.trials)
-    notes = []
+    notes = [f"{case.label}: the grid at M ran {at_m.sweep['training']['epochs']} epochs per "
+             f"trial (x{budget:g} N's; noise scale {rec.noise_scale or float('nan'):.3g})"]
     edge = min(grid_at_m(case)), max(grid_at_m(case))
     if any(_same(best.factor, e) for e in edge):
         notes.append(f"{case.label}: the grid's best lies at its edge (x{best.factor:.3g})")
@@ -347,7 +391,7 @@ def main(argv: list[str] | None = None) -> None:
     with sandbox(NAME) as root:
         for case in cases:
             workload = str(case.sweep["workload"]["name"])
-            if workload not in tuned and not args.quick:
+            if workload not in tuned:
                 sweep, factor, notes = tune_reference(case.sweep, case.reference, seeds, root)
                 tuned[workload] = sweep, factor
                 report.notes += notes

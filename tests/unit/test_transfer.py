@@ -1,7 +1,8 @@
 """The transfer backtest's pure parts (benchmarks/transfer.py): the grid at M spans both lr
 models' ranges one √2 step past each end, the named rules are cells of it and not repeated as
 factors, the two stages' trials merge per arm, and a recipe's epochs over the grid's best are
-paired by seed with the order statistics' interval."""
+paired by seed with the order statistics' interval, and the grid at M gets the epochs the
+study's measured trade-off asks."""
 
 from __future__ import annotations
 
@@ -11,7 +12,20 @@ import math
 import pandas as pd
 import pytest
 
-from benchmarks.transfer import CASES, GRID_STEP, QUICK, Case, _merged, _rules, grid_at_m, paired, study
+from benchmarks.transfer import (
+    BUDGET_SLACK,
+    CASES,
+    GRID_STEP,
+    QUICK,
+    Case,
+    _merged,
+    _rules,
+    budget_factor,
+    grid_at_m,
+    paired,
+    study,
+    with_budget,
+)
 
 
 def test_the_grid_at_m_spans_both_models_ranges_one_step_past_each_end() -> None:
@@ -56,3 +70,16 @@ def test_paired_ratios_by_seed_with_the_order_statistics_interval() -> None:
     assert p.ratios == (1.0, 1.0, 2.0, 3.0)  # seed 3 reached in neither: 1; seed 4 unpaired: out
     assert p.median == 1.5
     assert p.ci == (1.0, 3.0) and p.confidence == pytest.approx(1 - 2 * 0.5 ** 4)
+
+
+def test_the_grid_at_m_gets_the_epochs_its_measured_trade_off_asks_and_stops_at_the_target() -> None:
+    # E(B) ∝ 1 + B/B_noise: from 32 to 512 samples at B_noise 32, (1 + 16) / (1 + 1) = 8.5
+    assert budget_factor(32.0, 32.0, 512.0) == pytest.approx(math.ceil(4 * BUDGET_SLACK * 8.5) / 4)
+    assert budget_factor(None, 32.0, 128.0) == pytest.approx(BUDGET_SLACK * 4)  # k without one
+    assert budget_factor(1e12, 32.0, 128.0) == BUDGET_SLACK  # far below the noise scale: N's, x slack
+    sweep = {"target": {"metric": "dev_loss", "value": 0.05},
+             "training": {"per_worker_batch": 16, "epochs": 24, "eval_every_epochs": 0.25}}
+    longer = with_budget(sweep, 2.5)
+    assert longer["training"] == {"per_worker_batch": 16, "epochs": 60, "eval_every_epochs": 0.625}
+    assert longer["stop_at_target"] is True
+    assert with_budget({**sweep, "target": {"relative_to_baseline": 0.1}}, 2.0)["stop_at_target"] is False
