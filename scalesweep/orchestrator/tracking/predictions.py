@@ -126,15 +126,13 @@ def record_solve(tracking_uri: str, answer: Mapping[str, Any], verification: Ver
 def write_outcomes(tracking_uri: str, lines: Sequence[Line]) -> int:
     """Beside each verified prediction: ``predictions/<id>.outcome.json`` (per rule the observed
     median, its seeds and runs, hit) and the metrics ``...observed`` (where finite) and
-    ``...hit`` (1 or 0; none while censored); a solve line's as :func:`_write_solve_outcome`
-    writes it, a recommend line's as :func:`_write_recommend_outcome`. An outcome already
+    ``...hit`` (1 or 0; none while censored); a solve or recommend line's as
+    :func:`_write_kind_outcome` writes it. An outcome already
     written as it stands is not written again, so the metrics get a new point only when the
     outcome changed. Returns how many predictions got one."""
     client = MlflowClient(store_uri_for_mlflow(tracking_uri))
-    solved = [x for x in lines if isinstance(x, SolveLedgerLine) and x.outcome is not None]
-    written = sum(_write_solve_outcome(client, x) for x in solved)
-    written += sum(_write_recommend_outcome(client, x) for x in lines
-                   if isinstance(x, RecommendLedgerLine) and x.outcome is not None)
+    written = sum(_write_kind_outcome(client, x) for x in lines
+                  if isinstance(x, SolveLedgerLine | RecommendLedgerLine) and x.outcome is not None)
     by: dict[tuple[str, str], list[LedgerLine]] = {}
     for x in lines:
         if isinstance(x, LedgerLine) and x.outcome is not None:
@@ -160,42 +158,23 @@ def write_outcomes(tracking_uri: str, lines: Sequence[Line]) -> int:
     return written
 
 
-def _write_solve_outcome(client: MlflowClient, x: SolveLedgerLine) -> bool:
-    """A scored solve line's outcome beside its record, and the metrics ``solve.ws<M>.hit``
-    (none while censored) and ``.ratio_observed`` (where the pooled median is a number);
-    False where the same outcome is there already."""
+def _write_kind_outcome(client: MlflowClient, x: SolveLedgerLine | RecommendLedgerLine) -> bool:
+    """A scored solve or recommend line's outcome beside its record, and the metrics
+    ``<kind>.ws<M>.hit`` (none while censored) and ``.ratio_observed`` (where the observed
+    median is a number); False where the same outcome is there already."""
+    kind, key = ((KIND, solve_metric_key) if isinstance(x, SolveLedgerLine)
+                 else (RECOMMEND_KIND, recommend_metric_key))
     outcome = x.outcome_json()
     path = f"{PREDICTIONS_ARTIFACT_DIR}/{x.prediction_id}{PREDICTION_OUTCOME_SUFFIX}"
     if _written(client, x.parent_run_id, path, "outcome") == outcome:
         return False
     now = datetime.now(timezone.utc)
     client.log_text(x.parent_run_id, json.dumps(
-        {"id": x.prediction_id, "kind": KIND, "scored": now.isoformat(), "outcome": outcome},
+        {"id": x.prediction_id, "kind": kind, "scored": now.isoformat(), "outcome": outcome},
         indent=1), path)
     ms = int(now.timestamp() * 1000)
     values = {"ratio_observed": outcome["observed"], "hit": outcome["hit"]}
-    metrics = [Metric(solve_metric_key(x.world_size, what), float(v), ms, 0)
-               for what, v in values.items() if v is not None]
-    if metrics:
-        client.log_batch(x.parent_run_id, metrics=metrics)
-    return True
-
-
-def _write_recommend_outcome(client: MlflowClient, x: RecommendLedgerLine) -> bool:
-    """A scored recommend line's outcome beside its record, and the metrics
-    ``recommend.ws<M>.hit`` (none while censored) and ``.ratio_observed`` (where finite);
-    False where the same outcome is there already."""
-    outcome = x.outcome_json()
-    path = f"{PREDICTIONS_ARTIFACT_DIR}/{x.prediction_id}{PREDICTION_OUTCOME_SUFFIX}"
-    if _written(client, x.parent_run_id, path, "outcome") == outcome:
-        return False
-    now = datetime.now(timezone.utc)
-    client.log_text(x.parent_run_id, json.dumps(
-        {"id": x.prediction_id, "kind": RECOMMEND_KIND, "scored": now.isoformat(),
-         "outcome": outcome}, indent=1), path)
-    values = {"ratio_observed": outcome["observed"], "hit": outcome["hit"]}
-    ms = int(now.timestamp() * 1000)
-    metrics = [Metric(recommend_metric_key(x.world_size, what), float(v), ms, 0)
+    metrics = [Metric(key(x.world_size, what), float(v), ms, 0)
                for what, v in values.items() if v is not None]
     if metrics:
         client.log_batch(x.parent_run_id, metrics=metrics)
