@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -18,13 +19,16 @@ from benchmarks.transfer import (
     GRID_STEP,
     QUICK,
     Case,
+    SolveRun,
     _merged,
     _rules,
     budget_factor,
     grid_at_m,
     paired,
     study,
+    trial_epochs_at,
     with_budget,
+    within_a_step,
 )
 
 
@@ -83,3 +87,14 @@ def test_the_grid_at_m_gets_the_epochs_its_measured_trade_off_asks_and_stops_at_
     assert longer["training"] == {"per_worker_batch": 16, "epochs": 60, "eval_every_epochs": 0.625}
     assert longer["stop_at_target"] is True
     assert with_budget({**sweep, "target": {"relative_to_baseline": 0.1}}, 2.0)["stop_at_target"] is False
+
+
+def test_the_grid_s_trial_epochs_sum_each_trial_s_last_eval_at_m_only() -> None:
+    stage = SimpleNamespace(curves=pd.DataFrame({
+        "trial": ["a", "a", "b", "ref"], "world_size": [8, 8, 8, 1], "epoch": [1.0, 2.5, 4.0, 9.0]}))
+    again = SimpleNamespace(curves=pd.DataFrame({"trial": ["c"], "world_size": [8], "epoch": [0.5]}))
+    assert trial_epochs_at(8, stage, again) == 7.0  # 2.5 + 4 + 0.5; the reference's 9 is not M's
+    run = SolveRun(2.0, 10, "faster", search_trial_epochs=1.4, grid_trial_epochs=7.0,
+                   reaches_best=within_a_step(2.0, 2.0 * GRID_STEP))
+    assert run.reaches_best and run.share == pytest.approx(0.2)
+    assert not within_a_step(2.0, 2.0 * GRID_STEP * 1.01) and not within_a_step(None, 2.0)
