@@ -1,4 +1,5 @@
-"""Fused seeds (issue 51, item 1; a prototype the loop does not call yet): one process trains
+"""Fused seeds (issue 51, item 1; ``resources.seeds_per_trial``, run by
+:func:`scalesweep.trainables.trial_driver.train_fused`): one process trains
 K seeds of one arm at once, each seed making exactly the updates, dropout masks, data order
 and evaluations of its solo trial (:mod:`scalesweep.trainables.loop`, simulate, P = 1).
 
@@ -38,7 +39,9 @@ every ``DIVERGENCE_EVERY``-th update, whichever update in between diverged.
 Checkpoints: at the loop's cadence, each reporting seed's solo checkpoint (the loop's format:
 its parameters, its slice of the optimizer state, its progress), so the loop resumes a seed
 alone from it, and ``train_seeds(resume_from=...)`` goes on with K seeds fused from theirs when
-all are after the same update (the sweep does not call it yet).
+all are after the same update: a fused trial that Tune retries does
+(:func:`~scalesweep.trainables.trial_driver.train_fused`, which also carries each seed's newest
+checkpoint into every later one).
 
 Not covered yet (see the issue): float16's GradScaler (one scale for K seeds would skip every
 seed's update when one overflows), batch-size ramps, ``objective`` scores, P > 1, GPUs.

@@ -12,8 +12,8 @@ Backends:
   evaluation with ``ray.tune.report`` and resuming from ``ray.tune.get_checkpoint()``.
 * fused seeds (``job.seeds``, ``resources.seeds_per_trial`` > 1; simulate only): the seeds
   train together in this process (:mod:`scalesweep.trainables.seed_fusion`), each report
-  naming its seed's trial (``SEED_TRIAL_KEY``), a checkpoint holding each seed's own
-  (docs/design.md, "Fused seeds").
+  naming its seed's trial (``SEED_TRIAL_KEY``), a checkpoint holding each seed's newest; a
+  retried one goes on from them (:func:`train_fused`; docs/design.md, "Fused seeds").
 * ``ddp``: the Ray Train V2 pattern: this process only drives a ``TorchTrainer`` of P workers
   whose ``TuneReportCallback`` forwards rank 0's reports to Tune. The run is named
   ``<trial name>-<Tune trial id>``, so when Tune retries the trial (its FailureConfig) or the
@@ -56,8 +56,12 @@ and the trial would wait for a resize decision forever, the one loss elasticity 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -260,11 +264,10 @@ def _run_fused(job: TrialJob) -> None:
     """Fused seeds (simulate, this process): each seed's reports go to Tune as its solo
     trial's would, with the seed's trial name (``SEED_TRIAL_KEY``), from which the sweep's
     callback logs each seed to its own MLflow run. A seed that stops or diverges leaves the
-    others training. A checkpoint holds each seed's solo checkpoint under its name
-    (:func:`simulate_checkpoints` finds it there); a resumed seed goes on from it alone, and a
-    fused trial Tune retries starts over (steps already logged are not logged again)."""
-    from scalesweep.trainables import seed_fusion
-
+    others training. A checkpoint holds every seed's newest solo checkpoint under its name
+    (:func:`simulate_checkpoints` finds it there). A fused trial that Tune retries goes on
+    from its seeds' newest whole checkpoints (:func:`train_fused`); steps already logged are
+    not logged again (the callback's tracker keeps each run's last step)."""
     use_assigned_cpus()
     name_of = {t.seed: t.name for t in job.seeds}
 
@@ -273,7 +276,121 @@ def _run_fused(job: TrialJob) -> None:
         checkpoint = ray.tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
         ray.tune.report({**metrics, SEED_TRIAL_KEY: name_of[seed]}, checkpoint=checkpoint)
 
-    seed_fusion.train_seeds(job.trial, list(name_of), on_report=report, names=name_of)
+    storage = job.storage_path  # <sweep dir>/train
+    train_fused(job, report, own=ray.tune.get_checkpoint(),
+                sweep_dir=Path(storage).parent if storage else None)
+
+
+def train_fused(job: TrialJob, report: Callable[[int, dict[str, Any], str | None], None], *,
+                own: ray.tune.Checkpoint | None, sweep_dir: Path | None) -> None:
+    """Train ``job``'s seeds fused, each from its newest whole checkpoint: the one in ``own``
+    (Tune's latest of this trial, on a retry) or any the sweep kept in ``sweep_dir``, whichever
+    is after more updates.
+
+    * A seed whose checkpoint says it ended (its final report was made, so logged) is not
+      trained again.
+    * The others go on fused from their checkpoints, one ``train_seeds`` per checkpoint update,
+      the groups one after another, the furthest first: fused seeds step together, and a seed
+      held back to another's older update would train steps twice, one sent back to update 0
+      would lose its work. The seeds' updates differ only where a seed's newest checkpoint is
+      torn (a copy cut short); then its group just trains later, none trains a step twice.
+    * Every checkpoint reported holds each seed's newest checkpoint (:class:`_Carried`): one
+      taken when a seed ends between the others' checkpoints holds the others' too, so Tune
+      keeping only the trial's newest checkpoints drops none of a seed's work, nor the record
+      that a seed ended.
+    """
+    from scalesweep.trainables import seed_fusion
+
+    name_of = {t.seed: t.name for t in job.seeds}
+    with tempfile.TemporaryDirectory(prefix="scalesweep-seeds-carried-") as tmp:
+        carried = _Carried(Path(tmp))
+        with own.as_directory() if own is not None else contextlib.nullcontext(None) as directory:
+            found = fused_checkpoints(name_of, None if directory is None else Path(directory), sweep_dir)
+            for seed, path in found.items():  # taken now: Tune may delete the trial's older ones
+                carried.keep(path, name_of[seed])
+
+        def on_report(seed: int, metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
+            if checkpoint_dir is not None:
+                carried.fill(Path(checkpoint_dir))
+            report(seed, metrics, checkpoint_dir)
+
+        for seeds, update in fused_groups(found, list(name_of)):
+            resume = {s: carried.path(name_of[s]) for s in seeds} if update else None
+            seed_fusion.train_seeds(job.trial, seeds, on_report=on_report, names=name_of,
+                                    resume_from=resume)
+
+
+def fused_checkpoints(names: Mapping[int, str], own: Path | None, sweep_dir: Path | None
+                      ) -> dict[int, Path]:
+    """Each seed's (by its trial name) newest whole checkpoint, by update: in ``own`` (a fused
+    checkpoint: ``<own>/<name>``) or in any round of the sweep (:func:`simulate_checkpoints`);
+    a seed with none is left out. A torn one is passed over with a warning."""
+    found = {}
+    for seed, name in names.items():
+        candidates = [own / name] if own is not None and (own / name).is_dir() else []
+        if sweep_dir is not None:
+            candidates += simulate_checkpoints(sweep_dir, name)
+        # stable: of equal updates (a seed's checkpoint carried into later ones) own's first
+        candidates.sort(key=lambda p: _progress(p).get("update", -1), reverse=True)
+        newest = checkpointing.newest_complete(candidates, label=name)
+        if newest is not None:
+            found[seed] = newest
+    return found
+
+
+def fused_groups(found: Mapping[int, Path], seeds: Sequence[int]) -> list[tuple[list[int], int]]:
+    """What :func:`train_fused` trains, in order: the seeds (in ``seeds``' order) that go on
+    from the checkpoints of one update (0: from the start, no checkpoint), furthest first. A
+    seed whose checkpoint says it ended is in none."""
+    by_update: dict[int, list[int]] = {}
+    for seed in seeds:
+        progress = _progress(found[seed]) if seed in found else {}
+        if progress.get("status", "running") == "running":
+            by_update.setdefault(int(progress.get("update", 0)), []).append(seed)
+    return [(by_update[u], u) for u in sorted(by_update, reverse=True)]
+
+
+def _progress(checkpoint: Path) -> dict[str, Any]:
+    """A checkpoint's progress as its meta.json says (empty if unreadable: a torn one)."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        progress = json.loads((checkpoint / checkpointing.META_FILE).read_text())["progress"]
+        if isinstance(progress, dict):
+            return progress
+    return {}
+
+
+class _Carried:
+    """Each seed's newest checkpoint, under its trial name in ``root``, put into every
+    checkpoint a fused trial reports that lacks it (files linked, not copied, where the file
+    system allows: checkpoint files are written once and never changed in place)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path(self, name: str) -> Path:
+        return self.root / name
+
+    def keep(self, checkpoint: Path, name: str | None = None) -> None:
+        """``checkpoint`` becomes its seed's newest (named by its directory unless ``name``)."""
+        target = self.root / (name or checkpoint.name)
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(checkpoint, target, copy_function=_link_or_copy)
+
+    def fill(self, checkpoint_dir: Path) -> None:
+        """A fused checkpoint about to be reported: its seeds' checkpoints become their newest,
+        and every other seed's newest goes into it."""
+        for sub in checkpoint_dir.iterdir():
+            self.keep(sub)
+        for kept in self.root.iterdir():
+            if not (checkpoint_dir / kept.name).exists():
+                shutil.copytree(kept, checkpoint_dir / kept.name, copy_function=_link_or_copy)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system, or one without hard links
+        shutil.copy2(src, dst)
 
 
 def _run_ddp(trial: TrialConfig, job: TrialJob) -> None:
