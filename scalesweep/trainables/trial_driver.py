@@ -213,15 +213,23 @@ def simulate_checkpoints(sweep_dir: Path, name: str) -> list[Path]:
 
 
 def _run_simulate(trial: TrialConfig, fallback: str | None, sweep_dir: Path | None) -> None:
+    stop_on_full_disk(lambda: _simulate(trial, fallback, sweep_dir), sweep_dir, ray.tune.report)
+
+
+def stop_on_full_disk(train: Callable[[], None], sweep_dir: Path | None,
+                      tune_report: Callable[[dict[str, Any]], None]) -> None:
+    """Run a simulate trial's ``train``; a checkpoint the disk refused ends it with
+    :func:`disk_full.failed_result` reported (``tune_report``), not an error. Every trial
+    checkpoints to this disk: the sweep stops on this result (the callback), rather than Tune
+    retrying this trial and then failing the next ones alike. The result names no seed, so a
+    fused trial's stops the sweep as a solo trial's does and its running seeds are paused."""
     try:
-        _simulate(trial, fallback, sweep_dir)
+        train()
     except Exception as exc:
         full = disk_full.disk_full(exc)
         if full is None:
             raise
-        # every trial checkpoints to this disk: the sweep stops on this result (the callback),
-        # rather than Tune retrying this trial and then failing the next ones alike
-        ray.tune.report(disk_full.failed_result(full, _tune_trial_dir() or sweep_dir))
+        tune_report(disk_full.failed_result(full, _tune_trial_dir() or sweep_dir))
 
 
 def _tune_trial_dir() -> str | None:
@@ -269,16 +277,24 @@ def _run_fused(job: TrialJob) -> None:
     from its seeds' newest whole checkpoints (:func:`train_fused`); steps already logged are
     not logged again (the callback's tracker keeps each run's last step)."""
     use_assigned_cpus()
+    storage = job.storage_path  # <sweep dir>/train
+    run_fused(job, ray.tune.report, own=ray.tune.get_checkpoint(),
+              sweep_dir=Path(storage).parent if storage else None)
+
+
+def run_fused(job: TrialJob, tune_report: Callable[..., None], *, own: ray.tune.Checkpoint | None,
+              sweep_dir: Path | None) -> None:
+    """:func:`train_fused` reporting to ``tune_report`` (``ray.tune.report``'s signature): each
+    seed's report under its trial's name; a full disk stops the sweep (:func:`stop_on_full_disk`)."""
     name_of = {t.seed: t.name for t in job.seeds}
 
     def report(seed: int, metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
         # tune.report persists the checkpoint before it returns; train_seeds deletes it after
         checkpoint = ray.tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
-        ray.tune.report({**metrics, SEED_TRIAL_KEY: name_of[seed]}, checkpoint=checkpoint)
+        tune_report({**metrics, SEED_TRIAL_KEY: name_of[seed]}, checkpoint=checkpoint)
 
-    storage = job.storage_path  # <sweep dir>/train
-    train_fused(job, report, own=ray.tune.get_checkpoint(),
-                sweep_dir=Path(storage).parent if storage else None)
+    stop_on_full_disk(lambda: train_fused(job, report, own=own, sweep_dir=sweep_dir), sweep_dir,
+                      tune_report)
 
 
 def train_fused(job: TrialJob, report: Callable[[int, dict[str, Any], str | None], None], *,
