@@ -119,9 +119,10 @@ CASES = (Case("mlp_regression (SGD), k = 4", MLP, 1, 2, 4),
          Case("mlp_regression (SGD), k = 16", MLP, 1, 2, 16),
          Case("digits_cnn (Adam), k = 4", DIGITS, 1, 2, 4),
          Case("digits_cnn (Adam), k = 16", DIGITS, 1, 2, 16))
+#: evals every 1/8 epoch: solve (step 4) scores a candidate only from 10 or more evals
 QUICK = Case("mlp_regression, quick", {
     **MLP, "workload": {"name": "mlp_regression", "options": {"train_size": 256, "dev_size": 64}},
-    "training": {"per_worker_batch": 8, "epochs": 2, "eval_every_epochs": 0.5}}, 1, 2, 2, (0, 1, 2),
+    "training": {"per_worker_batch": 8, "epochs": 2, "eval_every_epochs": 0.125}}, 1, 2, 2, (0, 1, 2),
     "named")
 
 
