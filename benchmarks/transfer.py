@@ -15,15 +15,17 @@ Per case (a workload, N, k = M/N):
 1. **The study at N**: the reference world size and N, the lr factor at N on a √2 grid
    around the named rules (explicit factors; none, sqrt and linear are points of it), warmup
    held in samples, ``seeds`` paired seeds. Real trials, embedded Ray, MLflow on a fresh sqlite
-   store.
+   store. Its epochs are the reference's × ``BUDGET_SLACK`` × B_N/B_ref, as far as epochs to a
+   target can grow with the batch (no noise scale is measured yet), and each trial stops at the
+   target: an arm at N that cannot reach it leaves `recommend` no lr evidence.
 2. **`scalesweep.recommend(study, world_size=M)`**: the lr factor (with its interval) and the
    warmup at M, and the epochs ratio M over N predicted.
-3. **The grid at M**, with an epoch budget scaled from N's by the trade-off the study measured:
-   ``BUDGET_SLACK`` × (1 + B_M/B) / (1 + B_N/B), B the study's noise scale (McCandlish et al.
-   2018; k without one), never below N's, evals spread by the same factor; each trial stops at
-   the target. A budget the best cell cannot reach in would leave the grid no optimum to score
-   against. The reference and M; lr factors on the √2 grid spanning both lr models'
-   ranges at M (SGD's [1, K], the surge's [1/√K, √K], K = M / reference), one step past each
+3. **The grid at M**, with the reference's epochs scaled by the trade-off the study measured:
+   ``BUDGET_SLACK`` × (1 + B_M/B) / (1 + B_ref/B), B the study's noise scale (McCandlish et al.
+   2018; B_M/B_ref without one), never below the reference's, evals spread by the same factor;
+   each trial stops at the target. A budget the best cell cannot reach in would leave the grid
+   no optimum to score against. The reference and M; lr factors on the √2 grid spanning both
+   lr models' ranges at M (SGD's [1, K], the surge's [1/√K, √K], K = M / reference), one step past each
    end, × warmup rules ``scaled`` (held in samples) and ``fixed`` (held in updates); the named
    rules are cells of it, and the recommended recipe's factor is one more (where it is not a
    cell already). Two stages, as `solve`'s grid spends its seeds: every cell on seed 0, then
@@ -138,13 +140,14 @@ def grid_at_m(case: Case) -> list[float]:
     return [GRID_STEP ** j for j in range(j_lo, j_hi + 1)]
 
 
-def budget_factor(noise_scale: float | None, batch_n: float, batch_m: float) -> float:
-    """How many times N's epochs the grid at M gets (module docs, step 3), rounded up to a
-    quarter: the epochs trade-off E(B) ∝ 1 + B/B_noise from N to M, times the slack."""
+def budget_factor(noise_scale: float | None, batch_from: float, batch_to: float) -> float:
+    """How many times the epochs at ``batch_from`` a study at ``batch_to`` gets (module docs,
+    steps 1 and 3), rounded up to a quarter: the epochs trade-off E(B) ∝ 1 + B/B_noise, or B
+    itself (its steepest) without a noise scale, times the slack."""
     if noise_scale is None or not noise_scale > 0:
-        trade = batch_m / batch_n
+        trade = batch_to / batch_from
     else:
-        trade = (1 + batch_m / noise_scale) / (1 + batch_n / noise_scale)
+        trade = (1 + batch_to / noise_scale) / (1 + batch_from / noise_scale)
     return max(1.0, math.ceil(4 * BUDGET_SLACK * trade - 1e-9) / 4)
 
 
@@ -350,15 +353,16 @@ def run_case(case: Case, seeds: int, root: Path, *, solve: bool = True) -> Outco
     tag = f"transfer-{workload}-k{case.k}"
     n_rules = _rules([GRID_STEP ** j for j in case.n_grid], case.n, case.reference)
     say(f"{case.label}: the study at N = {case.n} ({len(n_rules)} lr factors x {seeds} seeds)")
-    n_study = study(case, f"{tag}-n", case.n, n_rules, ["scaled"], range(seeds))
-    at_n = scalesweep.load(n_study).run(tracking_uri=uri, report=False)
+    n_base = study(case, f"{tag}-n", case.n, n_rules, ["scaled"], range(seeds))
+    n_budget = budget_factor(None, case.reference, case.n)  # batches in proportion to world sizes
+    at_n = scalesweep.load(with_budget(n_base, n_budget)).run(tracking_uri=uri, report=False)
     rec = scalesweep.recommend(f"{tag}-n", world_size=case.m, tracking_uri=uri)
     recipe = rec.recipe
     rec_factor = round(recipe.lr.factor, 6)
     m_rules = _rules(grid_at_m(case), case.m, case.reference)
     if not any(_same(_factor_of(r, case.m, case.reference), rec_factor) for r in m_rules):
         m_rules.append(rec_factor)  # the recipe's own arm, beside the grid's cells
-    budget = budget_factor(rec.noise_scale, rec.batch_n, rec.batch_m)
+    budget = budget_factor(rec.noise_scale, rec.reference_batch, rec.batch_m)
     at_m = replace(case, sweep=with_budget(case.sweep, budget))
     say(f"{case.label}: recommend at M = {case.m}: lr x{recipe.lr.factor:.3g} "
         f"{recipe.lr.ci}, warmup {recipe.warmup.rule}; the grid at M: {len(m_rules)} factors x "
@@ -386,15 +390,17 @@ def run_case(case: Case, seeds: int, root: Path, *, solve: bool = True) -> Outco
     measured = paired(rec_arm.epochs, best_n.epochs).median
     covered = None if er is None else er.ci[0] <= measured <= er.ci[1]
     trials = len(at_n.trials) + len(first.trials) + len(second.trials)
-    notes = [f"{case.label}: the grid at M ran {at_m.sweep['training']['epochs']} epochs per "
-             f"trial (x{budget:g} N's; noise scale {rec.noise_scale or float('nan'):.3g})"]
+    n_epochs = math.ceil(case.sweep["training"]["epochs"] * n_budget)
+    notes = [f"{case.label}: the study at N ran up to {n_epochs} epochs per trial, the grid at M "
+             f"up to {at_m.sweep['training']['epochs']} (x{n_budget:g} and x{budget:g} the "
+             f"reference's; noise scale {rec.noise_scale or float('nan'):.3g})"]
     edge = min(grid_at_m(case)), max(grid_at_m(case))
     if any(_same(best.factor, e) for e in edge):
         notes.append(f"{case.label}: the grid's best lies at its edge (x{best.factor:.3g})")
     solved = None
     if solve:
         say(f"{case.label}: solve at M = {case.m}, started from the recommendation")
-        found = scalesweep.solve(scalesweep.load(with_budget(n_study, budget)), world_size=case.m,
+        found = scalesweep.solve(scalesweep.load(with_budget(n_base, budget)), world_size=case.m,
                                  start_from_recommendation=True, tracking_uri=uri, report=False)
         a = found.answer
         solved = SolveRun(a.lr_factor, a.warmup_steps, a.decision, a.search_trial_epochs_used,
