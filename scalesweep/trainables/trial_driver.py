@@ -347,7 +347,7 @@ def fused_checkpoints(names: Mapping[int, str], own: Path | None, sweep_dir: Pat
         if sweep_dir is not None:
             candidates += simulate_checkpoints(sweep_dir, name)
         # stable: of equal updates (a seed's checkpoint carried into later ones) own's first
-        candidates.sort(key=lambda p: _progress(p).get("update", -1), reverse=True)
+        candidates.sort(key=_update_of, reverse=True)
         newest = checkpointing.newest_complete(candidates, label=name)
         if newest is not None:
             found[seed] = newest
@@ -360,19 +360,24 @@ def fused_groups(found: Mapping[int, Path], seeds: Sequence[int]) -> list[tuple[
     seed whose checkpoint says it ended is in none."""
     by_update: dict[int, list[int]] = {}
     for seed in seeds:
-        progress = _progress(found[seed]) if seed in found else {}
-        if progress.get("status", "running") == "running":
-            by_update.setdefault(int(progress.get("update", 0)), []).append(seed)
+        progress = (_progress(found[seed]) if seed in found else None) or checkpointing.Progress()
+        if progress.status == checkpointing.Progress().status:  # a fresh one's: not ended
+            by_update.setdefault(progress.update, []).append(seed)
     return [(by_update[u], u) for u in sorted(by_update, reverse=True)]
 
 
-def _progress(checkpoint: Path) -> dict[str, Any]:
-    """A checkpoint's progress as its meta.json says (empty if unreadable: a torn one)."""
+def _progress(checkpoint: Path) -> checkpointing.Progress | None:
+    """A checkpoint's progress as its meta.json says (None if unreadable: a torn one)."""
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         progress = json.loads((checkpoint / checkpointing.META_FILE).read_text())["progress"]
         if isinstance(progress, dict):
-            return progress
-    return {}
+            return checkpointing.Progress(**progress)
+    return None
+
+
+def _update_of(checkpoint: Path) -> int:
+    progress = _progress(checkpoint)
+    return -1 if progress is None else progress.update
 
 
 class _Carried:
