@@ -33,8 +33,10 @@ What breaks exactness and how it is met:
 The noise scale (V > 1) is measured as the loop measures it, per seed: at every update, or
 every ``NOISE_EVERY``-th with fused passes, where that update runs its virtual-rank passes;
 each seed's sum over virtual ranks of its gradient increments' squared norms and its whole
-gradient's, before clipping. A divergence is seen where the loop sees it: at a report or at
-every ``DIVERGENCE_EVERY``-th update, whichever update in between diverged.
+gradient's, before clipping. As in the loop, an update reads nothing on the host: every seed's
+losses and a probe's norms stay on the device until the next report or ``DIVERGENCE_EVERY``-th
+update, are read there in one copy and folded in update order, so a divergence is seen where
+the loop sees it, whichever update in between diverged.
 
 Checkpoints: at the loop's cadence, each reporting seed's solo checkpoint (the loop's format:
 its parameters, its slice of the optimizer state, its progress), so the loop resumes a seed
@@ -305,6 +307,16 @@ class _Seed:
     diverged: bool = False
 
 
+@dataclass(frozen=True)
+class _PendingUpdate:
+    """One update's values, left on the device until the next read point (as the loop's)."""
+
+    losses: torch.Tensor  # [K] each live seed's summed loss
+    norms: tuple[torch.Tensor, torch.Tensor] | None  # [K] each: a noise probe's squared norms
+    global_batch: int
+    world_size: int
+
+
 @dataclass
 class SeedOutcome:
     """A seed's final metrics (as its solo ``train`` returns them) and its final parameters."""
@@ -450,25 +462,21 @@ class _FusedSeeds:
         outcomes: dict[int, SeedOutcome] = {}
         started = time.perf_counter() - self.wall_s
         last_checkpoint = time.perf_counter()
+        pending: list[_PendingUpdate] = []
         for update in range(self.start + 1, self.config.total_updates + 1):
             lr, momentum = self._set_hyperparameters(update)
-            losses, norms = self._update(update)
+            pending.append(self._update(update))
             at_eval = self.data.eval_due(update)
             since = time.perf_counter() - last_checkpoint
             checkpoint = checkpointing.due(self.config, update, since, at_eval)
-            read = at_eval or checkpoint or update % DIVERGENCE_EVERY == 0  # the loop's read points
+            if not (at_eval or checkpoint or update % DIVERGENCE_EVERY == 0):  # the loop's read points
+                continue
+            self._fold(pending)  # the one host read since the last read point
+            pending.clear()
             reports: list[tuple[int, dict[str, Any], bool]] = []  # seed, metrics, with a checkpoint
-            for k, seed in enumerate(self.live):
+            for seed in self.live:
                 s = self.seeds[seed]
-                s.loss_sum += losses[k]
-                s.loss_count += self.segment.global_batch
-                s.diverged = s.diverged or self._diverged(s, losses[k] / self.segment.global_batch)
-                if norms is not None and s.noise is not None:
-                    # P = 1: mean_v |g_v|^2 is V times the sum of the increments' squares (loop)
-                    small_sq, big_sq = norms
-                    s.noise.update(g_small_sq=small_sq[k] * self.segment.world_size, g_big_sq=big_sq[k],
-                                   b_big=self.segment.global_batch)
-                diverged = read and s.diverged
+                diverged = s.diverged
                 if not (at_eval or checkpoint or diverged):
                     continue
                 metrics = self._metrics(s, update, lr, momentum, time.perf_counter() - started)
@@ -573,15 +581,40 @@ class _FusedSeeds:
             group["lr"] = lr
         return lr, stepping.set_betas(self.optimizer, self.schedule.betas(position))
 
-    def _update(self, update: int) -> tuple[list[float], tuple[list[float], list[float]] | None]:
-        """One optimizer update of every live seed; returns each one's summed loss and, on an
-        update that measures the noise scale, each one's (sum over virtual ranks of the squared
-        norms of their gradient increments, squared norm of the whole gradient)."""
+    def _fold(self, pending: Sequence[_PendingUpdate]) -> None:
+        """The updates since the last read point, read in one copy and folded into each seed
+        in update order, with the float arithmetic of a read at every update (so a seed's
+        train loss, divergence and noise scale are its solo trial's)."""
+        if not pending:
+            return
+        probes = [p.norms for p in pending if p.norms is not None]
+        values = torch.cat([p.losses for p in pending] + [t for n in probes for t in n]).tolist()
+        k = len(self.live)
+        rows = iter(values[i * k:(i + 1) * k] for i in range(len(values) // k))
+        losses = [next(rows) for _ in pending]
+        for p, row in zip(pending, losses, strict=True):
+            norms = (next(rows), next(rows)) if p.norms is not None else None
+            for i, seed in enumerate(self.live):
+                s = self.seeds[seed]
+                s.loss_sum += row[i]
+                s.loss_count += p.global_batch
+                s.diverged = s.diverged or self._diverged(s, row[i] / p.global_batch)
+                if norms is not None and s.noise is not None:
+                    # P = 1: mean_v |g_v|^2 is V times the sum of the increments' squares (loop)
+                    small_sq, big_sq = norms
+                    s.noise.update(g_small_sq=small_sq[i] * p.world_size, g_big_sq=big_sq[i],
+                                   b_big=p.global_batch)
+
+    def _update(self, update: int) -> _PendingUpdate:
+        """One optimizer update of every live seed; returns, on the device, each one's summed
+        loss and, on an update that measures the noise scale, each one's (sum over virtual
+        ranks of the squared norms of their gradient increments, squared norm of the whole
+        gradient)."""
         self.optimizer.zero_grad(set_to_none=True)
-        losses = torch.zeros(len(self.seeds), dtype=torch.float64)
+        losses = torch.zeros(len(self.seeds), dtype=torch.float64, device=self.device)
         weight = 1.0 / self.segment.global_batch  # P = 1: the plain mean over the global batch
         probe = self.config.world_size > 1 and update % self.noise_every == 0
-        small_sq = torch.zeros(len(self.seeds), dtype=torch.float64)
+        small_sq = torch.zeros(len(self.seeds), dtype=torch.float64, device=self.device)
         before: dict[str, torch.Tensor] = {}  # each parameter's gradient where the last virtual rank left it
         for batches, draw, ends_rank in self._passes(update, fused=self.fused_passes and not probe):
             stacked, sizes = self.padder.stack(batches)
@@ -593,11 +626,11 @@ class _FusedSeeds:
         norms = None
         if probe:  # before clipping: the noise scale is a property of the gradients
             big_sq = self._sq_norms({name: p.grad for name, p in self.params.items() if p.grad is not None})
-            norms = small_sq.tolist(), big_sq.tolist()
+            norms = small_sq, big_sq
         if self.config.grad_clip is not None:
             self._clip(self.config.grad_clip)
         self.optimizer.step()
-        return losses.tolist(), norms
+        return _PendingUpdate(losses, norms, self.segment.global_batch, self.segment.world_size)
 
     def _increments_sq(self, before: dict[str, torch.Tensor]) -> torch.Tensor:
         """Per seed, the squared norm of what the virtual rank just ended added to the

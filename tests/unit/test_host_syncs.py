@@ -274,3 +274,30 @@ def test_a_workload_without_place_trains_as_before() -> None:
     train(config, LocalWorld(), on_report=lambda m, _: a.append(m))
     train(config, LocalWorld(), on_report=lambda m, _: b.append(m), workload=unplaced)
     assert _without_time(a) == _without_time(b)
+
+
+def test_fused_seeds_read_nothing_per_update_and_each_read_point_once() -> None:
+    # as the loop: between evals a fused update reads nothing, a read point one copy for every
+    # seed; a 64-update trial has two read points (32, 48) more than a 32-update one
+    from scalesweep.trainables.seed_fusion import train_seeds
+
+    def reads(updates: int) -> int:
+        config = _config(workload="mini_asr", workload_options=ASR, world_size=2, per_worker_batch=2,
+                         accum_grad=1, total_updates=updates, eval_every=updates)
+        count = 0
+
+        def counted(method: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+                nonlocal count
+                count += sys._getframe(1).f_globals.get("__name__", "").startswith("scalesweep.")
+                return method(tensor, *args, **kwargs)
+            return wrapper
+
+        with pytest.MonkeyPatch.context() as mp:
+            for name in READS:
+                mp.setattr(torch.Tensor, name, counted(getattr(torch.Tensor, name)))
+            train_seeds(config, [0, 1], on_report=lambda seed, metrics, directory: None)
+        return count
+
+    assert DIVERGENCE_EVERY == 16
+    assert reads(64) - reads(32) == 2
