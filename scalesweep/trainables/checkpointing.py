@@ -233,6 +233,16 @@ def newest_complete(candidates: Sequence[Path], *, label: str = "") -> Path | No
     return None
 
 
+def read_progress(directory: Path) -> Progress | None:
+    """A checkpoint's progress as its ``meta.json`` says, without loading its state (None if
+    unreadable: a torn one)."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        progress = json.loads((directory / META_FILE).read_text())["progress"]
+        if isinstance(progress, dict):
+            return Progress(**progress)
+    return None
+
+
 def load(
     directory: str | os.PathLike[str],
     *,

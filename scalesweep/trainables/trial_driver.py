@@ -56,7 +56,6 @@ and the trial would wait for a resize decision forever, the one loss elasticity 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import sys
@@ -360,23 +359,15 @@ def fused_groups(found: Mapping[int, Path], seeds: Sequence[int]) -> list[tuple[
     seed whose checkpoint says it ended is in none."""
     by_update: dict[int, list[int]] = {}
     for seed in seeds:
-        progress = (_progress(found[seed]) if seed in found else None) or checkpointing.Progress()
+        progress = (checkpointing.read_progress(found[seed]) if seed in found else None) \
+            or checkpointing.Progress()
         if progress.status == checkpointing.Progress().status:  # a fresh one's: not ended
             by_update.setdefault(progress.update, []).append(seed)
     return [(by_update[u], u) for u in sorted(by_update, reverse=True)]
 
 
-def _progress(checkpoint: Path) -> checkpointing.Progress | None:
-    """A checkpoint's progress as its meta.json says (None if unreadable: a torn one)."""
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        progress = json.loads((checkpoint / checkpointing.META_FILE).read_text())["progress"]
-        if isinstance(progress, dict):
-            return checkpointing.Progress(**progress)
-    return None
-
-
 def _update_of(checkpoint: Path) -> int:
-    progress = _progress(checkpoint)
+    progress = checkpointing.read_progress(checkpoint)
     return -1 if progress is None else progress.update
 
 
